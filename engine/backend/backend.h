@@ -1,0 +1,37 @@
+// The one backend interface (DESIGN.md): a backend owns the inference state (KV cache, conv and
+// SSM states, instrument accumulators) of one run of one model and turns tokens into TokenTraces.
+// The CPU backend is the reference; GPU backends are checked against it.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model/token_trace.h"
+#include "engine/model/weights.h"
+
+namespace hl {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Clears the state and feeds the registers (trace-format.md §2). Throws Error on bad options.
+  virtual void start(const RunOptions& opts) = 0;
+  // Feeds S tokens after those already fed. S == 1 is a decode step; S > 1 is a prefill that
+  // must agree with S decode steps to 1e-5 relative. Appends S records to `out`.
+  virtual void forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) = 0;
+  // Tokens fed since start() (registers excluded).
+  virtual int64_t position() const = 0;
+  virtual const Model& model() const = 0;
+  virtual const RunOptions& options() const = 0;
+  // Registers in use in this run (trained first, then test-time).
+  virtual int registers() const = 0;
+};
+
+// "cpu" (always), "vulkan", "cuda" when built and a device exists; "auto" picks CUDA, then Vulkan,
+// then CPU. An explicitly named backend that is unavailable throws Error.
+std::unique_ptr<Backend> make_backend(const std::string& which, std::shared_ptr<const Model> model);
+std::vector<std::string> available_backends();
+
+}  // namespace hl

@@ -1,0 +1,133 @@
+// Element-type names and binary16 conversions (bit-exact, round-to-nearest-even, subnormals kept).
+#include "engine/core/dtype.h"
+
+namespace hl {
+
+std::optional<DType> dtype_from_name(std::string_view n) {
+  if (n == "F32") return DType::F32;
+  if (n == "F16") return DType::F16;
+  if (n == "BF16") return DType::BF16;
+  if (n == "I32") return DType::I32;
+  if (n == "I64") return DType::I64;
+  return std::nullopt;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+  }
+  return "?";
+}
+
+float f16_to_float(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t man = h & 0x3ffu;
+  uint32_t u;
+  if (exp == 0) {
+    if (man == 0) {
+      u = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do {
+        ++e;
+        man <<= 1;
+      } while ((man & 0x400u) == 0);
+      man &= 0x3ffu;
+      u = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | man << 13;
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7f800000u | man << 13;
+  } else {
+    u = sign | (exp + 127 - 15) << 23 | man << 13;
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t float_to_f16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  uint32_t absu = u & 0x7fffffffu;
+  if (absu >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (absu > 0x7f800000u ? 0x200u : 0));
+  if (absu >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
+  if (absu < 0x38800000u) {                                               // subnormal or zero in f16
+    if (absu < 0x33000000u) return static_cast<uint16_t>(sign);           // < 2^-25: rounds to 0
+    uint32_t exp = absu >> 23;
+    uint32_t man = (absu & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - exp;  // 14 - (exp - 127) + 13 - 1 … result = man >> (shift)
+    uint32_t res = man >> shift;
+    uint32_t rem = man & ((1u << shift) - 1);
+    uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (res & 1u))) ++res;
+    return static_cast<uint16_t>(sign | res);
+  }
+  uint32_t res = ((absu >> 13) - ((127 - 15) << 10));
+  uint32_t rem = absu & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (res & 1u))) ++res;
+  return static_cast<uint16_t>(sign | res);
+}
+
+void to_float(DType t, const void* src, float* dst, size_t n) {
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, src, n * 4);
+      return;
+    case DType::BF16: {
+      const uint16_t* s = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(s[i]);
+      return;
+    }
+    case DType::F16: {
+      const uint16_t* s = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_float(s[i]);
+      return;
+    }
+    case DType::I32: {
+      const int32_t* s = static_cast<const int32_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+      return;
+    }
+    case DType::I64: {
+      const int64_t* s = static_cast<const int64_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+      return;
+    }
+  }
+}
+
+void from_float(DType t, const float* src, void* dst, size_t n) {
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, src, n * 4);
+      return;
+    case DType::BF16: {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = float_to_bf16(src[i]);
+      return;
+    }
+    case DType::F16: {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = float_to_f16(src[i]);
+      return;
+    }
+    case DType::I32: {
+      int32_t* d = static_cast<int32_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = static_cast<int32_t>(src[i]);
+      return;
+    }
+    case DType::I64: {
+      int64_t* d = static_cast<int64_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = static_cast<int64_t>(src[i]);
+      return;
+    }
+  }
+}
+
+}  // namespace hl

@@ -1,0 +1,49 @@
+// A checkpoint folder: config.json, model.safetensors or shards via model.safetensors.index.json,
+// optional tokenizer.model. Opens and validates every file, then offers tensors by name.
+// Not the binding of tensors to layers: model/loader.h does that with shape checks.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/io/config.h"
+#include "engine/io/safetensors.h"
+
+namespace hl {
+
+struct LoadProgress {
+  // Called with (done, total) units and a short description; return false to cancel (throws Cancelled).
+  std::function<bool(int64_t, int64_t, const std::string&)> callback;
+};
+
+class Checkpoint {
+ public:
+  Checkpoint() = default;
+  Checkpoint(const Checkpoint&) = delete;  // by_name_ points into shards_
+  Checkpoint& operator=(const Checkpoint&) = delete;
+  Checkpoint(Checkpoint&&) = default;
+  Checkpoint& operator=(Checkpoint&&) = default;
+  // Throws LoadError (message names the file) or Cancelled.
+  static Checkpoint open(const std::string& dir, const LoadProgress& progress = {});
+
+  const std::string& dir() const { return dir_; }
+  const JambaConfig& config() const { return config_; }
+  const std::string& config_sha256() const { return config_sha256_; }
+  std::string tokenizer_path() const;  // empty if the folder has no tokenizer.model
+  const TensorInfo* find(const std::string& name) const;
+  std::vector<const TensorInfo*> all_tensors() const;
+  uint64_t total_tensor_bytes() const;
+  const std::vector<std::string>& files() const { return file_names_; }
+
+ private:
+  std::string dir_;
+  JambaConfig config_;
+  std::string config_sha256_;
+  std::vector<SafetensorsFile> shards_;
+  std::vector<std::string> file_names_;
+  std::map<std::string, const TensorInfo*> by_name_;
+};
+
+}  // namespace hl

@@ -1,0 +1,89 @@
+// safetensors reader (memory-mapped, every check of reliability-checklist.md) and writer.
+// Format: 8-byte little-endian header length N, N bytes of JSON, then the raw little-endian data.
+// Reference: huggingface/safetensors (safetensors/src/tensor.rs) validation rules.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/dtype.h"
+
+namespace hl {
+
+// A read-only memory mapping of a whole file; unmapped when the last owner goes away.
+class MappedFile {
+ public:
+  static std::shared_ptr<MappedFile> open(const std::string& path);  // throws LoadError
+  ~MappedFile();
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  MappedFile() = default;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+  std::string path_;
+};
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // offsets relative to the data section
+  const uint8_t* data = nullptr;  // points into the mapping
+  std::string file;               // path of the file that holds it
+  int64_t numel() const;
+  uint64_t nbytes() const { return end - begin; }
+};
+
+// One validated safetensors file. Every check of the checklist runs in open(); a failure throws
+// LoadError naming the file and the tensor.
+class SafetensorsFile {
+ public:
+  static SafetensorsFile open(const std::string& path);
+  // Validate an in-memory buffer (used by fuzzers and tests); `name` appears in messages.
+  // The buffer must outlive the returned object.
+  static SafetensorsFile parse(const uint8_t* bytes, uint64_t size, const std::string& name);
+
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const TensorInfo* find(const std::string& name) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::shared_ptr<MappedFile> map_;
+  std::string path_;
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, size_t> index_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Builds a safetensors file in memory and writes it atomically (temp file + rename).
+class SafetensorsWriter {
+ public:
+  void set_metadata(const std::string& key, const std::string& value);
+  // Adds a tensor; data is copied. Throws Error on a duplicate name or size mismatch.
+  void add(const std::string& name, DType dtype, const std::vector<int64_t>& shape, const void* data, size_t nbytes);
+  // Adds float data converted to dtype (F32, F16 or BF16).
+  void add_float(const std::string& name, DType dtype, const std::vector<int64_t>& shape, const float* data);
+  void write(const std::string& path) const;  // throws Error
+  std::vector<uint8_t> serialize() const;
+
+ private:
+  struct Entry {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Entry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Writes bytes to path atomically: a temp file in the same folder, fsync, rename.
+void write_file_atomic(const std::string& path, const void* data, size_t size);
+
+}  // namespace hl

@@ -1,0 +1,45 @@
+// TokenTrace: the small value record the forward pass leaves per token (DESIGN.md), holding every
+// instrument of trace-format.md §3. GUI views and sessions consume it; the trace writer stacks it.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engine/io/config.h"
+
+namespace hl {
+
+struct RunOptions {
+  bool normalizer_override = false;  // false: each layer as trained
+  Normalizer normalizer = Normalizer::Softmax;
+  int registers = -1;                // -1: the trained count
+  bool instruments = true;           // compute the per-token instruments
+  bool full = false;                 // also attn_rows, ssm_delta, ssm_retained
+  bool keep_logits = true;           // copy the logits into the record
+};
+
+// Shapes use the trace-format.md §2 notation: A_n attention, M_n Mamba, X_n MoE layers.
+struct TokenTrace {
+  int32_t token_id = 0;
+  int32_t position = 0;                 // t (registers excluded)
+  std::vector<float> logits;            // (V,)
+  std::vector<float> attn_entropy;      // (A_n, nh)
+  std::vector<float> attn_entropy_norm; // (A_n, nh)
+  std::vector<float> attn_mass;         // (A_n, nh)
+  std::vector<float> attn_max_logit;    // (A_n, nh)
+  std::vector<float> ssm_delta_mean;    // (M_n,)
+  std::vector<float> router_probs;      // (X_n, E)
+  std::vector<int32_t> router_topk;     // (X_n, k)
+  std::vector<float> router_lse;        // (X_n,)
+  std::vector<float> rank1_distance;    // (L+1,)
+  std::vector<float> resid_max_abs;     // (L+1,)
+  int32_t nonfinite_layer = -1;
+  int64_t kv_cache_bytes = 0;
+  int64_t ssm_state_bytes = 0;
+  double step_seconds = 0;              // wall time of the forward step that produced it
+  // With RunOptions::full:
+  std::vector<float> ssm_delta;         // (M_n, Di)
+  std::vector<float> ssm_retained;      // (M_n, Di)
+  std::vector<float> attn_rows;         // (A_n, nh, n_reg + t + 1 + 1): keys so far, then p_null
+};
+
+}  // namespace hl

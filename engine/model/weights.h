@@ -1,0 +1,101 @@
+// The model's weights bound to layers (jamba-spec.md §2.1). Matrices stay in their stored dtype
+// (views into the memory-mapped files, or into owned buffers for merged adapters); small vectors
+// (norms, biases, A, D, conv) are widened to float at load. Not the forward pass: see backend/.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/dtype.h"
+#include "engine/io/config.h"
+
+namespace hl {
+
+class Checkpoint;
+class MappedFile;
+
+// A row-major (rows, cols) matrix view in its stored dtype: PyTorch nn.Linear layout (out, in).
+struct Mat {
+  DType dtype = DType::F32;
+  const void* data = nullptr;
+  int64_t rows = 0, cols = 0;
+  std::string name;  // tensor name, for messages and the DoRA view
+  bool empty() const { return data == nullptr; }
+  int64_t bytes() const { return rows * cols * dtype_size(dtype); }
+  const uint8_t* row_ptr(int64_t r) const {
+    return static_cast<const uint8_t*>(data) + r * cols * dtype_size(dtype);
+  }
+};
+
+struct AttentionWeights {
+  Mat q, k, v, o;             // (nh*hd, H), (nkv*hd, H), (nkv*hd, H), (H, nh*hd)
+  std::vector<float> sinks;   // (nh,) learned sink logits; empty when absent
+};
+
+struct MambaWeights {
+  Mat in_proj;                     // (2*Di, H): rows [0,Di) x branch, [Di,2Di) gate z
+  std::vector<float> in_bias;      // (2*Di,) or empty
+  std::vector<float> conv_w;       // (Di, W): conv1d.weight[:, 0, :]
+  std::vector<float> conv_b;       // (Di,) or empty
+  Mat x_proj;                      // (R + 2N, Di): rows dt, B, C
+  std::vector<float> dt_norm;      // (R,)
+  std::vector<float> b_norm;       // (N,)
+  std::vector<float> c_norm;       // (N,)
+  Mat dt_proj;                     // (Di, R)
+  std::vector<float> dt_bias;      // (Di,)
+  std::vector<float> A;            // (Di, N) = -exp(A_log), fp32
+  std::vector<float> D;            // (Di,)
+  Mat out_proj;                    // (H, Di)
+  std::vector<float> out_bias;     // (H,) or empty
+};
+
+struct MlpWeights {
+  Mat gate, up, down;  // (I, H), (I, H), (H, I)
+};
+
+struct MoeWeights {
+  Mat router;                       // (E, H)
+  std::vector<MlpWeights> experts;  // E entries (views into fused tensors when stored fused)
+};
+
+struct LayerWeights {
+  bool is_attention = false;
+  bool is_moe = false;
+  std::vector<float> input_norm;   // (H,)
+  std::vector<float> pre_ff_norm;  // (H,)
+  AttentionWeights attn;           // when is_attention
+  MambaWeights mamba;              // otherwise
+  MlpWeights mlp;                  // when !is_moe
+  MoeWeights moe;                  // when is_moe
+};
+
+struct ModelWeights {
+  Mat embed;                         // (V, H)
+  Mat lm_head;                       // (V, H) (= embed when tied and absent)
+  std::vector<float> final_norm;     // (H,)
+  std::vector<float> register_rows;  // (R_trained, H) trained registers, or empty
+  std::vector<float> mean_embedding; // (H,) mean row of embed (test-time registers)
+  std::vector<LayerWeights> layers;  // L entries
+};
+
+// A loaded model: config, weights and whatever keeps the weights' memory alive.
+struct Model {
+  std::string dir;               // checkpoint folder
+  std::string name;              // folder name
+  std::string config_sha256;
+  std::string tokenizer_path;    // empty if none
+  JambaConfig config;
+  ModelWeights w;
+  std::vector<std::shared_ptr<const void>> keep_alive;  // mappings and owned buffers
+  std::string adapter;           // adapter folder merged in, or empty
+
+  // Every matrix of the model with its tensor name (for the adapter merge and the DoRA view).
+  std::vector<Mat*> matrices();
+  int64_t param_count() const;         // total parameters
+  int64_t active_param_count() const;  // shared + k of E experts per MoE layer
+  // Bytes of weights one decode step reads at their in-memory dtype (trace-format.md §4).
+  int64_t weight_bytes_per_token() const;
+};
+
+}  // namespace hl
