@@ -14,7 +14,6 @@ struct RunOptions {
   int registers = -1;                // -1: the trained count
   bool instruments = true;           // compute the per-token instruments
   bool full = false;                 // also attn_rows, ssm_delta, ssm_retained
-  bool keep_logits = true;           // copy the logits into the record
 };
 
 // Shapes use the trace-format.md §2 notation: A_n attention, M_n Mamba, X_n MoE layers.

@@ -1,0 +1,65 @@
+// Read-bandwidth probe (see bandwidth.h): a streaming sum over a buffer ≥ 4× the LLC, split over the
+// thread pool, so the figure is what a memory-bound decode step could reach.
+#include "engine/core/bandwidth.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/core/thread_pool.h"
+
+namespace hl {
+
+uint64_t last_level_cache_bytes() {
+  uint64_t best = 0;
+  for (int idx = 0; idx < 8; ++idx) {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx) + "/size");
+    std::string s;
+    if (!(in >> s) || s.empty()) continue;
+    uint64_t mult = 1;
+    if (s.back() == 'K') mult = 1024;
+    if (s.back() == 'M') mult = 1024 * 1024;
+    if (mult != 1) s.pop_back();
+    try {
+      best = std::max<uint64_t>(best, std::stoull(s) * mult);
+    } catch (...) {
+    }
+  }
+  return best ? best : 32ull << 20;
+}
+
+double measure_read_bandwidth_gb_s(int passes) {
+  const uint64_t bytes = std::max<uint64_t>(4 * last_level_cache_bytes(), 256ull << 20);
+  const int64_t n = static_cast<int64_t>(bytes / sizeof(uint64_t));
+  std::vector<uint64_t> buf(static_cast<size_t>(n));
+  ThreadPool& pool = ThreadPool::global();
+  pool.parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {  // first touch by the reading threads
+    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);
+  });
+  double best = 0;
+  volatile uint64_t sink = 0;
+  for (int p = 0; p < passes; ++p) {
+    std::vector<uint64_t> partial(static_cast<size_t>(pool.size()) * 8, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      int64_t i = b;
+      for (; i + 4 <= e; i += 4) {
+        s0 += buf[i];
+        s1 += buf[i + 1];
+        s2 += buf[i + 2];
+        s3 += buf[i + 3];
+      }
+      for (; i < e; ++i) s0 += buf[i];
+      partial[static_cast<size_t>(b * pool.size() / n) * 8] = s0 + s1 + s2 + s3;
+    });
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (uint64_t v : partial) sink = sink + v;
+    best = std::max(best, static_cast<double>(bytes) / dt / 1e9);
+  }
+  return best;
+}
+
+}  // namespace hl

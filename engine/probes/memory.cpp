@@ -1,0 +1,38 @@
+// KV-cache and state byte formulas (see memory.h). Checked against DL0171: Jamba-v0.1 at 262,144
+// tokens in 2-byte elements holds 4 GiB of KV cache, 32 GiB if every layer were attention.
+#include "engine/probes/memory.h"
+
+#include <unistd.h>
+
+namespace hl {
+
+int64_t kv_cache_bytes(const JambaConfig& c, int64_t attention_layers, int64_t tokens, int64_t bytes_per_element) {
+  return 2 * attention_layers * c.num_key_value_heads * c.head_dim() * tokens * bytes_per_element;
+}
+
+int64_t ssm_state_bytes(const JambaConfig& c, int64_t mamba_layers, int64_t bytes_per_element) {
+  const int64_t di = c.mamba_inner();
+  return mamba_layers * (di * c.mamba_d_conv + di * c.mamba_d_state) * bytes_per_element;
+}
+
+MemoryReport memory_report(const JambaConfig& c, int64_t context, int64_t bytes_per_element) {
+  MemoryReport r;
+  r.context = context;
+  r.bytes_per_element = bytes_per_element;
+  const int64_t L = c.num_hidden_layers;
+  r.kv_bytes = kv_cache_bytes(c, c.num_attention_layers(), context, bytes_per_element);
+  r.kv_bytes_all_attention = kv_cache_bytes(c, L, context, bytes_per_element);
+  r.kv_bytes_all_mamba = 0;
+  r.state_bytes = ssm_state_bytes(c, c.num_mamba_layers(), bytes_per_element);
+  r.state_bytes_all_mamba = ssm_state_bytes(c, L, bytes_per_element);
+  return r;
+}
+
+uint64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+}  // namespace hl

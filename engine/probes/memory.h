@@ -1,0 +1,26 @@
+// Memory instrument (DL0171, DL0170, trace-format.md §3–§4): bytes of the attention KV cache and of
+// the Mamba state for a config at a context length and element size, for the model itself, its
+// all-attention counterfactual and a pure-Mamba stack of the same depth.
+#pragma once
+#include <cstdint>
+
+#include "engine/io/config.h"
+
+namespace hl {
+
+// 2 · A_n · nkv · head_dim · tokens · bytes.
+int64_t kv_cache_bytes(const JambaConfig& c, int64_t attention_layers, int64_t tokens, int64_t bytes_per_element);
+// Per Mamba layer Di·d_conv + Di·d_state elements, times bytes.
+int64_t ssm_state_bytes(const JambaConfig& c, int64_t mamba_layers, int64_t bytes_per_element);
+
+struct MemoryReport {
+  int64_t context = 0, bytes_per_element = 2;
+  int64_t kv_bytes = 0, kv_bytes_all_attention = 0, kv_bytes_all_mamba = 0;
+  int64_t state_bytes = 0, state_bytes_all_mamba = 0;
+};
+MemoryReport memory_report(const JambaConfig& c, int64_t context, int64_t bytes_per_element);
+
+// Physical memory of this machine in bytes (0 if unknown).
+uint64_t physical_memory_bytes();
+
+}  // namespace hl
