@@ -1,0 +1,93 @@
+// Named Jamba configs for the generator, the random demo, benchmarks and memory math.
+// Not checkpoints: only the JambaConfig; generator.cpp draws the weights. The values the Hub
+// configs leave unverified (jamba-spec.md §1.3, §8: heads, intermediate size, vocab) are our choice.
+// Reference: jamba-spec.md §1.1 (fields), §1.3 (Jamba-v0.1 and the tiny checkpoints' schedules).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/model/generator.h"
+
+namespace hl {
+namespace {
+
+// Fields every preset shares: silu, no proj bias, conv bias, d_state 16, d_conv 4, expand 2,
+// dt_rank "auto" (ceil(H/16)), pad 0 / bos 1 / eos 2.
+JambaConfig base(int64_t H, int64_t I, int64_t L, int64_t V, int64_t nh, int64_t nkv) {
+  JambaConfig c;
+  c.hidden_size = H;
+  c.intermediate_size = I;
+  c.num_hidden_layers = L;
+  c.vocab_size = V;
+  c.num_attention_heads = nh;
+  c.num_key_value_heads = nkv;
+  c.mamba_d_state = 16;
+  c.mamba_d_conv = 4;
+  c.mamba_expand = 2;
+  c.mamba_dt_rank_auto = true;
+  c.mamba_dt_rank = (H + 15) / 16;
+  c.eos_token_ids = {2};
+  c.tie_word_embeddings = false;
+  c.torch_dtype = "bfloat16";
+  return c;
+}
+
+void schedule(JambaConfig* c, int64_t attn_period, int64_t attn_offset, int64_t E, int64_t K) {
+  c->attn_layer_period = attn_period;
+  c->attn_layer_offset = attn_offset;
+  c->expert_layer_period = 2;  // MoE on odd layers
+  c->expert_layer_offset = 1;
+  c->num_experts = E;
+  c->num_experts_per_tok = K;
+}
+
+}  // namespace
+
+std::vector<std::string> preset_names() {
+  return {"tiny", "tiny-dev", "demo-random", "3b", "jamba-v0.1"};
+}
+
+JambaConfig preset_config(const std::string& name) {
+  if (name == "tiny") {
+    // ≈ ai21labs/Jamba-tiny-random: H 128, 8 layers, attention at i%4==2, MoE E4/K2 on odd layers,
+    // nkv 1. Our choices: nh 4 (hd 32), I 256, V 65536. ≈ 19 M parameters.
+    JambaConfig c = base(128, 256, 8, 65536, 4, 1);
+    schedule(&c, 4, 2, 4, 2);
+    return c;
+  }
+  if (name == "tiny-dev") {
+    // ≈ ai21labs/Jamba-tiny-dev: H 512, I 2048, 16 layers, attention at 4 and 12, MoE E8/K2 on odd
+    // layers, nh 8, nkv 2, V 65536. ≈ 319 M parameters.
+    JambaConfig c = base(512, 2048, 16, 65536, 8, 2);
+    schedule(&c, 8, 4, 8, 2);
+    return c;
+  }
+  if (name == "demo-random") {
+    // The app's random demo: a few MB. H 128, I 128, 8 layers, attention at i%4==2, MoE E8/K2 on
+    // odd layers, nh 4, nkv 2, V 4096. ≈ 3.5 M parameters (≈ 7 MB in bf16).
+    JambaConfig c = base(128, 128, 8, 4096, 4, 2);
+    schedule(&c, 4, 2, 8, 2);
+    return c;
+  }
+  if (name == "3b") {
+    // Jamba-shaped ≈ 3 B parameters for the GPU benchmark: H 2048, I 5120, 16 layers, attention at
+    // 4 and 12, MoE E8/K2 on odd layers, nh 16 (hd 128), nkv 4, V 65536. ≈ 2.9 B parameters.
+    JambaConfig c = base(2048, 5120, 16, 65536, 16, 4);
+    schedule(&c, 8, 4, 8, 2);
+    return c;
+  }
+  if (name == "jamba-v0.1") {
+    // jamba-spec.md §1.3 verbatim (v0.1: eos 2). ≈ 51.6 B parameters: for memory math, not generation.
+    JambaConfig c = base(4096, 14336, 32, 65536, 32, 8);
+    schedule(&c, 8, 4, 16, 2);
+    c.mamba_dt_rank_auto = false;
+    c.mamba_dt_rank = 256;
+    return c;
+  }
+  std::string known;
+  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+  throw Error("unknown preset '" + name + "' (known: " + known + ")");
+}
+
+}  // namespace hl

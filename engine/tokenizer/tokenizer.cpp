@@ -1,0 +1,170 @@
+// SentencePiece tokenizer (tokenizer.h) over libsentencepiece, plus the --ids list parser.
+// The model file is untrusted input: read here with a size limit, then parsed from memory; every
+// failure is a LoadError naming the file. Not BOS handling (callers prepend bos_token_id,
+// trace-format.md §3). Reference: google/sentencepiece sentencepiece_processor.h.
+#include "engine/tokenizer/tokenizer.h"
+
+#include <sys/stat.h>
+
+#include <sentencepiece_processor.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "engine/core/error.h"
+
+namespace hl {
+namespace {
+
+constexpr uint64_t kMaxModelBytes = uint64_t{64} << 20;  // real SentencePiece models are < 5 MB
+
+std::string read_model_file(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw LoadError(path + ": cannot open tokenizer model: " + std::strerror(errno));
+  struct stat st {};
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    std::fclose(f);
+    throw LoadError(path + ": tokenizer model is not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxModelBytes) {
+    std::fclose(f);
+    throw LoadError(path + ": tokenizer model is " + std::to_string(st.st_size) + " bytes, allowed at most " +
+                    std::to_string(kMaxModelBytes));
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  const size_t got = bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+  if (got != bytes.size()) throw LoadError(path + ": tokenizer model: short read");
+  if (bytes.empty()) throw LoadError(path + ": tokenizer model is empty");
+  return bytes;
+}
+
+// SentencePiece marks a word start with U+2581 '▁' (bytes E2 96 81); shown as a space.
+std::string replace_word_marks(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i + 2 < s.size() && static_cast<unsigned char>(s[i]) == 0xE2 && static_cast<unsigned char>(s[i + 1]) == 0x96 &&
+        static_cast<unsigned char>(s[i + 2]) == 0x81) {
+      out += ' ';
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// A byte piece "<0xNN>": printable ASCII as itself, \n \t \r escaped, other bytes kept as "<0xNN>".
+std::string byte_piece_text(const std::string& piece) {
+  unsigned v = 0;
+  if (piece.size() == 6 && std::sscanf(piece.c_str(), "<0x%2X>", &v) == 1) {
+    if (v == '\n') return "\\n";
+    if (v == '\t') return "\\t";
+    if (v == '\r') return "\\r";
+    if (v >= 0x20 && v < 0x7f) return std::string(1, static_cast<char>(v));
+  }
+  return piece;
+}
+
+}  // namespace
+
+struct Tokenizer::Impl {
+  sentencepiece::SentencePieceProcessor sp;
+  std::string path;
+  int64_t size = 0;
+};
+
+Tokenizer::Tokenizer() : impl_(std::make_unique<Impl>()) {}
+Tokenizer::~Tokenizer() = default;
+
+std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& model_path) {
+  const std::string bytes = read_model_file(model_path);
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  const auto status = t->impl_->sp.LoadFromSerializedProto(bytes);
+  if (!status.ok()) throw LoadError(model_path + ": not a SentencePiece model: " + status.ToString());
+  t->impl_->path = model_path;
+  t->impl_->size = t->impl_->sp.GetPieceSize();
+  if (t->impl_->size <= 0) throw LoadError(model_path + ": SentencePiece model has an empty vocabulary");
+  return t;
+}
+
+std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
+  std::vector<int> ids;
+  const auto status = impl_->sp.Encode(text, &ids);
+  if (!status.ok()) throw Error(impl_->path + ": cannot encode text: " + status.ToString());
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+std::string Tokenizer::piece(int32_t id) const {
+  if (id < 0 || id >= impl_->size) return "<id " + std::to_string(id) + ">";
+  const std::string& p = impl_->sp.IdToPiece(id);
+  if (impl_->sp.IsByte(id)) return byte_piece_text(p);
+  return replace_word_marks(p);
+}
+
+// Decodes runs of in-vocabulary ids with SentencePiece; an out-of-range id appears as "<id N>".
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  std::vector<int> run;
+  auto flush = [&]() {
+    if (run.empty()) return;
+    std::string text;
+    const auto status = impl_->sp.Decode(run, &text);
+    if (!status.ok()) throw Error(impl_->path + ": cannot decode ids: " + status.ToString());
+    // SentencePiece drops the word mark of a run's first piece; keep it after a "<id N>".
+    if (!out.empty()) {
+      const std::string& first = impl_->sp.IdToPiece(run.front());
+      if (first.rfind("\xE2\x96\x81", 0) == 0 && (text.empty() || text[0] != ' ')) text = " " + text;
+    }
+    out += text;
+    run.clear();
+  };
+  for (int32_t id : ids) {
+    if (id >= 0 && id < impl_->size) {
+      run.push_back(id);
+    } else {
+      flush();
+      out += "<id " + std::to_string(id) + ">";
+    }
+  }
+  flush();
+  return out;
+}
+
+int64_t Tokenizer::vocab_size() const {
+  return impl_->size;
+}
+
+std::vector<int32_t> parse_id_list(const std::string& s) {
+  std::vector<int32_t> ids;
+  size_t pos = 0;
+  int item = 0;
+  for (;;) {
+    ++item;
+    const size_t comma = s.find(',', pos);
+    const std::string raw = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t b = raw.find_first_not_of(" \t");
+    size_t e = raw.find_last_not_of(" \t");
+    const std::string tok = b == std::string::npos ? std::string() : raw.substr(b, e - b + 1);
+    auto fail = [&](const std::string& why) {
+      throw Error("id list: item " + std::to_string(item) + " '" + tok + "' " + why +
+                  " (allowed: integers 0..2147483647 separated by commas)");
+    };
+    if (tok.empty()) fail(s.find_first_not_of(" \t") == std::string::npos ? "is empty (no ids given)" : "is empty");
+    int64_t v = 0;
+    if (tok[0] == '-') fail("is negative");
+    for (char c : tok) {
+      if (c < '0' || c > '9') fail("is not a non-negative integer");
+      v = v * 10 + (c - '0');
+      if (v > std::numeric_limits<int32_t>::max()) fail("is too large");
+    }
+    ids.push_back(static_cast<int32_t>(v));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return ids;
+}
+
+}  // namespace hl
