@@ -26,6 +26,7 @@ class Checkpoint {
   Checkpoint(Checkpoint&&) = default;
   Checkpoint& operator=(Checkpoint&&) = default;
   // Throws LoadError (message names the file) or Cancelled.
+  // Progress: one unit per safetensors file (opening and validating it), then one for the cross-checks.
   static Checkpoint open(const std::string& dir, const LoadProgress& progress = {});
 
   const std::string& dir() const { return dir_; }
@@ -36,6 +37,11 @@ class Checkpoint {
   std::vector<const TensorInfo*> all_tensors() const;
   uint64_t total_tensor_bytes() const;
   const std::vector<std::string>& files() const { return file_names_; }
+  // The mappings that hold every tensor's data: a Model keeps them so the views stay valid.
+  std::vector<std::shared_ptr<const MappedFile>> mappings() const;
+  // Largest config.json / index file read (bigger ones are refused before reading).
+  static constexpr uint64_t kMaxConfigBytes = 1 << 20;
+  static constexpr uint64_t kMaxIndexBytes = 16 << 20;
 
  private:
   std::string dir_;

@@ -9,8 +9,8 @@
 namespace hl {
 
 enum class Normalizer : uint8_t { Softmax, Softmax1, Sink };
-const char* normalizer_name(Normalizer n);                       // "softmax", "softmax1", "sink"
-bool parse_normalizer(const std::string& s, Normalizer* out);    // inverse of normalizer_name
+const char* normalizer_name(Normalizer n);                     // "softmax", "softmax1", "sink"
+bool parse_normalizer(const std::string& s, Normalizer* out);  // inverse of normalizer_name
 
 struct JambaConfig {
   // jamba-spec.md §1.1 (defaults are JambaConfig's).
@@ -24,8 +24,8 @@ struct JambaConfig {
   std::string hidden_act = "silu";
   double initializer_range = 0.02;
   double rms_norm_eps = 1e-6;
-  int64_t pad_token_id = 0;
-  int64_t bos_token_id = 1;
+  int64_t pad_token_id = 0;                  // null in JSON → -1 (none)
+  int64_t bos_token_id = 1;                  // null in JSON → -1 (none)
   std::vector<int64_t> eos_token_ids = {2};  // int or list in JSON; may be empty (null)
   int64_t max_position_embeddings = 262144;
   int64_t num_experts_per_tok = 2;
@@ -46,7 +46,9 @@ struct JambaConfig {
   // Extensions (trace-format.md §1).
   Normalizer attention_normalizer = Normalizer::Softmax;
   int64_t num_register_tokens = 0;
-  // Fields present but ignored, reported by `info` (e.g. auto_map: remote code is never run).
+  // Fields present but ignored, reported by `info` (e.g. auto_map: remote code is never run), sorted.
+  // Legacy remote-code fields and unknown fields land here; HF fields that do not change the math
+  // (use_cache, use_mamba_kernels, transformers_version, ...) are type-checked and dropped silently.
   std::vector<std::string> ignored_fields;
 
   // Derived.
@@ -60,7 +62,9 @@ struct JambaConfig {
   bool is_eos(int64_t id) const;
 };
 
-// Parses config.json text. `source` names the file in messages. Throws LoadError.
+// Parses config.json text. `source` names the file in messages. Throws LoadError: invalid UTF-8/JSON,
+// duplicate keys, nesting deeper than 16, model_type other than "jamba", a wrong JSON type or a value
+// out of range (the message names the field and the allowed range).
 JambaConfig parse_config(const std::string& json_text, const std::string& source = "config.json");
 // Reads and parses a file (size-limited: a config.json larger than 1 MiB is refused).
 JambaConfig load_config_file(const std::string& path);

@@ -28,11 +28,16 @@ class MappedFile {
   std::string path_;
 };
 
+// "(192, 16)"; "()" for a scalar. Used in every shape message.
+std::string shape_to_string(const std::vector<int64_t>& shape);
+// The last component of a path ("model-00001.safetensors"), used to name files in messages.
+std::string base_name(const std::string& path);
+
 struct TensorInfo {
   std::string name;
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
-  uint64_t begin = 0, end = 0;  // offsets relative to the data section
+  uint64_t begin = 0, end = 0;    // offsets relative to the data section
   const uint8_t* data = nullptr;  // points into the mapping
   std::string file;               // path of the file that holds it
   int64_t numel() const;
@@ -43,6 +48,8 @@ struct TensorInfo {
 // LoadError naming the file and the tensor.
 class SafetensorsFile {
  public:
+  static constexpr uint64_t kMaxHeaderBytes = 100000000;  // reliability-checklist.md
+  static constexpr int kMaxRank = 8;
   static SafetensorsFile open(const std::string& path);
   // Validate an in-memory buffer (used by fuzzers and tests); `name` appears in messages.
   // The buffer must outlive the returned object.
@@ -52,9 +59,13 @@ class SafetensorsFile {
   const TensorInfo* find(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& path() const { return path_; }
+  // The mapping that holds the tensor data (null for parse()); owners keep tensors' data alive.
+  std::shared_ptr<const MappedFile> mapping() const { return map_; }
+  uint64_t data_start() const { return data_start_; }  // 8 + header length: file offset of offset 0
 
  private:
   std::shared_ptr<MappedFile> map_;
+  uint64_t data_start_ = 0;
   std::string path_;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t> index_;
@@ -67,10 +78,13 @@ class SafetensorsWriter {
   void set_metadata(const std::string& key, const std::string& value);
   // Adds a tensor; data is copied. Throws Error on a duplicate name or size mismatch.
   void add(const std::string& name, DType dtype, const std::vector<int64_t>& shape, const void* data, size_t nbytes);
-  // Adds float data converted to dtype (F32, F16 or BF16).
+  // Adds float data converted to dtype (F32, F16 or BF16); the shape gives the element count.
   void add_float(const std::string& name, DType dtype, const std::vector<int64_t>& shape, const float* data);
   void write(const std::string& path) const;  // throws Error
+  // Header padded with spaces so the data section starts 8-byte aligned; tensors are laid out by
+  // decreasing element size, then in the order added, so every tensor is aligned to its element.
   std::vector<uint8_t> serialize() const;
+  size_t size() const { return entries_.size(); }
 
  private:
   struct Entry {

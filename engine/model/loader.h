@@ -10,12 +10,16 @@
 namespace hl {
 
 struct LoadOptions {
+  // Called through Checkpoint::open (one unit per file), then once per layer while binding.
   LoadProgress progress;
   bool scan_values = false;          // reject NaN/Inf in weights (llama.cpp check_tensors)
   uint64_t memory_budget_bytes = 0;  // 0: physical RAM; refuse a model that will not fit
 };
 
 // Opens, validates and binds. Throws LoadError (message names file and tensor) or Cancelled.
+// Before binding, the resident size (tensor bytes + widened float vectors) is compared with the
+// budget. Every tensor of the checkpoint must be bound: a missing, misshaped, non-float matrix or
+// unexpected tensor is a LoadError. The Model keeps the file mappings alive (Model::keep_alive).
 std::shared_ptr<Model> load_model(const std::string& dir, const LoadOptions& opts = {});
 std::shared_ptr<Model> bind_model(const Checkpoint& ckpt, const LoadOptions& opts = {});
 

@@ -92,9 +92,13 @@ struct Model {
 
   // Every matrix of the model with its tensor name (for the adapter merge and the DoRA view).
   std::vector<Mat*> matrices();
+  // Every parameter once: matrices, widened vectors, trained registers; a tied head is the embedding.
   int64_t param_count() const;         // total parameters
-  int64_t active_param_count() const;  // shared + k of E experts per MoE layer
-  // Bytes of weights one decode step reads at their in-memory dtype (trace-format.md §4).
+  int64_t active_param_count() const;  // shared + k of E experts per MoE layer (the k largest if they differ)
+  // Bytes of weights one decode step reads at their in-memory dtype (trace-format.md §4): every
+  // shared matrix, the router and k experts per MoE layer, one embedding row, the whole LM head (also
+  // when tied), plus the widened vectors (norms, biases, conv, A, D, sinks) at 4 bytes each.
+  // Registers and the mean embedding are read once per run and not counted.
   int64_t weight_bytes_per_token() const;
 };
 

@@ -1,0 +1,138 @@
+// Parameter and byte counts of a bound model (the `info` and `bench` numbers, trace-format.md §4)
+// and the list of its matrices. Counting convention: every parameter once (a tied head is the
+// embedding); per decode step, every matrix a token touches plus the widened vectors at 4 bytes.
+#include <algorithm>
+#include <functional>
+
+#include "engine/model/weights.h"
+
+namespace hl {
+namespace {
+
+int64_t numel(const Mat& m) {
+  return m.empty() ? 0 : m.rows * m.cols;
+}
+
+int64_t mlp_params(const MlpWeights& x) {
+  return numel(x.gate) + numel(x.up) + numel(x.down);
+}
+int64_t mlp_bytes(const MlpWeights& x) {
+  return x.gate.bytes() + x.up.bytes() + x.down.bytes();
+}
+
+// Sum of the k largest of an MoE layer's expert sizes (all equal in a real checkpoint).
+int64_t top_k_sum(const MoeWeights& moe, int64_t k, const std::function<int64_t(const MlpWeights&)>& size) {
+  std::vector<int64_t> s;
+  for (const MlpWeights& x : moe.experts) s.push_back(size(x));
+  std::sort(s.begin(), s.end(), std::greater<int64_t>());
+  int64_t n = 0;
+  for (size_t i = 0; i < s.size() && static_cast<int64_t>(i) < k; ++i) n += s[i];
+  return n;
+}
+
+// Widened float vectors of one layer (norms, biases, conv, A, D, sinks): parameters, 4 bytes each.
+int64_t layer_vector_params(const LayerWeights& l) {
+  int64_t n = static_cast<int64_t>(l.input_norm.size() + l.pre_ff_norm.size());
+  if (l.is_attention) return n + static_cast<int64_t>(l.attn.sinks.size());
+  const MambaWeights& m = l.mamba;
+  return n + static_cast<int64_t>(m.in_bias.size() + m.conv_w.size() + m.conv_b.size() + m.dt_norm.size() +
+                                  m.b_norm.size() + m.c_norm.size() + m.dt_bias.size() + m.A.size() + m.D.size() +
+                                  m.out_bias.size());
+}
+
+int64_t layer_mixer_params(const LayerWeights& l) {
+  if (l.is_attention) return numel(l.attn.q) + numel(l.attn.k) + numel(l.attn.v) + numel(l.attn.o);
+  const MambaWeights& m = l.mamba;
+  return numel(m.in_proj) + numel(m.x_proj) + numel(m.dt_proj) + numel(m.out_proj);
+}
+
+int64_t layer_mixer_bytes(const LayerWeights& l) {
+  if (l.is_attention) return l.attn.q.bytes() + l.attn.k.bytes() + l.attn.v.bytes() + l.attn.o.bytes();
+  const MambaWeights& m = l.mamba;
+  return m.in_proj.bytes() + m.x_proj.bytes() + m.dt_proj.bytes() + m.out_proj.bytes();
+}
+
+bool head_is_embed(const ModelWeights& w) {
+  return w.lm_head.data == w.embed.data;
+}
+
+}  // namespace
+
+std::vector<Mat*> Model::matrices() {
+  std::vector<Mat*> out;
+  auto add = [&](Mat& m) {
+    if (!m.empty()) out.push_back(&m);
+  };
+  add(w.embed);
+  for (LayerWeights& l : w.layers) {
+    if (l.is_attention) {
+      add(l.attn.q);
+      add(l.attn.k);
+      add(l.attn.v);
+      add(l.attn.o);
+    } else {
+      add(l.mamba.in_proj);
+      add(l.mamba.x_proj);
+      add(l.mamba.dt_proj);
+      add(l.mamba.out_proj);
+    }
+    if (l.is_moe) {
+      add(l.moe.router);
+      for (MlpWeights& x : l.moe.experts) {
+        add(x.gate);
+        add(x.up);
+        add(x.down);
+      }
+    } else {
+      add(l.mlp.gate);
+      add(l.mlp.up);
+      add(l.mlp.down);
+    }
+  }
+  if (!head_is_embed(w)) add(w.lm_head);
+  return out;
+}
+
+int64_t Model::param_count() const {
+  int64_t n = numel(w.embed) + static_cast<int64_t>(w.final_norm.size() + w.register_rows.size());
+  if (!head_is_embed(w)) n += numel(w.lm_head);
+  for (const LayerWeights& l : w.layers) {
+    n += layer_vector_params(l) + layer_mixer_params(l);
+    if (l.is_moe) {
+      n += numel(l.moe.router);
+      for (const MlpWeights& x : l.moe.experts) n += mlp_params(x);
+    } else {
+      n += mlp_params(l.mlp);
+    }
+  }
+  return n;
+}
+
+int64_t Model::active_param_count() const {
+  int64_t n = param_count();
+  const int64_t k = config.num_experts_per_tok;
+  for (const LayerWeights& l : w.layers) {
+    if (!l.is_moe) continue;
+    int64_t all = 0;
+    for (const MlpWeights& x : l.moe.experts) all += mlp_params(x);
+    n -= all - top_k_sum(l.moe, k, mlp_params);
+  }
+  return n;
+}
+
+int64_t Model::weight_bytes_per_token() const {
+  // One embedding row, the whole LM head (read for the logits even when tied), the final norm.
+  int64_t n = w.embed.cols * dtype_size(w.embed.dtype) + w.lm_head.bytes() +
+              static_cast<int64_t>(w.final_norm.size() * sizeof(float));
+  const int64_t k = config.num_experts_per_tok;
+  for (const LayerWeights& l : w.layers) {
+    n += layer_vector_params(l) * static_cast<int64_t>(sizeof(float)) + layer_mixer_bytes(l);
+    if (l.is_moe)
+      n += l.moe.router.bytes() + top_k_sum(l.moe, k, mlp_bytes);
+    else
+      n += mlp_bytes(l.mlp);
+  }
+  return n;  // registers and the mean embedding are read once per run, not per token
+}
+
+}  // namespace hl

@@ -1,0 +1,278 @@
+// config.json parsing (jamba-spec.md §1): defaults, the Jamba-v0.1 config and its schedule, "auto" dt
+// rank, null KV heads, eos forms, extensions, ignored legacy fields, the writer round trip, and one
+// test per malformed or out-of-range field, each with its own message.
+#include <nlohmann/json.hpp>
+
+#include "engine/io/config.h"
+#include "test_util.h"
+
+using namespace hl;
+using hl::test::TempDir;
+
+namespace {
+
+// Jamba-1.5-Mini / v0.1 architecture, quoted in jamba-spec.md §1.3.
+const char* kV01 = R"({ "architectures": ["JambaForCausalLM"], "model_type": "jamba",
+  "attention_dropout": 0.0, "attn_layer_offset": 4, "attn_layer_period": 8,
+  "bos_token_id": 1, "eos_token_id": [2, 518], "expert_layer_offset": 1, "expert_layer_period": 2,
+  "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+  "mamba_conv_bias": true, "mamba_d_conv": 4, "mamba_d_state": 16, "mamba_dt_rank": 256,
+  "mamba_expand": 2, "mamba_proj_bias": false, "max_position_embeddings": 262144,
+  "num_attention_heads": 32, "num_experts": 16, "num_experts_per_tok": 2, "num_hidden_layers": 32,
+  "num_key_value_heads": 8, "num_logits_to_keep": 1, "output_router_logits": false, "pad_token_id": 0,
+  "rms_norm_eps": 1e-06, "router_aux_loss_coef": 0.001, "sliding_window": null,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "use_cache": true,
+  "use_mamba_kernels": true, "vocab_size": 65536 })";
+
+// A small valid config; `extra` ("key":value pairs) adds or replaces fields.
+std::string small(const std::string& extra = "") {
+  nlohmann::json j = {{"model_type", "jamba"},    {"hidden_size", 64},      {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2}, {"num_hidden_layers", 4}, {"vocab_size", 100},
+                      {"intermediate_size", 32}};
+  if (!extra.empty()) j.update(nlohmann::json::parse("{" + extra + "}"));
+  return j.dump();
+}
+
+}  // namespace
+
+TEST(Config, OnlyModelType_GivesJambaDefaults) {
+  JambaConfig c = parse_config(R"({"model_type": "jamba"})");
+  JambaConfig d;
+  EXPECT_EQ(c.vocab_size, d.vocab_size);
+  EXPECT_EQ(c.hidden_size, 4096);
+  EXPECT_EQ(c.intermediate_size, 14336);
+  EXPECT_EQ(c.num_key_value_heads, 8);
+  EXPECT_TRUE(c.mamba_dt_rank_auto);
+  EXPECT_EQ(c.mamba_dt_rank, 256);  // ceil(4096 / 16)
+  EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{2});
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_TRUE(c.mamba_conv_bias);
+  EXPECT_FALSE(c.mamba_proj_bias);
+  EXPECT_EQ(c.attention_normalizer, Normalizer::Softmax);
+  EXPECT_EQ(c.num_register_tokens, 0);
+  EXPECT_TRUE(c.ignored_fields.empty());
+}
+
+TEST(Config, JambaV01_FieldsAndSchedule) {
+  JambaConfig c = parse_config(kV01);
+  EXPECT_EQ(c.head_dim(), 128);
+  EXPECT_EQ(c.mamba_inner(), 8192);
+  EXPECT_EQ(c.mamba_dt_rank, 256);
+  EXPECT_FALSE(c.mamba_dt_rank_auto);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{2, 518}));
+  EXPECT_TRUE(c.is_eos(518));
+  EXPECT_FALSE(c.is_eos(1));
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+  std::vector<int64_t> attn;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    if (c.is_attention_layer(i)) attn.push_back(i);
+  }
+  EXPECT_EQ(attn, (std::vector<int64_t>{4, 12, 20, 28}));
+  EXPECT_EQ(c.num_attention_layers(), 4);
+  EXPECT_EQ(c.num_mamba_layers(), 28);
+  EXPECT_EQ(c.num_moe_layers(), 16);
+  for (int64_t i = 0; i < 32; ++i) EXPECT_EQ(c.is_moe_layer(i), i % 2 == 1) << i;
+  EXPECT_TRUE(c.ignored_fields.empty());
+}
+
+TEST(Config, SingleExpert_NoMoeLayers) {
+  JambaConfig c = parse_config(small(R"("num_experts":1,"num_experts_per_tok":1)"));
+  EXPECT_EQ(c.num_moe_layers(), 0);
+}
+
+TEST(Config, AutoDtRank_IsCeilHOver16) {
+  JambaConfig c = parse_config(
+      R"({"model_type":"jamba","hidden_size":100,"num_attention_heads":4,"num_key_value_heads":4,"mamba_dt_rank":"auto"})");
+  EXPECT_EQ(c.mamba_dt_rank, 7);
+  EXPECT_TRUE(c.mamba_dt_rank_auto);
+}
+
+TEST(Config, NullKvHeads_MeansAttentionHeads) {
+  JambaConfig c = parse_config(small(R"("num_key_value_heads":null)"));
+  EXPECT_EQ(c.num_key_value_heads, 4);
+}
+
+TEST(Config, EosIntListOrNull) {
+  EXPECT_EQ(parse_config(small(R"("eos_token_id":7)")).eos_token_ids, std::vector<int64_t>{7});
+  EXPECT_EQ(parse_config(small(R"("eos_token_id":[3,5])")).eos_token_ids, (std::vector<int64_t>{3, 5}));
+  EXPECT_TRUE(parse_config(small(R"("eos_token_id":null)")).eos_token_ids.empty());
+  EXPECT_EQ(parse_config(small(R"("pad_token_id":null)")).pad_token_id, -1);
+}
+
+TEST(Config, Extensions) {
+  JambaConfig c = parse_config(small(R"("attention_normalizer":"softmax1","num_register_tokens":4)"));
+  EXPECT_EQ(c.attention_normalizer, Normalizer::Softmax1);
+  EXPECT_EQ(c.num_register_tokens, 4);
+}
+
+TEST(Config, LegacyAndUnknownFields_RecordedAsIgnored) {
+  JambaConfig c = parse_config(
+      small(R"("auto_map":{"AutoConfig":"configuration_jamba.JambaConfig"},"n_ctx":4096,"mamba_inner_layernorms":true,)"
+            R"("calc_logits_for_entire_prompt":false,"transformers_version":"4.40.2","use_mambapy":false)"));
+  EXPECT_EQ(c.ignored_fields,
+            (std::vector<std::string>{"auto_map", "calc_logits_for_entire_prompt", "mamba_inner_layernorms", "n_ctx"}));
+}
+
+TEST(Config, NumLocalExpertsAlias) {
+  EXPECT_EQ(parse_config(small(R"("num_local_experts":8)")).num_experts, 8);
+  EXPECT_LOAD_ERROR(parse_config(small(R"("num_local_experts":8,"num_experts":4)")), "field 'num_local_experts' is 8");
+}
+
+TEST(Config, WriterRoundTrip) {
+  std::vector<JambaConfig> cs = {parse_config(kV01), hl::test::tiny_config(), JambaConfig()};
+  cs[1].attention_normalizer = Normalizer::Softmax1;
+  cs[1].num_register_tokens = 3;
+  cs[1].tie_word_embeddings = true;
+  cs[1].mamba_proj_bias = true;
+  cs[1].eos_token_ids = {};
+  cs[1].pad_token_id = -1;
+  cs[2].mamba_dt_rank_auto = true;
+  for (const JambaConfig& c : cs) {
+    JambaConfig r = parse_config(config_to_json(c));
+    EXPECT_EQ(config_to_json(r), config_to_json(c));
+    EXPECT_EQ(r.vocab_size, c.vocab_size);
+    EXPECT_EQ(r.num_key_value_heads, c.num_key_value_heads);
+    EXPECT_EQ(r.mamba_dt_rank, c.mamba_dt_rank);
+    EXPECT_EQ(r.mamba_dt_rank_auto, c.mamba_dt_rank_auto);
+    EXPECT_EQ(r.eos_token_ids, c.eos_token_ids);
+    EXPECT_EQ(r.pad_token_id, c.pad_token_id);
+    EXPECT_EQ(r.attention_normalizer, c.attention_normalizer);
+    EXPECT_EQ(r.num_register_tokens, c.num_register_tokens);
+    EXPECT_EQ(r.tie_word_embeddings, c.tie_word_embeddings);
+    EXPECT_EQ(r.mamba_proj_bias, c.mamba_proj_bias);
+    EXPECT_DOUBLE_EQ(r.rms_norm_eps, c.rms_norm_eps);
+    EXPECT_EQ(r.torch_dtype, c.torch_dtype);
+  }
+}
+
+TEST(Config, NormalizerNames) {
+  for (Normalizer n : {Normalizer::Softmax, Normalizer::Softmax1, Normalizer::Sink}) {
+    Normalizer back = Normalizer::Softmax;
+    ASSERT_TRUE(parse_normalizer(normalizer_name(n), &back));
+    EXPECT_EQ(back, n);
+  }
+  Normalizer x;
+  EXPECT_FALSE(parse_normalizer("softmax2", &x));
+}
+
+TEST(Config, LoadFile) {
+  TempDir d;
+  hl::test::write_text(d / "config.json", small());
+  EXPECT_EQ(load_config_file(d / "config.json").hidden_size, 64);
+  hl::test::write_text(d / "big.json", small(R"("pad":")" + std::string(1 << 20, 'x') + "\""));
+  EXPECT_LOAD_ERROR(load_config_file(d / "big.json"), "larger than the limit of 1048576 bytes");
+  EXPECT_LOAD_ERROR(load_config_file(d / "missing.json"), "cannot open");
+  EXPECT_LOAD_ERROR(load_config_file(d.path), "is a folder");
+}
+
+// ---- malformed configs: one defect each ---------------------------------------------------------
+
+TEST(ConfigCorrupt, InvalidJson) {
+  EXPECT_LOAD_ERROR(parse_config(R"({"model_type": "jamba",})"), "config.json: invalid JSON");
+}
+
+TEST(ConfigCorrupt, NonObjectJson) {
+  EXPECT_LOAD_ERROR(parse_config("[1, 2, 3]"), "config.json: top level must be a JSON object, got array");
+}
+
+TEST(ConfigCorrupt, InvalidUtf8) {
+  EXPECT_LOAD_ERROR(parse_config("{\"model_type\": \"jamba\xff\"}"), "config.json: not valid UTF-8");
+}
+
+TEST(ConfigCorrupt, NestingTooDeep) {
+  std::string deep = R"({"model_type":"jamba","x":)" + std::string(50, '[') + std::string(50, ']') + "}";
+  EXPECT_LOAD_ERROR(parse_config(deep), "config.json: JSON nesting depth exceeds 16");
+}
+
+TEST(ConfigCorrupt, DuplicateKey) {
+  EXPECT_LOAD_ERROR(parse_config(R"({"model_type":"jamba","hidden_size":64,"hidden_size":128})"),
+                    "config.json: key 'hidden_size' appears twice");
+}
+
+TEST(ConfigCorrupt, MissingModelType) {
+  EXPECT_LOAD_ERROR(parse_config(R"({"hidden_size": 64})"), "config.json: missing required field 'model_type'");
+}
+
+TEST(ConfigCorrupt, WrongModelType) {
+  EXPECT_LOAD_ERROR(parse_config(R"({"model_type": "llama"})"), "field 'model_type' is \"llama\", only \"jamba\"");
+}
+
+TEST(ConfigCorrupt, WrongJsonTypes) {
+  EXPECT_LOAD_ERROR(parse_config(small(R"("max_position_embeddings":"4096")")),
+                    "field 'max_position_embeddings' must be an integer, got string");
+  EXPECT_LOAD_ERROR(parse_config(R"({"model_type":"jamba","num_hidden_layers":4.5})"),
+                    "field 'num_hidden_layers' must be an integer, got number 4.5");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("tie_word_embeddings":1)")),
+                    "field 'tie_word_embeddings' must be true or false");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("rms_norm_eps":"1e-6")")), "field 'rms_norm_eps' must be a number");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("use_mamba_kernels":"yes")")),
+                    "field 'use_mamba_kernels' must be true or false");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("eos_token_id":"2")")), "field 'eos_token_id' must be an integer");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("architectures":"JambaForCausalLM")")),
+                    "field 'architectures' must be a list of strings");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("mamba_dt_rank":"big")")),
+                    "field 'mamba_dt_rank' is \"big\", must be \"auto\"");
+}
+
+TEST(ConfigCorrupt, HeadsDoNotDivideHidden) {
+  EXPECT_LOAD_ERROR(
+      parse_config(R"({"model_type":"jamba","hidden_size":100,"num_attention_heads":3,"num_key_value_heads":1})"),
+      "field 'num_attention_heads' is 3, must divide hidden_size 100");
+}
+
+TEST(ConfigCorrupt, KvHeadsDoNotDivideHeads) {
+  EXPECT_LOAD_ERROR(parse_config(small(R"("num_key_value_heads":3)")),
+                    "field 'num_key_value_heads' is 3, must divide num_attention_heads 4");
+  EXPECT_LOAD_ERROR(parse_config(R"({"model_type":"jamba","hidden_size":64,"num_attention_heads":4})"),
+                    "field 'num_key_value_heads' defaults to 8");
+}
+
+TEST(ConfigCorrupt, OffsetNotBelowPeriod) {
+  EXPECT_LOAD_ERROR(parse_config(small(R"("attn_layer_period":4,"attn_layer_offset":4)")),
+                    "field 'attn_layer_offset' is 4, allowed range [0, 3]");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("expert_layer_period":2,"expert_layer_offset":2)")),
+                    "field 'expert_layer_offset' is 2, allowed range [0, 1]");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("attn_layer_period":2)")), "field 'attn_layer_offset' defaults to 4");
+}
+
+TEST(ConfigCorrupt, PeriodZero) {
+  EXPECT_LOAD_ERROR(parse_config(small(R"("attn_layer_period":0)")),
+                    "field 'attn_layer_period' is 0, allowed range [1, 1024]");
+}
+
+TEST(ConfigCorrupt, ExpertsPerTokenOutOfRange) {
+  EXPECT_LOAD_ERROR(parse_config(small(R"("num_experts":4,"num_experts_per_tok":5)")),
+                    "field 'num_experts_per_tok' is 5, allowed range [1, 4]");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("num_experts":4,"num_experts_per_tok":0)")),
+                    "field 'num_experts_per_tok' is 0, allowed range [1, 4]");
+}
+
+TEST(ConfigCorrupt, SizesOutOfRange) {
+  EXPECT_LOAD_ERROR(parse_config(R"({"model_type":"jamba","hidden_size":131072})"),
+                    "field 'hidden_size' is 131072, allowed range [1, 65536]");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("vocab_size":16777217)")),
+                    "field 'vocab_size' is 16777217, allowed range [1, 16777216]");
+  EXPECT_LOAD_ERROR(parse_config(R"({"model_type":"jamba","num_hidden_layers":0})"),
+                    "field 'num_hidden_layers' is 0, allowed range [1, 1024]");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("mamba_d_conv":65)")), "field 'mamba_d_conv' is 65, allowed range [1, 64]");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("mamba_d_state":2048)")),
+                    "field 'mamba_d_state' is 2048, allowed range [1, 1024]");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("num_experts":2000)")),
+                    "field 'num_experts' is 2000, allowed range [1, 1024]");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("num_register_tokens":2000)")),
+                    "field 'num_register_tokens' is 2000, allowed range [0, 1024]");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("intermediate_size":-5)")), "field 'intermediate_size' is -5");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("rms_norm_eps":0)")), "field 'rms_norm_eps' is 0, allowed range (0");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("bos_token_id":100)")), "field 'bos_token_id' is 100, allowed range [0, 99]");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("eos_token_id":[1,100])")),
+                    "field 'eos_token_id' holds 100, allowed range [0, 99]");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("hidden_act":"gelu")")), "field 'hidden_act' is \"gelu\", only \"silu\"");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("num_experts":1)")), "field 'num_experts_per_tok' defaults to 2");
+}
+
+TEST(ConfigCorrupt, SinkNormalizerNotAllowedInConfig) {
+  EXPECT_LOAD_ERROR(parse_config(small(R"("attention_normalizer":"sink")")),
+                    "field 'attention_normalizer' is \"sink\": allowed \"softmax\" or \"softmax1\"");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("attention_normalizer":"entmax")")),
+                    "field 'attention_normalizer' is \"entmax\", allowed");
+}
