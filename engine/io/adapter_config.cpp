@@ -1,0 +1,354 @@
+// adapter_config.json of a PEFT LoRA / DoRA adapter (jamba-spec.md §5.2, PEFT LoraConfig): keys,
+// ranges, the rank_pattern / alpha_pattern rule of PEFT get_pattern_key (re.match(rf"(.*\.)?({key})$"))
+// and target_modules matching (PEFT check_target_module_exists). Not the tensors: see adapter.cpp.
+// Patterns are untrusted: bounded length, count and repetition, polynomial-time matching.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "engine/core/error.h"
+#include "engine/io/adapter.h"
+#include "engine/io/json_util.h"
+
+namespace hl {
+namespace {
+
+bool is_literal_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+}
+
+// '.' in the key matches any one character (it is a regex metacharacter in PEFT's rule).
+bool wildcard_equal(const char* name, const std::string& key) {
+  for (size_t i = 0; i < key.size(); ++i)
+    if (key[i] != '.' && key[i] != name[i]) return false;
+  return true;
+}
+
+// Product of the {n}, {n,}, {n,m} repetition counts outside character classes; stops early past `limit`.
+int64_t repeat_product(const std::string& p, int64_t limit) {
+  int64_t product = 1;
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\') {
+      ++i;
+      continue;
+    }
+    if (in_class) {
+      if (c == ']') in_class = false;
+      continue;
+    }
+    if (c == '[') {
+      in_class = true;
+      continue;
+    }
+    if (c != '{') continue;
+    // {n}, {n,} or {n,m}: the compiler unrolls max(n, m) copies of the repeated atom.
+    int64_t count = 0, number = 0;
+    size_t k = i + 1;
+    bool digits = false;
+    for (; k < p.size() && ((p[k] >= '0' && p[k] <= '9') || p[k] == ','); ++k) {
+      if (p[k] == ',') {
+        count = std::max(count, number);
+        number = 0;
+        continue;
+      }
+      digits = true;
+      number = std::min<int64_t>(number * 10 + (p[k] - '0'), limit + 1);
+    }
+    count = std::max(count, number);
+    if (!digits || k >= p.size() || p[k] != '}') continue;
+    product = std::min<int64_t>(product * std::max<int64_t>(count, 1), limit + 1);
+  }
+  return product;
+}
+
+std::regex compile_regex(const std::string& pattern) {
+  auto flags = std::regex::ECMAScript;
+#if defined(__GLIBCXX__)
+  flags |= std::regex_constants::__polynomial;  // breadth-first executor: no exponential backtracking
+#endif
+  return std::regex(pattern, flags);
+}
+
+}  // namespace
+
+ModulePattern ModulePattern::compile(const std::string& text, const std::string& source, const std::string& what) {
+  const std::string where = source + ": " + what + " '" + (text.size() > 64 ? text.substr(0, 64) + "…" : text) + "'";
+  if (text.empty()) throw LoadError(where + ": empty pattern");
+  if (text.size() > kMaxChars)
+    throw LoadError(where + ": " + std::to_string(text.size()) + " characters, at most " + std::to_string(kMaxChars) +
+                    " allowed");
+  ModulePattern p;
+  p.text_ = text;
+  p.literal_ = std::all_of(text.begin(), text.end(), is_literal_char);
+  if (p.literal_) return p;
+  if (repeat_product(text, kMaxRepeat) > kMaxRepeat)
+    throw LoadError(where + ": repetition counts {n,m} multiply to more than " + std::to_string(kMaxRepeat));
+  try {
+    p.suffix_re_ = std::make_shared<const std::regex>(compile_regex("(.*\\.)?(" + text + ")"));
+    p.full_re_ = std::make_shared<const std::regex>(compile_regex(text));
+  } catch (const std::regex_error& e) {
+    throw LoadError(where + ": invalid regular expression (ECMAScript syntax; Python-only forms such as " +
+                    "(?P<name>...) and look-behind are not supported): " + e.what());
+  }
+  return p;
+}
+
+bool ModulePattern::matches_suffix(const std::string& name) const {
+  if (literal_) {
+    if (text_.size() > name.size()) return false;
+    const size_t start = name.size() - text_.size();
+    if (start > 0 && name[start - 1] != '.') return false;
+    return wildcard_equal(name.data() + start, text_);
+  }
+  return suffix_re_ && std::regex_match(name, *suffix_re_);
+}
+
+bool ModulePattern::matches_full(const std::string& name) const {
+  if (literal_) return name.size() == text_.size() && wildcard_equal(name.data(), text_);
+  return full_re_ && std::regex_match(name, *full_re_);
+}
+
+bool ModuleSelector::matches(const std::string& path) const {
+  switch (kind) {
+    case Kind::None:
+      return false;
+    case Kind::AllLinear:
+      return path != "lm_head";  // PEFT "all-linear" leaves out the output layer
+    case Kind::Regex:
+      return !regex.empty() && regex.front().matches_full(path);
+    case Kind::List:
+      for (const std::string& e : names) {
+        if (path == e) return true;
+        if (path.size() > e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0 &&
+            path[path.size() - e.size() - 1] == '.')
+          return true;
+      }
+      return false;
+  }
+  return false;
+}
+
+int64_t AdapterConfig::rank_for(const std::string& path) const {
+  for (const auto& [pattern, value] : rank_pattern)
+    if (pattern.matches_suffix(path)) return value;
+  return r;
+}
+
+double AdapterConfig::alpha_for(const std::string& path) const {
+  for (const auto& [pattern, value] : alpha_pattern)
+    if (pattern.matches_suffix(path)) return value;
+  return lora_alpha;
+}
+
+double AdapterConfig::scaling_for(const std::string& path) const {
+  const double rank = static_cast<double>(rank_for(path));
+  const double alpha = alpha_for(path);
+  return use_rslora ? alpha / std::sqrt(rank) : alpha / rank;
+}
+
+bool AdapterConfig::targets(const std::string& path) const {
+  if (target_modules.kind != ModuleSelector::Kind::None && !target_modules.matches(path)) return false;
+  if (exclude_modules.matches(path)) return false;
+  if (!layers_to_transform.empty()) {
+    const std::string prefix = "model.layers.";
+    if (path.rfind(prefix, 0) != 0) return false;
+    int64_t layer = 0;
+    size_t i = prefix.size();
+    if (i >= path.size() || path[i] < '0' || path[i] > '9') return false;
+    for (; i < path.size() && path[i] >= '0' && path[i] <= '9' && layer < 100000000; ++i)
+      layer = layer * 10 + (path[i] - '0');
+    return std::find(layers_to_transform.begin(), layers_to_transform.end(), layer) != layers_to_transform.end();
+  }
+  return true;
+}
+
+namespace {
+
+using Json = nlohmann::json;
+
+struct Reader {
+  const Json& j;
+  std::string source;
+  std::set<std::string> used;
+
+  const Json* get(const std::string& key) {
+    used.insert(key);
+    auto it = j.find(key);
+    return it == j.end() ? nullptr : &*it;
+  }
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const {
+    throw LoadError(source + ": '" + key + "' " + message);
+  }
+  [[noreturn]] void bad_type(const std::string& key, const Json& v, const std::string& expected) const {
+    fail(key, std::string("is ") + json_type_name(v) + ", expected " + expected);
+  }
+  bool boolean(const std::string& key, bool fallback) {
+    const Json* v = get(key);
+    if (!v || v->is_null()) return fallback;
+    if (!v->is_boolean()) bad_type(key, *v, "true or false");
+    return v->get<bool>();
+  }
+  int64_t integer(const std::string& key, const Json& v, int64_t lo, int64_t hi) const {
+    const std::string range = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    if (!v.is_number_integer()) bad_type(key, v, range);
+    const bool out_of_range = v.is_number_unsigned()
+                                  ? v.get<uint64_t>() > static_cast<uint64_t>(hi) || v.get<int64_t>() < lo
+                                  : v.get<int64_t>() < lo || v.get<int64_t>() > hi;
+    if (out_of_range) fail(key, "is " + v.dump() + ", expected " + range);
+    return v.get<int64_t>();
+  }
+  double number(const std::string& key, const Json& v, double bound) const {
+    const std::string range = "a finite number with magnitude at most " + Json(bound).dump();
+    if (!v.is_number()) bad_type(key, v, range);
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || std::fabs(d) > bound) fail(key, "is " + v.dump() + ", expected " + range);
+    return d;
+  }
+  // A value that must be null, absent, false, or empty for HybridLens to apply the adapter.
+  void reject_if_set(const std::string& key, const std::string& why) {
+    const Json* v = get(key);
+    if (!v || v->is_null()) return;
+    if (v->is_boolean() && !v->get<bool>()) return;
+    if ((v->is_array() || v->is_object()) && v->empty()) return;
+    fail(key, "is set (" + (v->dump().size() > 60 ? v->dump().substr(0, 60) + "…" : v->dump()) + "): " + why);
+  }
+  ModuleSelector selector(const std::string& key, bool allow_all_linear) {
+    ModuleSelector s;
+    const Json* v = get(key);
+    if (!v || v->is_null()) return s;
+    if (v->is_string()) {
+      const std::string text = v->get<std::string>();
+      if (allow_all_linear && text == "all-linear") {
+        s.kind = ModuleSelector::Kind::AllLinear;
+        return s;
+      }
+      s.kind = ModuleSelector::Kind::Regex;
+      s.regex.push_back(ModulePattern::compile(text, source, key));
+      return s;
+    }
+    if (!v->is_array()) bad_type(key, *v, "a list of module names or a regular expression string");
+    if (v->size() > AdapterConfig::kMaxPatternKeys)
+      fail(key,
+           "has " + std::to_string(v->size()) + " entries, at most " + std::to_string(AdapterConfig::kMaxPatternKeys));
+    s.kind = ModuleSelector::Kind::List;
+    for (const Json& e : *v) {
+      if (!e.is_string()) bad_type(key, e, "module names (strings) in the list");
+      const std::string name = e.get<std::string>();
+      if (name.empty() || name.size() > ModulePattern::kMaxChars)
+        fail(key, "entry '" + name.substr(0, 64) + "' must have 1 to " + std::to_string(ModulePattern::kMaxChars) +
+                      " characters");
+      s.names.push_back(name);
+    }
+    return s;
+  }
+};
+
+}  // namespace
+
+AdapterConfig parse_adapter_config(const std::string& text, const std::string& source) {
+  if (text.size() > AdapterConfig::kMaxBytes)
+    throw LoadError(source + ": " + std::to_string(text.size()) + " bytes, larger than the limit of " +
+                    std::to_string(AdapterConfig::kMaxBytes) + " bytes");
+  const Json j = parse_json_checked(text, source, AdapterConfig::kMaxDepth);
+  if (!j.is_object()) throw LoadError(source + ": top level is " + json_type_name(j) + ", expected an object");
+  // nlohmann::json sorts keys; the pattern dictionaries are matched in file order (Python dict order),
+  // so they are read again from an order-preserving parse of the same (already validated) text.
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+  Reader rd{j, source, {}};
+  AdapterConfig c;
+
+  const Json* peft_type = rd.get("peft_type");
+  if (!peft_type) throw LoadError(source + ": 'peft_type' is missing, expected \"LORA\"");
+  if (!peft_type->is_string()) rd.bad_type("peft_type", *peft_type, "\"LORA\"");
+  if (peft_type->get<std::string>() != "LORA")
+    rd.fail("peft_type", "is \"" + peft_type->get<std::string>().substr(0, 40) +
+                             "\": only LORA adapters (LoRA, DoRA) are supported");
+
+  if (const Json* v = rd.get("r"); v && !v->is_null()) c.r = rd.integer("r", *v, 1, AdapterConfig::kMaxRank);
+  if (const Json* v = rd.get("lora_alpha"); v && !v->is_null())
+    c.lora_alpha = rd.number("lora_alpha", *v, AdapterConfig::kMaxAlpha);
+  c.use_rslora = rd.boolean("use_rslora", false);
+  c.use_dora = rd.boolean("use_dora", false);
+  c.lora_bias = rd.boolean("lora_bias", false);
+  if (rd.boolean("fan_in_fan_out", false))
+    rd.fail("fan_in_fan_out", "is true: only nn.Linear weights stored (out, in) are supported (it must be false)");
+
+  for (const char* key : {"rank_pattern", "alpha_pattern"}) {
+    const Json* v = rd.get(key);
+    if (!v || v->is_null()) continue;
+    if (!v->is_object()) rd.bad_type(key, *v, "an object mapping module patterns to values");
+    if (v->size() > AdapterConfig::kMaxPatternKeys)
+      rd.fail(key,
+              "has " + std::to_string(v->size()) + " keys, at most " + std::to_string(AdapterConfig::kMaxPatternKeys));
+    for (const auto& [k, value] : ordered.at(key).items()) {
+      const Json val = Json::parse(value.dump());
+      const std::string what = std::string(key) + " key";
+      ModulePattern p = ModulePattern::compile(k, source, what);
+      const std::string entry = std::string(key) + "['" + k.substr(0, 64) + "']";
+      if (std::string(key) == "rank_pattern")
+        c.rank_pattern.emplace_back(std::move(p), rd.integer(entry, val, 1, AdapterConfig::kMaxRank));
+      else
+        c.alpha_pattern.emplace_back(std::move(p), rd.number(entry, val, AdapterConfig::kMaxAlpha));
+    }
+  }
+
+  c.target_modules = rd.selector("target_modules", true);
+  c.exclude_modules = rd.selector("exclude_modules", false);
+  if (const Json* v = rd.get("layers_to_transform"); v && !v->is_null()) {
+    if (v->is_array()) {
+      if (v->size() > 100000) rd.fail("layers_to_transform", "has more than 100000 entries");
+      for (const Json& e : *v) c.layers_to_transform.push_back(rd.integer("layers_to_transform", e, 0, 1000000));
+    } else {
+      c.layers_to_transform.push_back(rd.integer("layers_to_transform", *v, 0, 1000000));
+    }
+    if (c.layers_to_transform.empty()) rd.fail("layers_to_transform", "is an empty list");
+  }
+  if (const Json* v = rd.get("base_model_name_or_path"); v && v->is_string())
+    c.base_model_name_or_path = v->get<std::string>();
+
+  if (const Json* v = rd.get("bias"); v && !v->is_null()) {
+    if (!v->is_string()) rd.bad_type("bias", *v, "\"none\"");
+    if (v->get<std::string>() != "none")
+      rd.fail("bias", "is \"" + v->get<std::string>().substr(0, 20) +
+                          "\": adapters that train the base biases are not supported (expected \"none\")");
+  }
+  if (const Json* v = rd.get("init_lora_weights"); v && v->is_string()) {
+    const std::string init = v->get<std::string>();
+    for (const char* changes_base : {"pissa", "olora", "loftq", "corda"})
+      if (init.rfind(changes_base, 0) == 0)
+        rd.fail("init_lora_weights", "is \"" + init.substr(0, 30) +
+                                         "\": this initialisation changes the base weights; convert the adapter "
+                                         "to a plain LoRA (path_initial_model_for_weight_conversion) first");
+  }
+  rd.reject_if_set("layer_replication", "layer replication changes the base model's layer stack (not supported)");
+  rd.reject_if_set("modules_to_save", "full module copies in the adapter are not supported");
+  rd.reject_if_set("target_parameters", "LoRA on nn.Parameter (ParamWrapper) is not supported");
+  rd.reject_if_set("trainable_token_indices", "trainable token embeddings are not supported");
+  rd.reject_if_set("megatron_config", "Megatron-parallel LoRA layers are not supported");
+  rd.reject_if_set("alora_invocation_tokens", "the aLoRA variant is not supported");
+  rd.reject_if_set("arrow_config", "the Arrow variant is not supported");
+  rd.reject_if_set("use_qalora", "the QA-LoRA variant is not supported");
+  // Any other LoRA variant switch (use_*) that is on: reject rather than apply it as plain LoRA.
+  for (const auto& [key, value] : j.items()) {
+    if (rd.used.count(key) || key.rfind("use_", 0) != 0) continue;
+    rd.used.insert(key);
+    if (value.is_boolean() && value.get<bool>())
+      rd.fail(key, "is true: unknown LoRA variant (supported: plain LoRA, use_rslora, use_dora)");
+  }
+  for (const auto& [key, value] : j.items())
+    if (!rd.used.count(key)) c.ignored_fields.push_back(key);
+  // Literal keys match in linear time; regular expressions are bounded in number so that matching
+  // every module of a large model stays fast (read_adapter also stops after kMaxMatchSeconds).
+  size_t regex_keys = c.target_modules.regex.size() + c.exclude_modules.regex.size();
+  for (const auto& kv : c.rank_pattern) regex_keys += kv.first.is_regex() ? 1 : 0;
+  for (const auto& kv : c.alpha_pattern) regex_keys += kv.first.is_regex() ? 1 : 0;
+  if (regex_keys > AdapterConfig::kMaxRegexKeys)
+    throw LoadError(source + ": " + std::to_string(regex_keys) + " regular-expression keys in rank_pattern, " +
+                    "alpha_pattern, target_modules and exclude_modules, at most " +
+                    std::to_string(AdapterConfig::kMaxRegexKeys) + " (plain module names are not limited)");
+  return c;
+}
+
+}  // namespace hl
