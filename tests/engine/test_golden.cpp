@@ -28,6 +28,8 @@ struct GoldenRun {
   RunOptions opts;
 };
 
+void PrintTo(const GoldenRun& g, std::ostream* os) { *os << g.case_dir << " run " << g.name; }
+
 std::vector<GoldenRun> golden_runs() {
   std::vector<GoldenRun> runs;
   const fs::path root = HL_GOLDEN_DIR;
