@@ -1,0 +1,125 @@
+// The dispatcher of the headless subcommands: `hybridlens CMD ...`, `--help`, `--version`.
+// Turns every exception into exactly one line on stderr and an exit status (trace-format.md §4).
+// Not the GUI entry: app/main.cpp decides between the two before any Qt object exists.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "engine/core/error.h"
+
+namespace hl::cli {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"info", "layer ribbon, parameter counts, dtypes and memory of a checkpoint", runInfo},
+      {"trace", "run a checkpoint on tokens and write the trace file (safetensors)", runTrace},
+      {"dora", "magnitude / direction change per adapted matrix (adapter or fine-tune vs base), CSV", runDora},
+      {"memory", "KV-cache and Mamba-state bytes at a context length (model, all-attention, all-Mamba)", runMemory},
+      {"bench", "decode and prefill speed with the instruments on and off", runBench},
+      {"record", "run a checkpoint on tokens and write a session file (A, and B with a toggle changed)", runRecord},
+      {"compare", "per-instrument differences of two runs, token-aligned (two sessions, or A/B of one)", runCompare},
+  };
+  return table;
+}
+
+const Command* findCommand(const std::string& name) {
+  for (const auto& c : commands())
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+namespace {
+
+bool isDirectory(const char* path) {
+  struct stat st {};
+  return ::stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// One line: newlines and other control characters in a message become spaces.
+std::string oneLine(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+void printError(const std::string& where, const std::string& message) {
+  std::string line = "hybridlens" + (where.empty() ? std::string() : " " + where) + ": " + oneLine(message) + "\n";
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+void printHelp() {
+  std::string s =
+      "usage: hybridlens [DIR | --checkpoint DIR]     open the desktop app (on a checkpoint folder)\n"
+      "       hybridlens COMMAND [options]            run a headless command (no display needed)\n"
+      "       hybridlens COMMAND --help               options of a command\n"
+      "       hybridlens --version\n\ncommands:\n";
+  for (const auto& c : commands()) {
+    std::string name = c.name;
+    s += "  " + name + std::string(name.size() < 10 ? 10 - name.size() : 1, ' ') + c.summary + "\n";
+  }
+  s += "\nEvery command exits 0 on success, and non-zero with one line on stderr on failure.\n";
+  std::fputs(s.c_str(), stdout);
+}
+
+}  // namespace
+
+bool isCliInvocation(int argc, char** argv) {
+  if (argc < 2) return false;
+  const std::string first = argv[1];
+  if (first == "--help" || first == "-h" || first == "help" || first == "--version") return true;
+  if (findCommand(first)) return true;
+  // The GUI's own options: --checkpoint DIR and Qt's single-dash ones (-platform, -style, ...).
+  if (first == "--checkpoint" || first.rfind("--checkpoint=", 0) == 0) return false;
+  if (first.rfind("--", 0) == 0) return true;
+  return !first.empty() && first[0] != '-' && !isDirectory(argv[1]);
+}
+
+int cliMain(int argc, char** argv) {
+  if (argc < 2) {
+    printHelp();
+    return 2;
+  }
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    printHelp();
+    return 0;
+  }
+  if (name == "--version") {
+    std::fputs("hybridlens " HL_VERSION "\n", stdout);
+    return 0;
+  }
+  const Command* cmd = findCommand(name);
+  if (!cmd && name.rfind("--", 0) == 0) {
+    printError("", "unknown option " + name + "; see hybridlens --help");
+    return 2;
+  }
+  if (!cmd) {
+    printError("", "unknown command '" + name + "' (and no such folder); see hybridlens --help");
+    return 2;
+  }
+  std::vector<std::string> args(argv + 2, argv + argc);
+  try {
+    return cmd->run(args);
+  } catch (const UsageError& e) {
+    printError(name, e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    printError(name, "out of memory");
+    return 1;
+  } catch (const std::exception& e) {
+    printError(name, e.what());
+    return 1;
+  } catch (...) {
+    printError(name, "unexpected error");
+    return 1;
+  }
+}
+
+}  // namespace hl::cli

@@ -1,0 +1,234 @@
+// `hybridlens info --checkpoint DIR [--json]` (trace-format.md §4): the layer ribbon (attention /
+// Mamba, dense / MoE per layer, DL0171 Figure 1), parameter counts (total and active per token),
+// tensor dtypes, memory needed, tokenizer, extensions and ignored config fields. Runs no model.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "engine/core/error.h"
+#include "engine/io/checkpoint.h"
+#include "engine/model/loader.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace hl::cli {
+namespace {
+
+// The context length at which `info` quotes the memory a run needs.
+constexpr int64_t kQuoteContext = 4096;
+// The CPU reference keeps the KV cache and the Mamba state in fp32.
+constexpr int64_t kStateBytesPerElement = 4;
+
+std::string humanCount(int64_t n) {
+  char buf[64];
+  if (n >= 1000000000)
+    std::snprintf(buf, sizeof buf, "%.2f B", n / 1e9);
+  else if (n >= 1000000)
+    std::snprintf(buf, sizeof buf, "%.2f M", n / 1e6);
+  else if (n >= 1000)
+    std::snprintf(buf, sizeof buf, "%.2f K", n / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%" PRId64, n);
+  return buf;
+}
+
+std::string humanBytes(int64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%" PRId64 " B", n);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  return buf;
+}
+
+// Everything `info` reports, in the --json layout.
+nlohmann::json collect(const std::string& dir) {
+  Checkpoint ckpt = Checkpoint::open(dir);
+  std::shared_ptr<Model> model = bind_model(ckpt);
+  const JambaConfig& c = model->config;
+  const int64_t L = c.num_hidden_layers;
+
+  nlohmann::json j;
+  j["checkpoint"] = ckpt.dir();
+  j["name"] = model->name;
+  j["config_sha256"] = ckpt.config_sha256();
+  j["files"] = ckpt.files();
+
+  // Layer ribbon: one entry per layer, plus a compact strip (A/M mixer, over D/E feed-forward).
+  nlohmann::json layers = nlohmann::json::array();
+  std::string mixers, ffns;
+  std::vector<int64_t> sinkLayers;
+  for (int64_t i = 0; i < L; ++i) {
+    const bool attn = c.is_attention_layer(i), moe = c.is_moe_layer(i);
+    nlohmann::json l = {{"index", i}, {"mixer", attn ? "attention" : "mamba"}, {"ffn", moe ? "moe" : "dense"}};
+    if (attn && i < static_cast<int64_t>(model->w.layers.size()) && !model->w.layers[i].attn.sinks.empty()) {
+      l["sinks"] = true;
+      sinkLayers.push_back(i);
+    }
+    layers.push_back(l);
+    mixers += attn ? 'A' : 'M';
+    ffns += moe ? 'E' : 'D';
+  }
+  j["num_layers"] = L;
+  j["num_attention_layers"] = c.num_attention_layers();
+  j["num_mamba_layers"] = c.num_mamba_layers();
+  j["num_moe_layers"] = c.num_moe_layers();
+  j["layers"] = layers;
+  j["ribbon"] = {{"mixer", mixers}, {"ffn", ffns}};
+  j["shape"] = {{"vocab_size", c.vocab_size},
+                {"hidden_size", c.hidden_size},
+                {"intermediate_size", c.intermediate_size},
+                {"num_attention_heads", c.num_attention_heads},
+                {"num_key_value_heads", c.num_key_value_heads},
+                {"head_dim", c.head_dim()},
+                {"num_experts", c.num_experts},
+                {"num_experts_per_tok", c.num_experts_per_tok},
+                {"mamba_d_state", c.mamba_d_state},
+                {"mamba_d_conv", c.mamba_d_conv},
+                {"mamba_inner", c.mamba_inner()},
+                {"mamba_dt_rank", c.mamba_dt_rank},
+                {"tie_word_embeddings", c.tie_word_embeddings}};
+
+  j["params"] = model->param_count();
+  j["active_params"] = model->active_param_count();
+
+  std::map<std::string, int64_t> dtypeCount;
+  std::map<std::string, int64_t> dtypeBytes;
+  int64_t tensors = 0;
+  for (const TensorInfo* t : ckpt.all_tensors()) {
+    ++tensors;
+    ++dtypeCount[dtype_name(t->dtype)];
+    dtypeBytes[dtype_name(t->dtype)] += static_cast<int64_t>(t->nbytes());
+  }
+  j["tensor_count"] = tensors;
+  j["dtypes"] = dtypeCount;
+  j["dtype_bytes"] = dtypeBytes;
+
+  // Memory: the mapped weights, plus the state a run holds (trace-format.md §3 formulas in fp32).
+  const int64_t weightBytes = static_cast<int64_t>(ckpt.total_tensor_bytes());
+  const int64_t kvPerToken =
+      2 * c.num_attention_layers() * c.num_key_value_heads * c.head_dim() * kStateBytesPerElement;
+  const int64_t stateBytes =
+      c.num_mamba_layers() * c.mamba_inner() * (c.mamba_d_conv + c.mamba_d_state) * kStateBytesPerElement;
+  const int64_t quoteContext = std::min<int64_t>(kQuoteContext, c.max_position_embeddings);
+  j["memory"] = {{"weight_bytes", weightBytes}, {"kv_bytes_per_token", kvPerToken},
+                 {"state_bytes", stateBytes},   {"state_dtype", "F32"},
+                 {"context", quoteContext},     {"total_bytes", weightBytes + stateBytes + kvPerToken * quoteContext}};
+
+  // Tokenizer: present or not, and whether it opens.
+  nlohmann::json tok = {{"present", !ckpt.tokenizer_path().empty()}};
+  if (!ckpt.tokenizer_path().empty()) {
+    tok["path"] = ckpt.tokenizer_path();
+    try {
+      auto t = Tokenizer::load(ckpt.tokenizer_path());
+      tok["vocab_size"] = t->vocab_size();
+    } catch (const Error& e) {
+      tok["error"] = e.what();
+    }
+  }
+  j["tokenizer"] = tok;
+
+  const int64_t trainedRegisterRows =
+      c.hidden_size > 0 ? static_cast<int64_t>(model->w.register_rows.size()) / c.hidden_size : 0;
+  j["extensions"] = {{"attention_normalizer", normalizer_name(c.attention_normalizer)},
+                     {"sink_layers", sinkLayers},
+                     {"num_register_tokens", c.num_register_tokens},
+                     {"register_token_rows", trainedRegisterRows}};
+  j["ignored_fields"] = c.ignored_fields;
+  j["bos_token_id"] = c.bos_token_id;
+  j["eos_token_ids"] = c.eos_token_ids;
+  return j;
+}
+
+std::string joinInts(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s;
+}
+
+void printText(const nlohmann::json& j) {
+  auto I = [](const nlohmann::json& v) { return v.get<int64_t>(); };
+  const auto& sh = j["shape"];
+  std::printf("checkpoint  %s\n", j["checkpoint"].get<std::string>().c_str());
+  std::printf("config      sha256 %s\n", j["config_sha256"].get<std::string>().c_str());
+  std::printf("shape       hidden %" PRId64 ", vocab %" PRId64 ", heads %" PRId64 " (kv %" PRId64 ", dim %" PRId64
+              "), experts %" PRId64 " (top-%" PRId64 "), Mamba inner %" PRId64 " state %" PRId64 " conv %" PRId64
+              " dt rank %" PRId64 "%s\n",
+              I(sh["hidden_size"]), I(sh["vocab_size"]), I(sh["num_attention_heads"]), I(sh["num_key_value_heads"]),
+              I(sh["head_dim"]), I(sh["num_experts"]), I(sh["num_experts_per_tok"]), I(sh["mamba_inner"]),
+              I(sh["mamba_d_state"]), I(sh["mamba_d_conv"]), I(sh["mamba_dt_rank"]),
+              sh["tie_word_embeddings"].get<bool>() ? ", tied embeddings" : "");
+  std::printf("layers      %" PRId64 ": %" PRId64 " attention, %" PRId64 " Mamba; %" PRId64 " MoE, %" PRId64 " dense\n",
+              I(j["num_layers"]), I(j["num_attention_layers"]), I(j["num_mamba_layers"]), I(j["num_moe_layers"]),
+              I(j["num_layers"]) - I(j["num_moe_layers"]));
+  std::printf("ribbon      mixer %s  (A attention, M Mamba)\n", j["ribbon"]["mixer"].get<std::string>().c_str());
+  std::printf("            ffn   %s  (E MoE, D dense)\n", j["ribbon"]["ffn"].get<std::string>().c_str());
+  for (const auto& l : j["layers"]) {
+    std::printf("  layer %3" PRId64 "  %-9s  %s%s\n", I(l["index"]), l["mixer"].get<std::string>().c_str(),
+                l["ffn"].get<std::string>().c_str(), l.contains("sinks") ? "  sinks" : "");
+  }
+  std::printf("parameters  %s total (%" PRId64 "), %s active per token (%" PRId64 ")\n",
+              humanCount(I(j["params"])).c_str(), I(j["params"]), humanCount(I(j["active_params"])).c_str(),
+              I(j["active_params"]));
+  std::string dt;
+  for (const auto& [name, n] : j["dtypes"].items())
+    dt += (dt.empty() ? "" : ", ") + name + " " + std::to_string(n.get<int64_t>());
+  std::printf("tensors     %" PRId64 " (%s)\n", I(j["tensor_count"]), dt.c_str());
+  const auto& m = j["memory"];
+  std::printf("memory      weights %s as stored; KV cache %s per token, Mamba state %s (fp32)\n",
+              humanBytes(I(m["weight_bytes"])).c_str(), humanBytes(I(m["kv_bytes_per_token"])).c_str(),
+              humanBytes(I(m["state_bytes"])).c_str());
+  std::printf("            needed for a %" PRId64 "-token context: %s\n", I(m["context"]),
+              humanBytes(I(m["total_bytes"])).c_str());
+  const auto& tok = j["tokenizer"];
+  if (!tok["present"].get<bool>())
+    std::printf("tokenizer   none (token ids are used directly)\n");
+  else if (tok.contains("error"))
+    std::printf("tokenizer   tokenizer.model, unreadable: %s\n", tok["error"].get<std::string>().c_str());
+  else
+    std::printf("tokenizer   tokenizer.model (%" PRId64 " pieces)\n", I(tok["vocab_size"]));
+  const auto& ext = j["extensions"];
+  const auto sinks = ext["sink_layers"].get<std::vector<int64_t>>();
+  std::printf("extensions  normalizer %s; sinks %s; registers %" PRId64 " (%" PRId64 " trained rows)\n",
+              ext["attention_normalizer"].get<std::string>().c_str(),
+              sinks.empty() ? "none" : ("in layers " + joinInts(sinks)).c_str(), I(ext["num_register_tokens"]),
+              I(ext["register_token_rows"]));
+  std::string ignored;
+  for (const auto& f : j["ignored_fields"]) ignored += (ignored.empty() ? "" : ", ") + f.get<std::string>();
+  std::printf("ignored     %s\n", ignored.empty() ? "none" : ignored.c_str());
+}
+
+}  // namespace
+
+int runInfo(const std::vector<std::string>& args) {
+  ArgParser p("info", "--checkpoint DIR [--json]",
+              "Describes a Jamba checkpoint without running it: the layer ribbon, parameter counts, tensor\n"
+              "dtypes, memory needed, tokenizer, extensions and the config fields HybridLens ignores.");
+  p.option("checkpoint", "DIR", "checkpoint folder (config.json + safetensors)", true)
+      .flag("json", "print one JSON object instead of text");
+  ParsedArgs a = p.parse(args);
+  if (a.helpRequested()) {
+    std::fputs(p.usage().c_str(), stdout);
+    return 0;
+  }
+  const nlohmann::json info = collect(a.get("checkpoint"));
+  if (a.has("json"))
+    std::printf("%s\n", info.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  else
+    printText(info);
+  return 0;
+}
+
+}  // namespace hl::cli

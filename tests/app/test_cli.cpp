@@ -1,0 +1,296 @@
+// Command-line contract of the `hybridlens` executable (trace-format.md §3–§4): runs the built
+// binary as a child process; bad arguments exit non-zero with exactly one line on stderr, --help
+// exits 0, and `info` / `trace` work end to end on a generated random-weight checkpoint.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/io/safetensors.h"
+#include "engine/model/generator.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct RunResult {
+  int status = -1;  // exit code, or 128 + signal
+  std::string out, err;
+};
+
+std::string readFile(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+fs::path scratchDir() {
+  static const fs::path dir = [] {
+    std::string tmpl = (fs::temp_directory_path() / "hl_cli_tests_XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) std::abort();
+    return fs::path(tmpl);
+  }();
+  return dir;
+}
+
+// Runs hybridlens with `args`; `env` entries "NAME=value" replace the environment when
+// `replaceEnv`, else are added to it. Killed after 120 s.
+RunResult runHybridlens(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                        bool replaceEnv = false) {
+  static int counter = 0;
+  const fs::path outPath = scratchDir() / ("out" + std::to_string(counter) + ".txt");
+  const fs::path errPath = scratchDir() / ("err" + std::to_string(counter++) + ".txt");
+  std::vector<std::string> argvStore = {HL_HYBRIDLENS};
+  argvStore.insert(argvStore.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  argv.reserve(argvStore.size() + 1);
+  for (auto& a : argvStore) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> envStore;
+  if (!replaceEnv)
+    for (char** e = environ; *e; ++e) envStore.emplace_back(*e);
+  envStore.insert(envStore.end(), env.begin(), env.end());
+  std::vector<char*> envp;
+  envp.reserve(envStore.size() + 1);
+  for (auto& e : envStore) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int in = ::open("/dev/null", O_RDONLY);
+    int out = ::open(outPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = ::open(errPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0 || err < 0) ::_exit(126);
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  RunResult r;
+  int wstatus = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (true) {
+    pid_t done = ::waitpid(pid, &wstatus, WNOHANG);
+    if (done == pid) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &wstatus, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+  r.out = readFile(outPath);
+  r.err = readFile(errPath);
+  return r;
+}
+
+// Removes the scratch folder when the test program ends.
+class ScratchCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(scratchDir(), ec);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kScratchCleanup =
+    ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+
+int lineCount(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n + (!s.empty() && s.back() != '\n');
+}
+
+// The contract for every failure: non-zero exit, exactly one line on stderr.
+void expectOneLineFailure(const std::vector<std::string>& args, const std::string& mustMention = "") {
+  std::string cmd;
+  for (const auto& a : args) cmd += " " + a;
+  RunResult r = runHybridlens(args);
+  EXPECT_NE(r.status, 0) << "hybridlens" << cmd << " succeeded; stdout: " << r.out;
+  EXPECT_LT(r.status, 128) << "hybridlens" << cmd << " died of a signal; stderr: " << r.err;
+  EXPECT_EQ(lineCount(r.err), 1) << "hybridlens" << cmd << " stderr:\n" << r.err;
+  if (!mustMention.empty())
+    EXPECT_NE(r.err.find(mustMention), std::string::npos) << "hybridlens" << cmd << " stderr: " << r.err;
+}
+
+}  // namespace
+
+TEST(CliUsage, Help_ExitsZero_PrintsCommands) {
+  RunResult r = runHybridlens({"--help"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("usage: hybridlens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("info"), std::string::npos);
+  EXPECT_NE(r.out.find("trace"), std::string::npos);
+  EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
+TEST(CliUsage, Version_ExitsZero_PrintsVersion) {
+  RunResult r = runHybridlens({"--version"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out, std::string("hybridlens ") + HL_VERSION + "\n");
+}
+
+TEST(CliUsage, CommandHelp_ExitsZero_ListsOptions) {
+  for (const char* cmd : {"info", "trace"}) {
+    RunResult r = runHybridlens({cmd, "--help"});
+    EXPECT_EQ(r.status, 0) << cmd;
+    EXPECT_NE(r.out.find("--checkpoint"), std::string::npos) << cmd << ": " << r.out;
+    EXPECT_TRUE(r.err.empty()) << cmd << ": " << r.err;
+  }
+}
+
+TEST(CliUsage, BadArguments_NonZeroWithOneLine) {
+  expectOneLineFailure({"frobnicate"}, "unknown command");
+  expectOneLineFailure({"--frobnicate"}, "unknown option");
+  expectOneLineFailure({"info"}, "--checkpoint");
+  expectOneLineFailure({"info", "--checkpoint"}, "needs a value");
+  expectOneLineFailure({"info", "--checkpoint", "x", "--bogus"}, "unknown option --bogus");
+  expectOneLineFailure({"info", "--checkpoint", "x", "--checkpoint", "y"}, "more than once");
+  expectOneLineFailure({"info", "--json=1", "--checkpoint", "x"}, "takes no value");
+  expectOneLineFailure({"info", "stray", "--checkpoint", "x"}, "unexpected argument");
+  expectOneLineFailure({"info", "--checkpoint", "/nonexistent/hybridlens-checkpoint"});
+  expectOneLineFailure({"trace", "--checkpoint", "x", "--out", "t.safetensors"}, "--ids or --prompt");
+  expectOneLineFailure({"trace", "--checkpoint", "x", "--ids", "1", "--prompt", "a", "--out", "t.safetensors"},
+                       "exclude");
+  expectOneLineFailure({"trace", "--checkpoint", "x", "--ids", "1"}, "--out");
+  expectOneLineFailure({"trace", "--checkpoint", "x", "--ids", "1", "--no-bos", "--out", "t.safetensors"}, "--no-bos");
+  expectOneLineFailure({"trace", "--checkpoint", "x", "--ids", "1", "--ignore-eos", "--out", "t.safetensors"},
+                       "--ignore-eos");
+  expectOneLineFailure({"trace", "--checkpoint", "x", "--ids", "1", "--generate", "many", "--out", "t.safetensors"},
+                       "--generate");
+  expectOneLineFailure({"trace", "--checkpoint", "x", "--ids", "1", "--registers", "-1", "--out", "t.safetensors"},
+                       "--registers");
+  expectOneLineFailure({"trace", "--checkpoint", "x", "--ids", "1", "--normalizer", "softmax2", "--out", "t.st"},
+                       "--normalizer");
+  expectOneLineFailure({"trace", "--checkpoint", "x", "--ids", "1", "--backend", "tpu", "--out", "t.st"}, "--backend");
+  expectOneLineFailure({"trace", "--checkpoint", "x", "--ids", "1", "--adapter", "a", "--out", "t.st"}, "--adapter");
+  expectOneLineFailure({"trace", "--checkpoint", "x", "--ids", "1", "--out", "/nonexistent/dir/t.safetensors"},
+                       "does not exist");
+}
+
+TEST(CliUsage, NoDisplay_GuiFailsWithOneLine) {
+  // Without a display (or without the GUI built), starting the app is a one-line error, not a Qt abort.
+  RunResult r = runHybridlens({}, {"PATH=/usr/bin:/bin", "HOME=/tmp"}, /*replaceEnv=*/true);
+  EXPECT_NE(r.status, 0);
+  EXPECT_LT(r.status, 128) << r.err;
+  EXPECT_EQ(lineCount(r.err), 1) << r.err;
+}
+
+// `info` and `trace` on a generated random-weight checkpoint (the demo preset: 8 layers, attention at
+// i % 4 == 2, MoE on odd layers, vocabulary 4096).
+class CliOnCheckpoint : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = scratchDir() / "demo";
+    hl::GenerateOptions o;
+    o.config = hl::preset_config("demo-random");
+    o.seed = 7;
+    hl::generate_checkpoint(dir_.string(), o);
+  }
+  static fs::path dir_;
+};
+fs::path CliOnCheckpoint::dir_;
+
+TEST_F(CliOnCheckpoint, InfoJson_ReportsRibbonParamsAndDtypes) {
+  RunResult r = runHybridlens({"info", "--checkpoint", dir_.string(), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["num_layers"], 8);
+  EXPECT_EQ(j["ribbon"]["mixer"], "MMAMMMAM");
+  EXPECT_EQ(j["ribbon"]["ffn"], "DEDEDEDE");
+  EXPECT_EQ(j["num_attention_layers"], 2);
+  EXPECT_EQ(j["num_moe_layers"], 4);
+  EXPECT_GT(j["params"].get<int64_t>(), j["active_params"].get<int64_t>());
+  EXPECT_GT(j["dtypes"]["BF16"].get<int64_t>(), 0);
+  EXPECT_EQ(j["tokenizer"]["present"], false);
+  // KV bytes per token in fp32: 2 · A_n · nkv · head_dim · 4 = 2 · 2 · 2 · 32 · 4.
+  EXPECT_EQ(j["memory"]["kv_bytes_per_token"], 2 * 2 * 2 * 32 * 4);
+}
+
+TEST_F(CliOnCheckpoint, InfoText_ShowsRibbon) {
+  RunResult r = runHybridlens({"info", "--checkpoint", dir_.string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("MMAMMMAM"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("parameters"), std::string::npos) << r.out;
+}
+
+TEST_F(CliOnCheckpoint, Trace_IdsAndGeneration_WritesTokensAndLogits) {
+  const fs::path out = scratchDir() / "trace.safetensors";
+  RunResult r = runHybridlens({"trace", "--checkpoint", dir_.string(), "--ids", "1, 5,9", "--generate", "3",
+                               "--ignore-eos", "--backend", "cpu", "--out", out.string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  hl::SafetensorsFile f = hl::SafetensorsFile::open(out.string());
+  const hl::TensorInfo* ids = f.find("token_ids");
+  ASSERT_NE(ids, nullptr);
+  ASSERT_EQ(ids->shape, (std::vector<int64_t>{6}));
+  const int32_t* idv = reinterpret_cast<const int32_t*>(ids->data);
+  EXPECT_EQ(idv[0], 1);
+  EXPECT_EQ(idv[1], 5);
+  EXPECT_EQ(idv[2], 9);
+  const hl::TensorInfo* logits = f.find("logits");
+  ASSERT_NE(logits, nullptr);
+  EXPECT_EQ(logits->shape, (std::vector<int64_t>{6, 4096}));
+  // Generated token t+1 is the argmax of the logits after token t.
+  const float* lv = reinterpret_cast<const float*>(logits->data);
+  for (int t = 2; t < 5; ++t) {
+    int best = 0;
+    for (int v = 1; v < 4096; ++v)
+      if (lv[t * 4096 + v] > lv[t * 4096 + best]) best = v;
+    EXPECT_EQ(idv[t + 1], best) << "token " << t + 1;
+  }
+  ASSERT_NE(f.find("kv_cache_bytes"), nullptr);
+  ASSERT_NE(f.find("ssm_state_bytes"), nullptr);
+  EXPECT_EQ(f.metadata().at("format_version"), "1");
+  EXPECT_EQ(f.metadata().at("backend"), "cpu");
+  EXPECT_EQ(f.metadata().at("normalizer"), "as-trained");
+}
+
+TEST_F(CliOnCheckpoint, Trace_BadInputs_OneLineErrors) {
+  const std::string d = dir_.string(), out = (scratchDir() / "bad.safetensors").string();
+  expectOneLineFailure({"trace", "--checkpoint", d, "--ids", "1,4096", "--out", out}, "4096");
+  expectOneLineFailure({"trace", "--checkpoint", d, "--ids", "1,x", "--out", out}, "--ids");
+  expectOneLineFailure({"trace", "--checkpoint", d, "--prompt", "hello", "--out", out}, "tokenizer");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// --prompt through the checkpoint's tokenizer.model (tests/data/tiny_spm.model: BOS is id 1).
+TEST_F(CliOnCheckpoint, Trace_Prompt_TokenizesWithAndWithoutBos) {
+  const fs::path withTok = scratchDir() / "with-tokenizer";
+  fs::create_directories(withTok);
+  for (const auto& e : fs::directory_iterator(dir_)) fs::copy_file(e.path(), withTok / e.path().filename());
+  fs::copy_file(fs::path(HL_TEST_DATA_DIR) / "tiny_spm.model", withTok / "tokenizer.model");
+  const std::string text = "the model reads 42 tokens";
+  const std::vector<int32_t> expected = hl::Tokenizer::load((withTok / "tokenizer.model").string())->encode(text);
+  ASSERT_FALSE(expected.empty());
+
+  for (bool bos : {true, false}) {
+    const fs::path out = scratchDir() / (bos ? "prompt-bos.safetensors" : "prompt-nobos.safetensors");
+    std::vector<std::string> args = {"trace", "--checkpoint", withTok.string(), "--prompt",
+                                     text,    "--out",        out.string()};
+    if (!bos) args.push_back("--no-bos");
+    RunResult r = runHybridlens(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    hl::SafetensorsFile f = hl::SafetensorsFile::open(out.string());
+    const hl::TensorInfo* ids = f.find("token_ids");
+    ASSERT_NE(ids, nullptr);
+    std::vector<int32_t> got(reinterpret_cast<const int32_t*>(ids->data),
+                             reinterpret_cast<const int32_t*>(ids->data) + ids->numel());
+    std::vector<int32_t> want = expected;
+    if (bos) want.insert(want.begin(), 1);
+    EXPECT_EQ(got, want) << (bos ? "with BOS" : "without BOS");
+  }
+}
