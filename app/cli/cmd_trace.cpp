@@ -11,6 +11,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "engine/io/adapter.h"
 #include "engine/backend/backend.h"
 #include "engine/core/error.h"
 #include "engine/model/loader.h"
@@ -39,7 +40,7 @@ ArgParser traceParser() {
       .flag("ignore-eos", "with --generate: do not stop at an EOS token")
       .option("normalizer", "NAME", "override every attention layer: softmax, softmax1 or sink")
       .option("registers", "N", "use N register tokens (default: the trained count)")
-      .option("adapter", "DIR", "PEFT LoRA/DoRA adapter to merge (not in this build yet)")
+      .option("adapter", "DIR", "PEFT LoRA/DoRA adapter folder, merged into the base weights")
       .option("backend", "NAME", "auto (default), cpu, vulkan or cuda")
       .flag("full", "also write attn_rows, ssm_delta and ssm_retained (large)")
       .option("out", "FILE", "trace file to write (.safetensors)", true);
@@ -110,9 +111,6 @@ int runTrace(const std::vector<std::string>& args) {
   }
   if (a.has("no-bos") && !a.has("prompt")) throw UsageError("--no-bos applies to --prompt only");
   if (a.has("ignore-eos") && !a.has("generate")) throw UsageError("--ignore-eos applies to --generate only");
-  if (a.has("adapter")) {
-    throw UsageError("--adapter: adapters are not supported yet (they arrive with the DoRA feature)");
-  }
   const int64_t generate = a.getIntOr("generate", 0, 0, kMaxGenerate);
   RunOptions opts;
   opts.full = a.has("full");
@@ -131,6 +129,7 @@ int runTrace(const std::vector<std::string>& args) {
   checkOutputPath(out);
 
   std::shared_ptr<Model> model = load_model(a.get("checkpoint"));
+  if (a.has("adapter")) merge_adapter(*model, load_adapter(a.get("adapter"), *model));
   const std::vector<int32_t> prompt = inputTokens(a, *model);
   std::unique_ptr<Backend> backend = make_backend(backendName, model);
   backend->start(opts);

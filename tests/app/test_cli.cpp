@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -177,7 +178,6 @@ TEST(CliUsage, BadArguments_NonZeroWithOneLine) {
   expectOneLineFailure({"trace", "--checkpoint", "x", "--ids", "1", "--normalizer", "softmax2", "--out", "t.st"},
                        "--normalizer");
   expectOneLineFailure({"trace", "--checkpoint", "x", "--ids", "1", "--backend", "tpu", "--out", "t.st"}, "--backend");
-  expectOneLineFailure({"trace", "--checkpoint", "x", "--ids", "1", "--adapter", "a", "--out", "t.st"}, "--adapter");
   expectOneLineFailure({"trace", "--checkpoint", "x", "--ids", "1", "--out", "/nonexistent/dir/t.safetensors"},
                        "does not exist");
 }
@@ -293,4 +293,45 @@ TEST_F(CliOnCheckpoint, Trace_Prompt_TokenizesWithAndWithoutBos) {
     if (bos) want.insert(want.begin(), 1);
     EXPECT_EQ(got, want) << (bos ? "with BOS" : "without BOS");
   }
+}
+
+TEST(CliCommands, Memory_JambaV01At256k_Is4GiBAnd32GiB) {
+  RunResult r = runHybridlens({"memory", "--config", std::string(HL_TEST_DATA_DIR) + "/jamba-v0.1-config.json",
+                               "--context", "262144", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("\"kv_bytes\": 4294967296"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"kv_bytes_all_attention\": 34359738368"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"kv_bytes_all_mamba\": 0"), std::string::npos) << r.out;
+}
+
+TEST(CliCommands, TraceWithAdapter_ChangesLogitsAndNamesTheAdapter) {
+  const std::string base = std::string(HL_GOLDEN_DIR) + "/gqa_basic";
+  const std::string adapter = std::string(HL_GOLDEN_DIR) + "/adapters/dora";
+  const std::string plain = ::testing::TempDir() + "hl_cli_plain.safetensors";
+  const std::string merged = ::testing::TempDir() + "hl_cli_merged.safetensors";
+  RunResult a = runHybridlens({"trace", "--checkpoint", base, "--ids", "1,2,3", "--out", plain});
+  ASSERT_EQ(a.status, 0) << a.err;
+  RunResult b = runHybridlens({"trace", "--checkpoint", base, "--ids", "1,2,3", "--adapter", adapter, "--out", merged});
+  ASSERT_EQ(b.status, 0) << b.err;
+  hl::SafetensorsFile fa = hl::SafetensorsFile::open(plain), fb = hl::SafetensorsFile::open(merged);
+  const hl::TensorInfo* la = fa.find("logits");
+  const hl::TensorInfo* lb = fb.find("logits");
+  ASSERT_TRUE(la && lb);
+  ASSERT_EQ(la->nbytes(), lb->nbytes());
+  EXPECT_NE(std::memcmp(la->data, lb->data, la->nbytes()), 0) << "the adapter changed nothing";
+  EXPECT_NE(fb.metadata().at("adapter").find("dora"), std::string::npos);
+  RunResult bad = runHybridlens({"trace", "--checkpoint", base, "--ids", "1", "--adapter", "/nonexistent", "--out", merged});
+  EXPECT_NE(bad.status, 0);
+  EXPECT_EQ(lineCount(bad.err), 1) << bad.err;
+}
+
+TEST(CliCommands, Dora_GoldenAdapter_PrintsSlope) {
+  const std::string csv = ::testing::TempDir() + "hl_cli_dora.csv";
+  RunResult r = runHybridlens({"dora", "--base", std::string(HL_GOLDEN_DIR) + "/gqa_basic", "--adapter",
+                               std::string(HL_GOLDEN_DIR) + "/adapters/dora", "--out", csv});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("slope_dM_on_dD: -2.237"), std::string::npos) << r.out;
+  RunResult both = runHybridlens({"dora", "--base", "b", "--adapter", "a", "--tuned", "t", "--out", csv});
+  EXPECT_NE(both.status, 0);
+  EXPECT_EQ(lineCount(both.err), 1) << both.err;
 }
