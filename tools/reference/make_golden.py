@@ -1,0 +1,369 @@
+#!/usr/bin/python3
+"""Generates the golden test data under tests/golden/: tiny random Jamba checkpoints and their traces.
+
+What it is: own safetensors and config.json writers (no C++ code involved), a seeded random init per
+case, and the expected trace of every run computed by jamba_ref.py from the files as written (so the
+stored dtype rounding is part of the expectation). What it is not: a trainer; the weights are random.
+References: jamba-spec.md §1-§3 (checkpoint layout, init §3.12), trace-format.md §1-§3 (extensions, trace).
+
+Usage: /usr/bin/python3 tools/reference/make_golden.py [--out tests/golden]
+Deterministic: rerunning reproduces every file byte for byte.
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import struct
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jamba_ref  # noqa: E402
+
+# ----------------------------------------------------------------------------------------------
+# safetensors writer
+# ----------------------------------------------------------------------------------------------
+
+
+def to_bf16_bits(a):
+    """float -> bf16 bit pattern with round-to-nearest-even (finite inputs)."""
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return u.astype("<u2")
+
+
+def encode(arr, dtype):
+    if dtype == "F32":
+        return np.ascontiguousarray(arr, "<f4").tobytes()
+    if dtype == "F16":
+        return np.ascontiguousarray(arr, "<f2").tobytes()
+    if dtype == "BF16":
+        return to_bf16_bits(arr).tobytes()
+    if dtype == "I32":
+        return np.ascontiguousarray(arr, "<i4").tobytes()
+    if dtype == "I64":
+        return np.ascontiguousarray(arr, "<i8").tobytes()
+    raise ValueError(dtype)
+
+
+def write_safetensors(path, entries, metadata=None):
+    """entries: list of (name, dtype, array). Data is laid out contiguously in list order, offsets
+    start at 0; the JSON header is padded with spaces to a multiple of 8 bytes."""
+    header, blobs, off = {}, [], 0
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    for name, dt, arr in entries:
+        b = encode(arr, dt)
+        header[name] = {"dtype": dt, "shape": [int(s) for s in np.shape(arr)], "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    hj = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hj += b" " * ((8 - len(hj) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hj)))
+        f.write(hj)
+        for b in blobs:
+            f.write(b)
+    return off
+
+
+# ----------------------------------------------------------------------------------------------
+# config + random weights
+# ----------------------------------------------------------------------------------------------
+
+BASE_CONFIG = {
+    "architectures": ["JambaForCausalLM"], "model_type": "jamba", "attention_dropout": 0.0,
+    "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "hidden_act": "silu",
+    "initializer_range": 0.02, "max_position_embeddings": 4096, "num_logits_to_keep": 1,
+    "output_router_logits": False, "router_aux_loss_coef": 0.001, "sliding_window": None,
+    "use_cache": True, "use_mamba_kernels": False, "transformers_version": "4.44.0",
+}
+
+
+def make_config(**kw):
+    c = dict(BASE_CONFIG)
+    c.update(kw)
+    return dict(sorted(c.items()))
+
+
+def inv_softplus(y):
+    return y + np.log(-np.expm1(-y))
+
+
+def make_weights(cfg, rng, fused_layers=(), sinks_layers=(), router_tie=None):
+    """Ordered list of (name, float64 array). Scales keep activations O(1) with non-trivial attention."""
+    c = jamba_ref.JambaConfig(cfg)
+    H, I, V, E, Di, N, W, R = c.H, c.I, c.V, c.E, c.Di, c.N, c.W, c.R
+    nrm = lambda *s, std: rng.normal(0.0, std, size=s)                     # noqa: E731
+    norm_w = lambda n: 1.0 + rng.uniform(-0.1, 0.1, size=n)                # noqa: E731
+    w = [("model.embed_tokens.weight", nrm(V, H, std=1.0))]
+    if c.n_reg_trained:
+        w.append(("model.register_tokens", nrm(c.n_reg_trained, H, std=1.0)))
+    for i in range(c.L):
+        p = f"model.layers.{i}."
+        w.append((p + "input_layernorm.weight", norm_w(H)))
+        if c.is_attn[i]:
+            w += [(p + "self_attn.q_proj.weight", nrm(c.nh * c.hd, H, std=1.2 / math.sqrt(H))),
+                  (p + "self_attn.k_proj.weight", nrm(c.nkv * c.hd, H, std=1.2 / math.sqrt(H))),
+                  (p + "self_attn.v_proj.weight", nrm(c.nkv * c.hd, H, std=1.0 / math.sqrt(H))),
+                  (p + "self_attn.o_proj.weight", nrm(H, c.nh * c.hd, std=0.7 / math.sqrt(H)))]
+            if i in sinks_layers:
+                s = rng.normal(0.0, 1.5, size=c.nh)
+                s[0] = 3.0                                                   # one strong sink head
+                w.append((p + "self_attn.sinks", s))
+        else:
+            m = p + "mamba."
+            w.append((m + "in_proj.weight", nrm(2 * Di, H, std=1.0 / math.sqrt(H))))
+            if c.proj_bias:
+                w.append((m + "in_proj.bias", nrm(2 * Di, std=0.1)))
+            w.append((m + "conv1d.weight", nrm(Di, 1, W, std=1.0 / math.sqrt(W))))
+            if c.conv_bias:
+                w.append((m + "conv1d.bias", nrm(Di, std=0.1)))
+            dt = np.exp(rng.uniform(math.log(1e-3), math.log(1e-1), size=Di))
+            w += [(m + "x_proj.weight", nrm(R + 2 * N, Di, std=1.0 / math.sqrt(Di))),
+                  (m + "dt_layernorm.weight", norm_w(R)),
+                  (m + "b_layernorm.weight", norm_w(N)),
+                  (m + "c_layernorm.weight", norm_w(N)),
+                  (m + "dt_proj.weight", rng.uniform(-1, 1, size=(Di, R)) / math.sqrt(R)),
+                  (m + "dt_proj.bias", inv_softplus(dt)),
+                  (m + "A_log", np.log(np.arange(1, N + 1, dtype=np.float64))[None, :] + nrm(Di, N, std=0.1)),
+                  (m + "D", 1.0 + rng.uniform(-0.2, 0.2, size=Di)),
+                  (m + "out_proj.weight", nrm(H, Di, std=0.7 / math.sqrt(Di)))]
+            if c.proj_bias:
+                w.append((m + "out_proj.bias", nrm(H, std=0.1)))
+        w.append((p + "pre_ff_layernorm.weight", norm_w(H)))
+        f = p + "feed_forward."
+        if c.is_moe[i]:
+            router = nrm(E, H, std=2.0 / math.sqrt(H))
+            if router_tie is not None and router_tie[0] == i:               # exact probability ties
+                router[router_tie[2]] = router[router_tie[1]]
+            w.append((f + "router.weight", router))
+            ex = [(nrm(I, H, std=1.0 / math.sqrt(H)), nrm(I, H, std=1.0 / math.sqrt(H)),
+                   nrm(H, I, std=0.7 / math.sqrt(I))) for _ in range(E)]
+            if i in fused_layers:
+                w.append((f + "experts.gate_up_proj", np.stack([np.concatenate([g, u]) for g, u, _ in ex])))
+                w.append((f + "experts.down_proj", np.stack([d for _, _, d in ex])))
+            else:
+                for e, (g, u, d) in enumerate(ex):
+                    w += [(f + f"experts.{e}.gate_proj.weight", g), (f + f"experts.{e}.up_proj.weight", u),
+                          (f + f"experts.{e}.down_proj.weight", d)]
+        else:
+            w += [(f + "gate_proj.weight", nrm(I, H, std=1.0 / math.sqrt(H))),
+                  (f + "up_proj.weight", nrm(I, H, std=1.0 / math.sqrt(H))),
+                  (f + "down_proj.weight", nrm(H, I, std=0.7 / math.sqrt(I)))]
+    w.append(("model.final_layernorm.weight", norm_w(H)))
+    if not c.tie:
+        w.append(("lm_head.weight", nrm(V, H, std=1.0 / math.sqrt(H))))
+    return w
+
+
+# ----------------------------------------------------------------------------------------------
+# the cases
+# ----------------------------------------------------------------------------------------------
+
+def case_specs():
+    """Each: name, seed, config, weight options, dtype rule, shards, runs (name, T, normalizer, registers)."""
+    return [
+        dict(name="gqa_basic", seed=101,
+             doc="GQA nh 4 / nkv 2, untied head, attention layers 1,3, MoE layers 0,2 (E 4, K 2), explicit "
+                 "dt rank 8, no proj bias, all F32. Router rows 1 and 3 of layer 0 are identical: exact "
+                 "probability ties, broken by the lower expert index.",
+             config=make_config(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                                num_attention_heads=4, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
+                                attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2,
+                                expert_layer_offset=0, mamba_d_state=8, mamba_d_conv=4, mamba_expand=2,
+                                mamba_dt_rank=8, mamba_conv_bias=True, mamba_proj_bias=False,
+                                rms_norm_eps=1e-6, tie_word_embeddings=False, torch_dtype="float32"),
+             weights=dict(router_tie=(0, 1, 3)), dtype=lambda name, k: "F32", shards=1,
+             runs=[("as_trained", 12, None, None), ("normalizer_softmax1", 12, "softmax1", None),
+                   ("normalizer_sink", 12, "sink", None), ("registers_2", 12, None, 2),
+                   ("long", 16, None, None)]),
+        dict(name="mqa_tied_bias", seed=202,
+             doc="MQA (nkv 1), tied embeddings with no lm_head tensor, mamba_proj_bias and mamba_conv_bias "
+                 "true, dt rank \"auto\" (= 3), d_conv 3, K 1, every tensor BF16.",
+             config=make_config(vocab_size=128, hidden_size=48, intermediate_size=80, num_hidden_layers=4,
+                                num_attention_heads=4, num_key_value_heads=1, num_experts=4, num_experts_per_tok=1,
+                                attn_layer_period=4, attn_layer_offset=2, expert_layer_period=2,
+                                expert_layer_offset=1, mamba_d_state=16, mamba_d_conv=3, mamba_expand=2,
+                                mamba_dt_rank="auto", mamba_conv_bias=True, mamba_proj_bias=True,
+                                rms_norm_eps=1e-6, tie_word_embeddings=True, torch_dtype="bfloat16"),
+             weights={}, dtype=lambda name, k: "BF16", shards=1,
+             runs=[("as_trained", 14, None, None), ("registers_3", 14, None, 3),
+                   ("softmax1_registers_1", 14, "softmax1", 1)]),
+        dict(name="mixed_sharded", seed=303,
+             doc="GQA nh 8 / nkv 2 (given explicitly), H 64, 8 layers: attention layers 3,7, MoE layers "
+                 "1,4,7 (E 4, K 2; layer 7 is attention + MoE), mamba_expand 1 (Di = H). Per-tensor dtypes cycle F32/F16/BF16; three "
+                 "shards with model.safetensors.index.json; layer 4 stores fused experts "
+                 "(experts.gate_up_proj (E,2I,H), experts.down_proj (E,H,I)), layers 1 and 7 per-expert names.",
+             config=make_config(vocab_size=128, hidden_size=64, intermediate_size=64, num_hidden_layers=8,
+                                num_attention_heads=8, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
+                                attn_layer_period=4, attn_layer_offset=3, expert_layer_period=3,
+                                expert_layer_offset=1, mamba_d_state=16, mamba_d_conv=4, mamba_expand=1,
+                                mamba_dt_rank=4, mamba_conv_bias=True, mamba_proj_bias=False,
+                                rms_norm_eps=1e-5, tie_word_embeddings=False, torch_dtype="bfloat16"),
+             weights=dict(fused_layers=(4,)), dtype=lambda name, k: ("F32", "F16", "BF16")[k % 3], shards=3,
+             runs=[("as_trained", 12, None, None), ("normalizer_sink", 12, "sink", None)]),
+        dict(name="dense_no_moe", seed=404,
+             doc="num_experts 1 (every feed-forward dense), mamba_conv_bias false, num_key_value_heads null "
+                 "(= nh = 4), attention layer 1 of 3, d_state 4, eps 1e-5, F32.",
+             config=make_config(vocab_size=64, hidden_size=32, intermediate_size=96, num_hidden_layers=3,
+                                num_attention_heads=4, num_key_value_heads=None, num_experts=1,
+                                num_experts_per_tok=1, attn_layer_period=3, attn_layer_offset=1,
+                                expert_layer_period=2, expert_layer_offset=1, mamba_d_state=4, mamba_d_conv=4,
+                                mamba_expand=2, mamba_dt_rank=4, mamba_conv_bias=False, mamba_proj_bias=False,
+                                rms_norm_eps=1e-5, tie_word_embeddings=False, torch_dtype="float32"),
+             weights={}, dtype=lambda name, k: "F32", shards=1,
+             runs=[("as_trained", 10, None, None), ("normalizer_softmax1", 10, "softmax1", None),
+                   ("registers_1", 10, None, 1)]),
+        dict(name="extensions", seed=505,
+             doc="attention_normalizer \"softmax1\" in config.json, self_attn.sinks on layer 3 (of attention "
+                 "layers 1,3), num_register_tokens 2 with model.register_tokens; attention layers are also "
+                 "the MoE layers (E 4, K 2), F32.",
+             config=make_config(vocab_size=80, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                                num_attention_heads=4, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
+                                attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2,
+                                expert_layer_offset=1, mamba_d_state=8, mamba_d_conv=4, mamba_expand=2,
+                                mamba_dt_rank="auto", mamba_conv_bias=True, mamba_proj_bias=False,
+                                rms_norm_eps=1e-6, tie_word_embeddings=False, torch_dtype="float32",
+                                attention_normalizer="softmax1", num_register_tokens=2),
+             weights=dict(sinks_layers=(3,)), dtype=lambda name, k: "F32", shards=1,
+             runs=[("as_trained", 12, None, None), ("normalizer_softmax", 12, "softmax", None),
+                   ("normalizer_softmax1", 12, "softmax1", None), ("normalizer_sink", 12, "sink", None),
+                   ("registers_0", 12, None, 0), ("registers_4", 12, None, 4)]),
+    ]
+
+
+TRACE_DTYPES = {"token_ids": "I32", "router_topk": "I32", "nonfinite_layer": "I32",
+                "kv_cache_bytes": "I64", "ssm_state_bytes": "I64"}
+
+
+def write_checkpoint(folder, spec):
+    rng = np.random.default_rng(spec["seed"])
+    cfg = spec["config"]
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+    weights = make_weights(cfg, rng, **spec["weights"])
+    entries = [(name, spec["dtype"](name, k), arr) for k, (name, arr) in enumerate(weights)]
+    if spec["shards"] == 1:
+        write_safetensors(os.path.join(folder, "model.safetensors"), entries, {"format": "pt"})
+        return
+    n = spec["shards"]
+    sizes = np.cumsum([len(encode(a, d)) for _, d, a in entries])
+    cut = [int(np.searchsorted(sizes, sizes[-1] * j / n)) for j in range(1, n)]
+    groups = np.split(np.arange(len(entries)), cut)
+    weight_map, total = {}, 0
+    for j, g in enumerate(groups):
+        fname = f"model-{j + 1:05d}-of-{n:05d}.safetensors"
+        total += write_safetensors(os.path.join(folder, fname), [entries[k] for k in g], {"format": "pt"})
+        weight_map.update({entries[k][0]: fname for k in g})
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}, f, indent=2)
+        f.write("\n")
+
+
+def format_runs(case, doc, runs):
+    """runs.json with one line per run (json.dumps of each run object)."""
+    body = ",\n".join("  " + json.dumps(r) for r in runs)
+    return (f'{{\n "case": {json.dumps(case)},\n "description": {json.dumps(doc)},\n'
+            f' "runs": [\n{body}\n ]\n}}\n')
+
+
+RTOL, ATOL_SCALE = 1e-4, 1e-5      # the tolerance README.md recommends to the C++ tests
+
+
+def spread(a, b):
+    """(max |a-b|, max |a-b| / max(1, max|b|), max |a-b| / (RTOL |b| + ATOL_SCALE max(1, max|b|)))."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    d = np.abs(a - b)
+    scale = max(1.0, float(np.max(np.abs(b))))
+    return float(d.max()), float(d.max() / scale), float(np.max(d / (RTOL * np.abs(b) + ATOL_SCALE * scale)))
+
+
+def router_margin(tr):
+    """Smallest probability gap that decides router_topk (order inside the top k and the k-th vs the
+    next), ignoring exact ties (deliberate, broken by index). inf when there is no MoE layer."""
+    if "router_probs" not in tr:
+        return np.inf
+    s = -np.sort(-tr["router_probs"], axis=-1)
+    K = tr["router_topk"].shape[-1]
+    gaps = (s[..., :-1] - s[..., 1:])[..., :K]
+    gaps = gaps[gaps > 0]
+    return float(gaps.min()) if gaps.size else np.inf
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                                  "tests", "golden"))
+    args = ap.parse_args()
+    out_root = os.path.abspath(args.out)
+    os.makedirs(out_root, exist_ok=True)
+    spreads, min_margin = {}, np.inf
+    summary = []
+    for spec in case_specs():
+        folder = os.path.join(out_root, spec["name"])
+        if os.path.isdir(folder):
+            shutil.rmtree(folder)
+        os.makedirs(os.path.join(folder, "expected"))
+        write_checkpoint(folder, spec)
+        model = jamba_ref.JambaRef.load(folder)                         # read back: dtype rounding included
+        model32 = jamba_ref.JambaRef.load(folder, dtype=np.float32)
+        with open(os.path.join(folder, "config.json"), "rb") as f:
+            import hashlib
+            sha = hashlib.sha256(f.read()).hexdigest()
+        run_list = []
+        for k, (rname, T, norm, regs) in enumerate(spec["runs"]):
+            rng = np.random.default_rng(spec["seed"] * 100 + T)             # same T ⇒ same ids within a case
+            ids = [int(v) for v in rng.integers(0, model.cfg.V, size=T)]
+            tr = model.run(ids, norm, regs, path="sequence")
+            st = model.run(ids, norm, regs, path="step")
+            for name in tr:                                               # prefill == step-by-step
+                d = np.max(np.abs(tr[name].astype(np.float64) - st[name].astype(np.float64)), initial=0.0)
+                assert d <= 1e-10 * max(1.0, float(np.max(np.abs(tr[name])))), (spec["name"], rname, name, d)
+            t32 = model32.run(ids, norm, regs, path="sequence")
+            for name in tr:
+                if name in TRACE_DTYPES:
+                    continue
+                new = spread(t32[name], tr[name])
+                old = spreads.get(name, (0.0, 0.0, 0.0))
+                spreads[name] = tuple(max(x, y) for x, y in zip(old, new))
+            margin = router_margin(tr)
+            assert margin >= 2e-5, (spec["name"], rname, "router near-tie", margin)
+            min_margin = min(min_margin, margin)
+            entries = [(name, TRACE_DTYPES.get(name, "F32"), tr[name]) for name in jamba_ref.TRACE_ORDER if name in tr]
+            n_reg = model.cfg.n_reg_trained if regs is None else regs
+            write_safetensors(os.path.join(folder, "expected", rname + ".safetensors"), entries, {
+                "format_version": "1", "checkpoint": spec["name"], "config_sha256": sha,
+                "normalizer": norm or "as-trained", "registers": str(n_reg), "adapter": "",
+                "backend": "reference", "engine_version": "tools/reference/jamba_ref.py (float64)"})
+            run_list.append({"name": rname, "token_ids": ids, "normalizer": norm, "registers": regs})
+            summary.append((spec["name"], rname, T, norm, regs, n_reg,
+                            float(np.max(tr["resid_max_abs"])), float(np.std(tr["logits"])),
+                            float(np.min(tr["attn_entropy_norm"])) if "attn_entropy_norm" in tr else None,
+                            float(np.min(tr["attn_mass"])) if "attn_mass" in tr else None))
+        with open(os.path.join(folder, "expected", "runs.json"), "w") as f:
+            f.write(format_runs(spec["name"], spec["doc"], run_list))
+    print("case / run / T / normalizer / registers(requested→used) / max|resid| / std(logits) / "
+          "min entropy_norm / min mass")
+    for s in summary:
+        print("  ", s)
+    print(f"smallest router probability gap deciding router_topk (exact ties excluded): {min_margin:.2e}")
+    print("float32 evaluation of the reference vs float64: max|d|, max|d|/max(1,max|ref|), "
+          f"max|d|/(rtol|ref| + atol_scale*max(1,max|ref|)) with rtol {RTOL}, atol_scale {ATOL_SCALE}:")
+    for name in jamba_ref.TRACE_ORDER:
+        if name in spreads:
+            a, r, q = spreads[name]
+            print(f"  {name:18s} {a:.2e}  {r:.2e}  {q:.3f}")
+    with open(os.path.join(out_root, "f32_spread.json"), "w") as f:
+        body = {k: {"max_abs": float(f"{v[0]:.2e}"), "max_abs_over_scale": float(f"{v[1]:.2e}"),
+                    "fraction_of_recommended_tolerance": float(f"{v[2]:.2e}")} for k, v in sorted(spreads.items())}
+        json.dump({"note": "reference evaluated in float32 vs the float64 expectation, worst over all runs",
+                   "rtol": RTOL, "atol_scale": ATOL_SCALE, "router_min_gap": float(f"{min_margin:.2e}"),
+                   "tensors": body}, f, indent=1)
+        f.write("\n")
+
+if __name__ == "__main__":
+    main()
