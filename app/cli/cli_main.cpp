@@ -21,8 +21,6 @@ const std::vector<Command>& commands() {
       {"dora", "magnitude / direction change per adapted matrix (adapter or fine-tune vs base), CSV", runDora},
       {"memory", "KV-cache and Mamba-state bytes at a context length (model, all-attention, all-Mamba)", runMemory},
       {"bench", "decode and prefill speed with the instruments on and off", runBench},
-      {"record", "run a checkpoint on tokens and write a session file (A, and B with a toggle changed)", runRecord},
-      {"compare", "per-instrument differences of two runs, token-aligned (two sessions, or A/B of one)", runCompare},
   };
   return table;
 }

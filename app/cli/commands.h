@@ -30,7 +30,5 @@ int runTrace(const std::vector<std::string>& args);
 int runDora(const std::vector<std::string>& args);
 int runMemory(const std::vector<std::string>& args);
 int runBench(const std::vector<std::string>& args);
-int runRecord(const std::vector<std::string>& args);
-int runCompare(const std::vector<std::string>& args);
 
 }  // namespace hl::cli
