@@ -14,7 +14,16 @@ struct RunOptions {
   int registers = -1;                // -1: the trained count
   bool instruments = true;           // compute the per-token instruments
   bool full = false;                 // also attn_rows, ssm_delta, ssm_retained
+  // Most tokens a run may hold (registers excluded); 0: config.json's max_position_embeddings
+  // (262144 when the file has none). Bounds the KV cache and the records; see check_context.
+  int64_t max_context = 0;
 };
+
+// The context bound of a run: opts.max_context, or config.json's max_position_embeddings.
+int64_t context_limit(const RunOptions& opts, const JambaConfig& c);
+// Throws Error when feeding S more tokens after `position` would pass context_limit, naming the
+// limit, where it comes from and how to raise it. Every backend calls it at the top of forward().
+void check_context(const RunOptions& opts, const JambaConfig& c, int64_t position, int64_t S);
 
 // Shapes use the trace-format.md §2 notation: A_n attention, M_n Mamba, X_n MoE layers.
 struct TokenTrace {
