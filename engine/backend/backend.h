@@ -7,10 +7,20 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/error.h"
 #include "engine/model/token_trace.h"
 #include "engine/model/weights.h"
 
 namespace hl {
+
+// A backend that cannot go on: no usable device, not enough device memory, a lost device, a
+// failed submission. The backend is unusable after it (every later call throws it again); the
+// model and the caller's records are untouched, so the caller can rebuild the run on the CPU
+// (make_backend("cpu", model)) from the tokens it already has. Plain Error stays for bad input.
+class BackendFailure : public Error {
+ public:
+  using Error::Error;
+};
 
 class Backend {
  public:
@@ -29,9 +39,15 @@ class Backend {
   virtual int registers() const = 0;
 };
 
-// "cpu" (always), "vulkan", "cuda" when built and a device exists; "auto" picks CUDA, then Vulkan,
-// then CPU. An explicitly named backend that is unavailable throws Error.
-std::unique_ptr<Backend> make_backend(const std::string& which, std::shared_ptr<const Model> model);
+// "cpu" (always), "vulkan", "cuda" when built and a device exists; "auto" picks CUDA, then a
+// Vulkan GPU (never a CPU-emulated Vulkan device such as lavapipe), then the CPU, and falls back to
+// the CPU when a GPU backend fails while being set up (not enough memory): `note`, when given,
+// then receives one line saying why. An explicitly named backend that is unavailable throws
+// Error; one that fails while being set up throws BackendFailure.
+std::unique_ptr<Backend> make_backend(const std::string& which, std::shared_ptr<const Model> model,
+                                      std::string* note = nullptr);
+// The backends make_backend can build here ("cpu", and "vulkan" when built and any Vulkan device,
+// lavapipe included, exists).
 std::vector<std::string> available_backends();
 
 }  // namespace hl

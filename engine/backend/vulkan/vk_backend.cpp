@@ -1,0 +1,442 @@
+// Vulkan backend: run state, capacities and the per-token host side (see vk_backend.h). Mirrors
+// cpu_backend.cpp's contract: registers fed at start(), S-token blocks through the recorded
+// commands, records filled from the one readback per block (rank-to-1 Welford on the host from the
+// residual rows, DL0172 via probes/rank1.h). A BackendFailure poisons the backend and leaves the
+// caller's records as they were, so the caller can rebuild the run on the CPU.
+#include "engine/backend/vulkan/vk_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/core/error.h"
+#include "engine/probes/memory.h"
+
+namespace hl::vk {
+
+VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanOptions& opts)
+    : model_(std::move(model)), cfg_(model_->config), vopts_(opts) {
+  const int64_t L = cfg_.num_hidden_layers;
+  kind_index_.resize(L);
+  moe_index_.resize(L);
+  for (int64_t i = 0; i < L; ++i) {
+    kind_index_[i] = cfg_.is_attention_layer(i) ? n_attn_++ : n_mamba_++;
+    moe_index_[i] = cfg_.is_moe_layer(i) ? n_moe_++ : -1;
+  }
+  if (n_attn_ > 0 && cfg_.head_dim() > 256)
+    throw BackendFailure("vulkan: head_dim " + std::to_string(cfg_.head_dim()) +
+                         " is above the attention kernel's limit of 256");
+  if (n_mamba_ > 0 && cfg_.mamba_d_state > 256)
+    throw BackendFailure("vulkan: mamba_d_state " + std::to_string(cfg_.mamba_d_state) +
+                         " is above the scan kernels' limit of 256");
+  ctx_ = Context::get(opts.gpu_only);
+  tiled_ = opts.matmul == VulkanOptions::Matmul::Tiled ||
+           (opts.matmul == VulkanOptions::Matmul::Auto && !ctx_->cpu_device());
+  try {
+    dw_ = std::make_unique<DeviceWeights>(ctx_, *model_, opts.f32_as_f16);
+    VkDevice d = ctx_->device();
+    VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pi.queueFamilyIndex = ctx_->queue_family();
+    ctx_->check(vkCreateCommandPool(d, &pi, nullptr, &pool_), "creating a command pool");
+    VkCommandBuffer cmds[3];
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 3;
+    ctx_->check(vkAllocateCommandBuffers(d, &ai, cmds), "allocating command buffers");
+    decode_.cmd = cmds[0];
+    block_.cmd = cmds[1];
+    misc_ = cmds[2];
+    VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    ctx_->check(vkCreateFence(d, &fi, nullptr, &fence_), "creating a fence");
+    dummy_ = Buffer(ctx_, 256, MemKind::Device, "a placeholder binding");
+    const int64_t Di = cfg_.mamba_inner();
+    win_stride_ = static_cast<uint32_t>(Di * (cfg_.mamba_d_conv + cfg_.mamba_d_state));
+    mstate_ = Buffer(ctx_, static_cast<VkDeviceSize>(n_mamba_) * win_stride_ * 4, MemKind::Device, "the Mamba states");
+    if (const char* prof = std::getenv("HL_VULKAN_PROFILE"); prof && std::strcmp(prof, "1") == 0) {
+      VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+      qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      qi.queryCount = 4096;
+      ctx_->check(vkCreateQueryPool(d, &qi, nullptr, &queries_), "creating a query pool");
+      kernel_ms_.assign(static_cast<size_t>(Kernel::Count), 0.0);
+    }
+    start(RunOptions{});
+  } catch (...) {
+    release();  // the destructor does not run for a constructor that throws; members unwind themselves
+    throw;
+  }
+}
+
+VulkanBackend::~VulkanBackend() {
+  release();
+}
+
+void VulkanBackend::release() {
+  if (!ctx_) return;
+  VkDevice d = ctx_->device();
+  if (queries_) {
+    double total = 0;
+    for (double v : kernel_ms_) total += v;
+    std::fprintf(stderr, "vulkan profile: %lld steps, %.3f ms of kernels per step\n",
+                 static_cast<long long>(profiled_steps_), total / std::max<int64_t>(1, profiled_steps_));
+    for (int k = 0; k < static_cast<int>(Kernel::Count); ++k)
+      if (kernel_ms_[k] > 0)
+        std::fprintf(stderr, "  %-16s %6.1f%%  %.3f ms/step\n", kernel_spirv(static_cast<Kernel>(k)).name,
+                     100.0 * kernel_ms_[k] / std::max(total, 1e-12),
+                     kernel_ms_[k] / std::max<int64_t>(1, profiled_steps_));
+    vkDestroyQueryPool(d, queries_, nullptr);
+    queries_ = VK_NULL_HANDLE;
+  }
+  for (VkDescriptorPool p : dpools_) vkDestroyDescriptorPool(d, p, nullptr);
+  dpools_.clear();
+  sets_.clear();
+  if (pool_) vkDestroyCommandPool(d, pool_, nullptr);
+  if (fence_) vkDestroyFence(d, fence_, nullptr);
+  pool_ = VK_NULL_HANDLE;
+  fence_ = VK_NULL_HANDLE;
+}
+
+void VulkanBackend::fail_guard() const {
+  if (!failed_.empty()) throw BackendFailure(failed_ + " (the Vulkan backend is disabled; use the CPU backend)");
+}
+
+void VulkanBackend::invalidate() {
+  VkDevice d = ctx_->device();
+  for (VkDescriptorPool p : dpools_) vkDestroyDescriptorPool(d, p, nullptr);
+  dpools_.clear();
+  sets_.clear();
+  ++gen_;
+}
+
+void VulkanBackend::run_one_off(const std::function<void(VkCommandBuffer)>& rec, const char* what) {
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  ctx_->check(vkResetCommandBuffer(misc_, 0), what);
+  ctx_->check(vkBeginCommandBuffer(misc_, &bi), what);
+  rec(misc_);
+  ctx_->check(vkEndCommandBuffer(misc_), what);
+  ctx_->submit_wait(misc_, fence_, what);
+}
+
+void VulkanBackend::plan_records() {
+  const uint64_t L = cfg_.num_hidden_layers, H = cfg_.hidden_size, V = cfg_.vocab_size, nh = cfg_.num_attention_heads;
+  const uint64_t A = n_attn_, M = n_mamba_, X = n_moe_, E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
+  const uint64_t Di = cfg_.mamba_inner();
+  RecLayout r;
+  uint64_t o = 0;
+  auto take = [&](uint32_t* at, uint64_t n) {
+    *at = static_cast<uint32_t>(o);
+    o += n;
+  };
+  take(&r.logits, V);
+  take(&r.nonfinite, L + 1);
+  if (opts_.instruments) {
+    take(&r.resid_max, L + 1);
+    take(&r.resid_rows, (L + 1) * H);
+    take(&r.attn, 4 * A * nh);
+    take(&r.dmean, M);
+    take(&r.rprobs, X * E);
+    take(&r.rtopk, X * K);
+    take(&r.rlse, X);
+    if (opts_.full) {
+      take(&r.sdelta, M * Di);
+      take(&r.sret, M * Di);
+      r.arow_stride = static_cast<uint32_t>(kv_cap_ + 1);
+      take(&r.arows, A * nh * r.arow_stride);
+    }
+  }
+  if (o * 4 > ctx_->max_range())
+    throw BackendFailure("vulkan: one token's record needs " + format_bytes(o * 4) + "; device '" +
+                         ctx_->device_name() + "' binds at most " + format_bytes(ctx_->max_range()));
+  r.stride = static_cast<uint32_t>(o);
+  rl_ = r;
+}
+
+int64_t VulkanBackend::block_limit() const {
+  const uint64_t H = cfg_.hidden_size, Di = cfg_.mamba_inner(), I = cfg_.intermediate_size;
+  const uint64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok, nh = cfg_.num_attention_heads;
+  const uint64_t P = cfg_.mamba_dt_rank + 2 * cfg_.mamba_d_state, kvw = cfg_.num_key_value_heads * cfg_.head_dim();
+  // Floats per token of the largest of the three per-block buffers.
+  const uint64_t act = 2 * H + 2 * nh * cfg_.head_dim() + 2 * kvw + 2 * Di + 4 * Di + P + P + E + 3 * I + K * H;
+  const uint64_t per = std::max({act, static_cast<uint64_t>(rl_.stride), 3 * E + 2 * K});
+  const int64_t fit = static_cast<int64_t>(ctx_->max_range() / (4 * per));
+  return std::max<int64_t>(1, std::min(vopts_.max_block, fit));
+}
+
+void VulkanBackend::ensure_kv(int64_t rows) {
+  if (rows <= kv_cap_) return;
+  int64_t cap = std::max(rows, 2 * kv_cap_);
+  const int64_t kvw = cfg_.num_key_value_heads * cfg_.head_dim();
+  if (n_attn_ > 0) {
+    const int64_t fit = static_cast<int64_t>(ctx_->max_range() / (4 * kvw));
+    cap = std::min(cap, fit);
+    if (cap < rows)
+      throw BackendFailure("vulkan: a context of " + std::to_string(rows) + " positions needs " +
+                           format_bytes(static_cast<uint64_t>(rows) * kvw * 4) +
+                           " per attention layer's key cache; device '" + ctx_->device_name() + "' binds at most " +
+                           format_bytes(ctx_->max_range()));
+    std::vector<Buffer> k, v;
+    for (int64_t a = 0; a < n_attn_; ++a) {
+      k.emplace_back(ctx_, cap * kvw * 4, MemKind::Device, "the key cache");
+      v.emplace_back(ctx_, cap * kvw * 4, MemKind::Device, "the value cache");
+    }
+    if (kv_len_ > 0) {
+      run_one_off(
+          [&](VkCommandBuffer c) {
+            const VkBufferCopy region{0, 0, static_cast<VkDeviceSize>(kv_len_ * kvw * 4)};
+            for (int64_t a = 0; a < n_attn_; ++a) {
+              vkCmdCopyBuffer(c, kcache_[a].handle(), k[a].handle(), 1, &region);
+              vkCmdCopyBuffer(c, vcache_[a].handle(), v[a].handle(), 1, &region);
+            }
+          },
+          "growing the KV cache");
+    }
+    kcache_ = std::move(k);
+    vcache_ = std::move(v);
+  }
+  kv_cap_ = cap;
+  plan_records();  // the attention rows of full traces are as wide as the cache
+  invalidate();
+}
+
+void VulkanBackend::ensure_block(int64_t S) {
+  if (S <= act_cap_ && rl_.stride == rec_alloc_stride_ && act_.valid()) return;
+  int64_t cap = 1;
+  while (cap < std::max(S, act_cap_)) cap *= 2;
+  cap = std::max(S, std::min(cap, block_limit()));
+  const uint64_t c = cap, H = cfg_.hidden_size, Di = cfg_.mamba_inner(), I = cfg_.intermediate_size;
+  const uint64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok, R = cfg_.mamba_dt_rank, N = cfg_.mamba_d_state;
+  const uint64_t qw = cfg_.num_attention_heads * cfg_.head_dim(), kvw = cfg_.num_key_value_heads * cfg_.head_dim();
+  const bool A = n_attn_ > 0, M = n_mamba_ > 0, X = n_moe_ > 0;
+  ActLayout a;
+  uint64_t o = 0;
+  auto take = [&](uint32_t* at, uint64_t n) {
+    *at = static_cast<uint32_t>(o);
+    o += n;
+  };
+  take(&a.h, c * H);
+  take(&a.x, c * H);
+  take(&a.qkv, A ? c * (qw + 2 * kvw) : 0);
+  take(&a.o, A ? c * qw : 0);
+  take(&a.xz, M ? c * 2 * Di : 0);
+  take(&a.u, M ? c * Di : 0);
+  take(&a.p, M ? c * (R + 2 * N) : 0);
+  take(&a.dtr, M ? c * R : 0);
+  take(&a.bm, M ? c * N : 0);
+  take(&a.cm, M ? c * N : 0);
+  take(&a.dt, M ? c * Di : 0);
+  take(&a.gated, M ? c * Di : 0);
+  take(&a.rl, X ? c * E : 0);
+  take(&a.g, std::max(c, K) * 2 * I);
+  take(&a.uf, std::max(c, K) * I);
+  take(&a.ye, X ? c * K * H : 0);
+  a.total = o;
+  RouteLayout r;
+  o = 0;
+  take(&r.prob, c * E);
+  take(&r.sel, c * K);
+  take(&r.selw, c * K);
+  take(&r.cnt, E);
+  take(&r.in, E * c);
+  take(&r.out, E * c);
+  r.total = o;
+  const uint64_t range = ctx_->max_range();
+  if (a.total * 4 > range || r.total * 4 > range || c * rl_.stride * 4 > range)
+    throw BackendFailure("vulkan: a block of " + std::to_string(cap) +
+                         " tokens does not fit the device's largest buffer binding (" + format_bytes(range) + ")");
+  act_ = Buffer();  // free before allocating the larger ones
+  rec_ = Buffer();
+  readback_ = Buffer();
+  act_ = Buffer(ctx_, a.total * 4, MemKind::Device, "the activations");
+  route_ = Buffer(ctx_, r.total * 4, MemKind::Device, "the MoE routing");
+  rec_ = Buffer(ctx_, c * rl_.stride * 4, MemKind::Device, "the per-token records");
+  rec_direct_ = rec_.mapped() != nullptr;
+  if (!rec_direct_) readback_ = Buffer(ctx_, c * rl_.stride * 4, MemKind::Readback, "the records' readback");
+  params_ = Buffer(ctx_, (2 + c) * 4, MemKind::Upload, "the step parameters");
+  al_ = a;
+  ro_ = r;
+  act_cap_ = cap;
+  rec_alloc_stride_ = rl_.stride;
+  invalidate();
+}
+
+void VulkanBackend::start(const RunOptions& opts) {
+  fail_guard();
+  const int64_t H = cfg_.hidden_size, L = cfg_.num_hidden_layers, trained = dw_->trained_registers;
+  if (opts.registers > 1024) throw Error("registers: " + std::to_string(opts.registers) + " is out of range [0, 1024]");
+  opts_ = opts;
+  n_reg_ = opts.registers < 0 ? static_cast<int>(trained) : opts.registers;
+  position_ = 0;
+  kv_len_ = 0;
+  norm_.assign(static_cast<size_t>(n_attn_), Normalizer::Softmax);
+  null_off_.assign(static_cast<size_t>(n_attn_), -1);
+  for (int64_t i = 0; i < L; ++i) {
+    const LayerWeights& lw = model_->w.layers[i];
+    if (!lw.is_attention) continue;
+    const int64_t a = kind_index_[i];
+    const bool has_sinks = !lw.attn.sinks.empty();
+    norm_[a] = opts.normalizer_override ? opts.normalizer : has_sinks ? Normalizer::Sink : cfg_.attention_normalizer;
+    if (norm_[a] == Normalizer::Sink && has_sinks) null_off_[a] = dw_->layers[i].sinks;
+  }
+  rank1_.assign(static_cast<size_t>(L + 1), Rank1Tracker(H));
+  ++gen_;  // the options are baked into the recorded commands
+  try {
+    ensure_kv(n_reg_ + 256);
+    plan_records();
+    ensure_block(1);
+    run_one_off([&](VkCommandBuffer c) { vkCmdFillBuffer(c, mstate_.handle(), 0, VK_WHOLE_SIZE, 0); },
+                "clearing the Mamba state");
+    // Registers: trained rows first, then the mean embedding row (row `trained` of the block).
+    std::vector<int32_t> ids(static_cast<size_t>(n_reg_));
+    for (int r = 0; r < n_reg_; ++r) ids[r] = -1 - static_cast<int32_t>(std::min<int64_t>(r, trained));
+    for (int64_t done = 0; done < n_reg_;) {
+      const int64_t n = std::min<int64_t>(n_reg_ - done, block_limit());
+      ensure_block(n);
+      run_block(&ids[done], n, false);
+      kv_len_ += n;
+      done += n;
+    }
+  } catch (const BackendFailure& e) {
+    failed_ = e.what();
+    throw;
+  }
+}
+
+void VulkanBackend::run_block(const int32_t* ids, int64_t S, bool records) {
+  int32_t* p = static_cast<int32_t*>(params_.mapped());  // (2 + S,): cached positions, S, ids
+  p[0] = static_cast<int32_t>(kv_len_);
+  p[1] = static_cast<int32_t>(S);
+  std::memcpy(p + 2, ids, static_cast<size_t>(S) * 4);
+  VkCommandBuffer cmd = commands(S, records);
+  ctx_->submit_wait(cmd, fence_, records ? "running the model" : "feeding the registers");
+  if (queries_) profile_collect(cmd == decode_.cmd ? decode_ : block_);
+}
+
+void VulkanBackend::profile_collect(const Recorded& r) {
+  const size_t n = r.kernels.size() + 1;
+  std::vector<uint64_t> t(n);
+  if (vkGetQueryPoolResults(ctx_->device(), queries_, r.query0, static_cast<uint32_t>(n), n * 8, t.data(), 8,
+                            VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
+    return;
+  const double ns = ctx_->props().limits.timestampPeriod;
+  for (size_t i = 1; i < n; ++i)
+    kernel_ms_[static_cast<size_t>(r.kernels[i - 1])] += static_cast<double>(t[i] - t[i - 1]) * ns * 1e-6;
+  ++profiled_steps_;
+}
+
+void VulkanBackend::init_record(TokenTrace& r, int32_t token, int64_t t) const {
+  const int64_t nh = cfg_.num_attention_heads, L = cfg_.num_hidden_layers;
+  r.token_id = token;
+  r.position = static_cast<int32_t>(t);
+  r.logits.assign(static_cast<size_t>(cfg_.vocab_size), 0.0f);
+  r.kv_cache_bytes = kv_cache_bytes(cfg_, n_attn_, n_reg_ + t + 1, 4);  // fp32 cache, as the CPU's
+  r.ssm_state_bytes = ssm_state_bytes(cfg_, n_mamba_, 4);
+  r.nonfinite_layer = -1;
+  if (!opts_.instruments) return;
+  const size_t an = static_cast<size_t>(n_attn_ * nh);
+  r.attn_entropy.assign(an, 0.0f);
+  r.attn_entropy_norm.assign(an, 0.0f);
+  r.attn_mass.assign(an, 0.0f);
+  r.attn_max_logit.assign(an, 0.0f);
+  r.ssm_delta_mean.assign(static_cast<size_t>(n_mamba_), 0.0f);
+  r.router_probs.assign(static_cast<size_t>(n_moe_ * cfg_.num_experts), 0.0f);
+  r.router_topk.assign(static_cast<size_t>(n_moe_ * cfg_.num_experts_per_tok), 0);
+  r.router_lse.assign(static_cast<size_t>(n_moe_), 0.0f);
+  r.rank1_distance.assign(static_cast<size_t>(L + 1), 0.0f);
+  r.resid_max_abs.assign(static_cast<size_t>(L + 1), 0.0f);
+  if (!opts_.full) return;
+  const size_t md = static_cast<size_t>(n_mamba_ * cfg_.mamba_inner());
+  r.ssm_delta.assign(md, 0.0f);
+  r.ssm_retained.assign(md, 0.0f);
+  r.attn_rows.assign(an * static_cast<size_t>(n_reg_ + t + 2), 0.0f);
+}
+
+void VulkanBackend::read_records(int64_t S, TokenTrace* recs) {
+  const float* base = static_cast<const float*>(rec_direct_ ? rec_.mapped() : readback_.mapped());
+  const int64_t L = cfg_.num_hidden_layers, H = cfg_.hidden_size;
+  const size_t an = static_cast<size_t>(n_attn_ * cfg_.num_attention_heads);
+  auto copy = [](const float* src, std::vector<float>& dst) { std::memcpy(dst.data(), src, dst.size() * 4); };
+  for (int64_t s = 0; s < S; ++s) {
+    const float* r = base + s * rl_.stride;
+    TokenTrace& t = recs[s];
+    copy(r + rl_.logits, t.logits);
+    for (int64_t c = 1; c <= L; ++c)
+      if (r[rl_.nonfinite + c] != 0.0f) {
+        t.nonfinite_layer = static_cast<int32_t>(c - 1);
+        break;
+      }
+    if (!opts_.instruments) continue;
+    for (int64_t c = 0; c <= L; ++c) {
+      t.resid_max_abs[c] = r[rl_.resid_max + c];
+      t.rank1_distance[c] = rank1_[c].add(r + rl_.resid_rows + c * H);
+    }
+    copy(r + rl_.attn, t.attn_entropy);
+    copy(r + rl_.attn + an, t.attn_entropy_norm);
+    copy(r + rl_.attn + 2 * an, t.attn_mass);
+    copy(r + rl_.attn + 3 * an, t.attn_max_logit);
+    copy(r + rl_.dmean, t.ssm_delta_mean);
+    copy(r + rl_.rprobs, t.router_probs);
+    std::memcpy(t.router_topk.data(), r + rl_.rtopk, t.router_topk.size() * 4);
+    copy(r + rl_.rlse, t.router_lse);
+    if (!opts_.full) continue;
+    copy(r + rl_.sdelta, t.ssm_delta);
+    copy(r + rl_.sret, t.ssm_retained);
+    const size_t row = static_cast<size_t>(n_reg_ + t.position + 2);  // keys, then p_null
+    for (size_t slot = 0; slot < an; ++slot)
+      std::memcpy(&t.attn_rows[slot * row], r + rl_.arows + slot * rl_.arow_stride, row * 4);
+  }
+}
+
+void VulkanBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) {
+  fail_guard();
+  if (S <= 0) return;
+  check_context(opts_, cfg_, position_, S);  // RunOptions::max_context, before any state changes
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t V = cfg_.vocab_size;
+  for (int64_t s = 0; s < S; ++s)
+    if (tokens[s] < 0 || tokens[s] >= V)
+      throw Error("token id " + std::to_string(tokens[s]) + " is out of range [0, " + std::to_string(V) + ")");
+  const size_t first = out->size();
+  out->resize(first + static_cast<size_t>(S));
+  try {
+    ensure_kv(kv_len_ + S);
+    for (int64_t done = 0; done < S;) {
+      const int64_t n = std::min(S - done, block_limit());
+      ensure_block(n);
+      TokenTrace* recs = &(*out)[first + static_cast<size_t>(done)];
+      for (int64_t s = 0; s < n; ++s) init_record(recs[s], tokens[done + s], position_ + s);
+      run_block(tokens + done, n, true);
+      read_records(n, recs);
+      position_ += n;
+      kv_len_ += n;
+      done += n;
+    }
+  } catch (const BackendFailure& e) {
+    failed_ = e.what();
+    out->resize(first);
+    throw;
+  }
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int64_t s = 0; s < S; ++s) (*out)[first + s].step_seconds = dt / static_cast<double>(S);
+}
+
+}  // namespace hl::vk
+
+namespace hl {
+
+std::unique_ptr<Backend> make_vulkan_backend(std::shared_ptr<const Model> model, const VulkanOptions& opts) {
+  return std::make_unique<vk::VulkanBackend>(std::move(model), opts);
+}
+
+bool vulkan_available(bool gpu_only) {
+  return vk::Context::available(gpu_only);
+}
+
+void vulkan_simulate_device_loss(int64_t submissions) {
+  vk::Context::simulate_loss_everywhere(submissions);
+}
+
+}  // namespace hl

@@ -1,0 +1,158 @@
+// The Vulkan backend (vulkan_backend.h): the run's device buffers, command buffers recorded once per
+// shape and re-submitted per token, and the one readback per step (logits, every instrument, the
+// residual rows for the host's rank-to-1 Welford update of probes/rank1.h); nothing is allocated per
+// token. Recording: vk_record.cpp; running: vk_backend.cpp. Contract: backend.h, as cpu_backend.h.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend/vulkan/vk_context.h"
+#include "engine/backend/vulkan/vk_weights.h"
+#include "engine/backend/vulkan/vulkan_backend.h"
+#include "engine/probes/rank1.h"
+
+namespace hl::vk {
+
+// Float offsets inside one token's record (absent parts: 0 and unused).
+struct RecLayout {
+  uint32_t logits = 0, nonfinite = 0;                   // (V,), (L+1,) flags
+  uint32_t resid_max = 0, resid_rows = 0;               // (L+1,), (L+1, H)
+  uint32_t attn = 0;                                    // entropy | entropy_norm | mass | max_logit, each (A_n·nh)
+  uint32_t dmean = 0, rprobs = 0, rtopk = 0, rlse = 0;  // (M_n,), (X_n, E), (X_n, k) int bits, (X_n,)
+  uint32_t sdelta = 0, sret = 0;                        // full: (M_n, Di) each
+  uint32_t arows = 0, arow_stride = 0;                  // full: (A_n·nh, arow_stride)
+  uint32_t stride = 0;                                  // floats per record
+};
+
+// Float offsets of the activations of a block of `cap` tokens (one buffer).
+struct ActLayout {
+  uint32_t h, x, qkv, o, xz, u, p, dtr, bm, cm, dt, gated, rl, g, uf, ye;  // g: gate|up (·, 2I), uf: (·, I)
+  uint64_t total = 0;
+};
+
+// Int offsets in the routing buffer.
+struct RouteLayout {
+  uint32_t prob, sel, selw, cnt, in, out;
+  uint64_t total = 0;
+};
+
+class VulkanBackend final : public Backend {
+ public:
+  VulkanBackend(std::shared_ptr<const Model> model, const VulkanOptions& opts);
+  ~VulkanBackend() override;
+  std::string name() const override { return "vulkan"; }
+  void start(const RunOptions& opts) override;
+  void forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) override;
+  int64_t position() const override { return position_; }
+  const Model& model() const override { return *model_; }
+  const RunOptions& options() const override { return opts_; }
+  int registers() const override { return n_reg_; }
+
+ private:
+  using Binds = std::array<VkBuffer, kBindingCount>;
+  struct Recorded {
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    uint64_t gen = 0;  // 0: nothing recorded
+    int64_t S = 0;
+    bool records = false;
+    uint32_t query0 = 0;          // HL_VULKAN_PROFILE: first timestamp query of this slot
+    std::vector<Kernel> kernels;  // the kernel after each timestamp
+  };
+
+  // Capacity (vk_backend.cpp). Any reallocation makes descriptor sets and recordings stale.
+  void plan_records();
+  int64_t block_limit() const;   // most tokens one submission can hold now
+  void ensure_kv(int64_t rows);  // KV caches hold at least `rows` positions
+  void ensure_block(int64_t S);  // activations, routing and records hold S tokens
+  void invalidate();
+  void release();  // frees the Vulkan objects that are not Buffers
+  void run_one_off(const std::function<void(VkCommandBuffer)>& rec, const char* what);
+  void fail_guard() const;
+  // Runs S positions (token ids, or register rows as -row-1) and leaves their records mapped.
+  void run_block(const int32_t* ids, int64_t S, bool records);
+  void init_record(TokenTrace& r, int32_t token, int64_t t) const;
+  void read_records(int64_t S, TokenTrace* recs);
+
+  // Recording (vk_record.cpp).
+  VkCommandBuffer commands(int64_t S, bool records);
+  void record_block(VkCommandBuffer cmd, int64_t S, bool records);
+  void record_attention(int64_t layer, int64_t S, bool records);
+  void record_mamba(int64_t layer, int64_t S, bool records);
+  void record_feed_forward(int64_t layer, int64_t S, bool records);
+  void record_linear(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, uint32_t y_off, uint32_t y_stride,
+                     bool accumulate, int32_t bias, bool to_rec = false);
+  void record_matmul(MatmulPC pc, const DMat& W, int64_t S);
+  void record_rmsnorm(uint32_t in_off, uint32_t in_stride, uint32_t out_off, uint32_t out_stride, uint32_t n,
+                      int32_t w_off, int64_t S);
+  // RMSNorm of h into x that also observes residual point `column` into the records.
+  void record_norm_observe(int32_t w_off, int64_t S, int64_t column, bool records);
+  Binds binds(int weight_chunk = -1, VkBuffer a = VK_NULL_HANDLE, VkBuffer b = VK_NULL_HANDLE);
+  template <class PC>
+  void dispatch(Kernel k, const Binds& b, const PC& pc, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) {
+    dispatch_raw(k, 0, b, &pc, sizeof(PC), gx, gy, gz);
+  }
+  // A kernel that reads weights of device dtype `dtype` (its pipeline variant).
+  template <class PC>
+  void dispatch_w(Kernel k, uint32_t dtype, const Binds& b, const PC& pc, uint32_t gx, uint32_t gy = 1,
+                  uint32_t gz = 1) {
+    dispatch_raw(k, dtype, b, &pc, sizeof(PC), gx, gy, gz);
+  }
+  void dispatch_raw(Kernel k, uint32_t dtype, const Binds& b, const void* pc, uint32_t bytes, uint32_t gx, uint32_t gy,
+                    uint32_t gz);
+  void barrier();
+  VkDescriptorSet descriptor_set(const Binds& b);
+
+  std::shared_ptr<const Model> model_;
+  const JambaConfig& cfg_;
+  VulkanOptions vopts_;
+  std::shared_ptr<Context> ctx_;
+  std::unique_ptr<DeviceWeights> dw_;
+  RunOptions opts_;
+  int n_reg_ = 0;
+  int64_t position_ = 0;
+  int64_t kv_len_ = 0;  // cached positions: registers + tokens
+  std::string failed_;  // non-empty: a BackendFailure happened; every call rethrows it
+
+  std::vector<int64_t> kind_index_, moe_index_;
+  int64_t n_attn_ = 0, n_mamba_ = 0, n_moe_ = 0;
+  std::vector<Normalizer> norm_;   // per attention layer, for this run
+  std::vector<int32_t> null_off_;  // per attention layer: vec offset of the sink logits or -1
+  std::vector<Rank1Tracker> rank1_;
+
+  // Device buffers of the run.
+  Buffer dummy_;  // bound where a kernel uses no buffer
+  Buffer act_, route_, rec_, readback_, params_, mstate_;
+  std::vector<Buffer> kcache_, vcache_;  // per attention layer (kv_cap_, nkv·hd)
+  int64_t kv_cap_ = 0, act_cap_ = 0;
+  uint32_t rec_alloc_stride_ = 0;
+  bool rec_direct_ = false;  // the record buffer is host-visible: no copy
+  RecLayout rl_;
+  ActLayout al_;
+  RouteLayout ro_;
+  uint32_t win_stride_ = 0;
+  bool tiled_ = true;  // prefill products: matmul.comp (else matmul_rows.comp)          // floats per Mamba layer in
+                       // mstate_: window (Di, W), then h (Di, N)
+
+  // Vulkan objects of this backend.
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  Recorded decode_, block_;
+  VkCommandBuffer misc_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;  // being recorded
+  uint64_t gen_ = 1;
+  std::vector<VkDescriptorPool> dpools_;
+  // HL_VULKAN_PROFILE=1: a timestamp after every kernel; per-kernel totals printed at destruction.
+  VkQueryPool queries_ = VK_NULL_HANDLE;
+  Recorded* recording_ = nullptr;
+  std::vector<double> kernel_ms_;
+  int64_t profiled_steps_ = 0;
+  void profile_collect(const Recorded& r);
+  std::map<Binds, VkDescriptorSet> sets_;
+};
+
+}  // namespace hl::vk

@@ -1,0 +1,258 @@
+// Weight upload (see vk_weights.h). Plan first (dtype and place of every block, total bytes), check
+// the plan against the device (free memory, largest binding), then allocate and copy: straight
+// into mapped memory on devices that share host memory, else through a staging buffer.
+// A block whose members differ in dtype is widened to F32 (exact), never narrowed.
+#include "engine/backend/vulkan/vk_weights.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace hl::vk {
+namespace {
+
+constexpr VkDeviceSize kAlign = 256;
+constexpr VkDeviceSize kChunk = VkDeviceSize{1} << 30;  // weight buffers of at most 1 GiB (or the binding limit)
+
+uint32_t device_dtype(DType t) {
+  return t == DType::F16 ? kF16 : t == DType::BF16 ? kBF16 : kF32;
+}
+DType host_dtype(uint32_t d) {
+  return d == kF16 ? DType::F16 : d == kBF16 ? DType::BF16 : DType::F32;
+}
+
+struct Block {
+  std::vector<const Mat*> mats;  // equal column counts, packed in order
+  DMat* dst;
+  int64_t experts = 1;  // mats form this many equal-shape groups
+  VkDeviceSize bytes = 0;
+  VkDeviceSize at = 0;  // byte offset in its chunk
+};
+
+struct VecItem {
+  const float* data;
+  size_t n;
+  int32_t* dst;
+};
+
+// Copies host bytes into device buffers: memcpy when mapped, else batched through a staging buffer.
+class Uploader {
+ public:
+  explicit Uploader(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {}
+  ~Uploader() {
+    VkDevice d = ctx_->device();
+    if (fence_) vkDestroyFence(d, fence_, nullptr);
+    if (pool_) vkDestroyCommandPool(d, pool_, nullptr);
+  }
+  Uploader(const Uploader&) = delete;
+  Uploader& operator=(const Uploader&) = delete;
+
+  void write(Buffer& dst, VkDeviceSize off, const void* src, size_t n) {
+    if (dst.mapped()) {
+      std::memcpy(static_cast<uint8_t*>(dst.mapped()) + off, src, n);
+      return;
+    }
+    if (!staging_.valid()) start_staging();
+    const uint8_t* p = static_cast<const uint8_t*>(src);
+    while (n > 0) {
+      if (used_ == staging_.size()) flush();
+      const size_t k = std::min<size_t>(n, staging_.size() - used_);
+      std::memcpy(static_cast<uint8_t*>(staging_.mapped()) + used_, p, k);
+      copies_.push_back({dst.handle(), VkBufferCopy{used_, off, k}});
+      used_ += k;
+      off += k;
+      p += k;
+      n -= k;
+    }
+  }
+
+  void flush() {
+    if (copies_.empty()) return;
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    ctx_->check(vkResetCommandBuffer(cmd_, 0), "uploading the weights");
+    ctx_->check(vkBeginCommandBuffer(cmd_, &bi), "uploading the weights");
+    for (const auto& [dst, region] : copies_) vkCmdCopyBuffer(cmd_, staging_.handle(), dst, 1, &region);
+    ctx_->check(vkEndCommandBuffer(cmd_), "uploading the weights");
+    ctx_->submit_wait(cmd_, fence_, "uploading the weights");
+    copies_.clear();
+    used_ = 0;
+  }
+
+ private:
+  void start_staging() {
+    staging_ = Buffer(ctx_, VkDeviceSize{64} << 20, MemKind::Upload, "the weight upload staging buffer");
+    VkDevice d = ctx_->device();
+    VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pi.queueFamilyIndex = ctx_->queue_family();
+    ctx_->check(vkCreateCommandPool(d, &pi, nullptr, &pool_), "creating a command pool");
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    ctx_->check(vkAllocateCommandBuffers(d, &ai, &cmd_), "allocating a command buffer");
+    VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    ctx_->check(vkCreateFence(d, &fi, nullptr, &fence_), "creating a fence");
+  }
+
+  std::shared_ptr<Context> ctx_;
+  Buffer staging_;
+  VkDeviceSize used_ = 0;
+  std::vector<std::pair<VkBuffer, VkBufferCopy>> copies_;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+};
+
+}  // namespace
+
+DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m, bool f32_as_f16) {
+  const ModelWeights& w = m.w;
+  const int64_t L = m.config.num_hidden_layers, H = m.config.hidden_size;
+  layers.resize(static_cast<size_t>(L));
+  std::vector<Block> blocks;
+  std::vector<VecItem> vecs;
+  auto add_block = [&](std::vector<const Mat*> mats, DMat* dst, int64_t experts = 1) {
+    blocks.push_back(Block{std::move(mats), dst, experts});
+  };
+  auto add_vec = [&](const std::vector<float>& v, int32_t* dst) {
+    if (!v.empty()) vecs.push_back(VecItem{v.data(), v.size(), dst});
+  };
+
+  add_block({&w.embed}, &embed);
+  const bool tied = w.lm_head.data == w.embed.data;
+  if (!tied) add_block({&w.lm_head}, &lm_head);
+  add_vec(w.final_norm, &final_norm);
+  // Register rows: the trained ones, then the mean embedding row (test-time registers).
+  std::vector<float> regs(w.register_rows);
+  regs.insert(regs.end(), w.mean_embedding.begin(), w.mean_embedding.end());
+  trained_registers = static_cast<int64_t>(w.register_rows.size()) / H;
+  add_vec(regs, &registers);
+  for (int64_t i = 0; i < L; ++i) {
+    const LayerWeights& lw = w.layers[i];
+    DLayer& d = layers[i];
+    add_vec(lw.input_norm, &d.input_norm);
+    add_vec(lw.pre_ff_norm, &d.pre_ff_norm);
+    if (lw.is_attention) {
+      add_block({&lw.attn.q, &lw.attn.k, &lw.attn.v}, &d.qkv);
+      add_block({&lw.attn.o}, &d.o);
+      add_vec(lw.attn.sinks, &d.sinks);
+    } else {
+      const MambaWeights& mw = lw.mamba;
+      add_block({&mw.in_proj}, &d.in_proj);
+      add_block({&mw.x_proj}, &d.x_proj);
+      add_block({&mw.dt_proj}, &d.dt_proj);
+      add_block({&mw.out_proj}, &d.out_proj);
+      add_vec(mw.in_bias, &d.in_bias);
+      add_vec(mw.conv_w, &d.conv_w);
+      add_vec(mw.conv_b, &d.conv_b);
+      add_vec(mw.dt_norm, &d.dt_norm);
+      add_vec(mw.b_norm, &d.b_norm);
+      add_vec(mw.c_norm, &d.c_norm);
+      add_vec(mw.dt_bias, &d.dt_bias);
+      add_vec(mw.A, &d.A);
+      add_vec(mw.D, &d.D);
+      add_vec(mw.out_bias, &d.out_bias);
+    }
+    std::vector<const Mat*> gu, dn;  // per expert: gate, up | down
+    if (lw.is_moe) add_block({&lw.moe.router}, &d.router);
+    std::vector<const MlpWeights*> mlps;  // pointers into the model: the Mats must stay where they are
+    if (lw.is_moe)
+      for (const MlpWeights& e : lw.moe.experts) mlps.push_back(&e);
+    else
+      mlps.push_back(&lw.mlp);
+    for (const MlpWeights* e : mlps) {
+      gu.push_back(&e->gate);
+      gu.push_back(&e->up);
+      dn.push_back(&e->down);
+    }
+    const int64_t E = static_cast<int64_t>(dn.size());
+    add_block(gu, &d.gate_up, E);
+    add_block(dn, &d.down, E);
+  }
+
+  // Plan: dtype, size and place of every block.
+  const VkDeviceSize range = ctx->max_range() / kAlign * kAlign;
+  std::vector<VkDeviceSize> chunk_bytes;
+  for (Block& b : blocks) {
+    const Mat& first = *b.mats[0];
+    bool same = true;
+    int64_t rows = 0;
+    for (const Mat* x : b.mats) {
+      same = same && x->dtype == first.dtype;
+      rows += x->rows;
+    }
+    uint32_t dt = same ? device_dtype(first.dtype) : kF32;
+    if (dt == kF32 && f32_as_f16 && same) dt = kF16;
+    const VkDeviceSize esize = dt == kF32 ? 4 : 2;
+    b.dst->dtype = dt;
+    b.dst->rows = rows / b.experts;
+    b.dst->cols = first.cols;
+    b.dst->experts = b.experts;
+    b.bytes = (static_cast<VkDeviceSize>(rows * first.cols) * esize + kAlign - 1) / kAlign * kAlign;
+    if (b.bytes > range)
+      throw BackendFailure("vulkan: tensor '" + first.name + "'" +
+                           (b.mats.size() > 1 ? " (packed with its siblings)" : "") + " needs " +
+                           format_bytes(b.bytes) + " in one buffer; device '" + ctx->device_name() +
+                           "' binds at most " + format_bytes(range));
+    // A new buffer when this one would pass min(range, 1 GiB); a larger block gets one to itself.
+    if (chunk_bytes.empty() || (chunk_bytes.back() > 0 && chunk_bytes.back() + b.bytes > std::min(range, kChunk)))
+      chunk_bytes.push_back(0);
+    b.dst->chunk = static_cast<int>(chunk_bytes.size() - 1);
+    b.at = chunk_bytes.back();
+    b.dst->off = static_cast<uint32_t>(b.at / esize);
+    chunk_bytes.back() += b.bytes;
+  }
+  if (tied) lm_head = embed;
+  size_t nvec = 0;
+  for (VecItem& v : vecs) {
+    *v.dst = static_cast<int32_t>(nvec);
+    nvec += v.n;
+  }
+  const VkDeviceSize vec_bytes = std::max<VkDeviceSize>(16, nvec * 4);
+  if (vec_bytes > range)
+    throw BackendFailure("vulkan: the model's small vectors need " + format_bytes(vec_bytes) +
+                         " in one buffer; device '" + ctx->device_name() + "' binds at most " + format_bytes(range));
+  bytes = vec_bytes;
+  for (VkDeviceSize c : chunk_bytes) bytes += c;
+  if (bytes > ctx->device_free())
+    throw BackendFailure("vulkan: not enough device memory: the weights need " + format_bytes(bytes) + ", device '" +
+                         ctx->device_name() + "' has " + format_bytes(ctx->device_free()) + " free of " +
+                         format_bytes(ctx->device_heap()));
+
+  // Allocate and copy.
+  for (size_t c = 0; c < chunk_bytes.size(); ++c)
+    chunks.emplace_back(ctx, chunk_bytes[c], MemKind::Device, "weights (buffer " + std::to_string(c) + ")");
+  vec = Buffer(ctx, vec_bytes, MemKind::Device, "norms, biases and Mamba vectors");
+  Uploader up(ctx);
+  std::vector<uint8_t> tmp;
+  constexpr int64_t kPiece = int64_t{1} << 20;  // elements converted at a time
+  for (const Block& b : blocks) {
+    const uint32_t dt = b.dst->dtype;
+    const VkDeviceSize esize = dt == kF32 ? 4 : 2;
+    VkDeviceSize at = b.at;
+    for (const Mat* x : b.mats) {
+      const int64_t n = x->rows * x->cols;
+      if (host_dtype(dt) == x->dtype) {
+        up.write(chunks[b.dst->chunk], at, x->data, static_cast<size_t>(n * esize));
+      } else {
+        std::vector<float> wide;
+        for (int64_t e0 = 0; e0 < n; e0 += kPiece) {
+          const int64_t k = std::min(kPiece, n - e0);
+          wide.resize(static_cast<size_t>(k));
+          to_float(x->dtype, static_cast<const uint8_t*>(x->data) + e0 * dtype_size(x->dtype), wide.data(),
+                   wide.size());
+          tmp.resize(static_cast<size_t>(k * esize));
+          from_float(host_dtype(dt), wide.data(), tmp.data(), wide.size());
+          up.write(chunks[b.dst->chunk], at + e0 * esize, tmp.data(), tmp.size());
+        }
+      }
+      at += n * esize;
+    }
+  }
+  for (const VecItem& v : vecs) up.write(vec, static_cast<VkDeviceSize>(*v.dst) * 4, v.data, v.n * 4);
+  up.flush();
+}
+
+}  // namespace hl::vk

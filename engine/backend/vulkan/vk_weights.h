@@ -1,0 +1,56 @@
+// The model's weights on the Vulkan device: matrices in their stored dtype (BF16/F16 stay 16-bit,
+// widened exactly in the shaders; F32 stays F32, or F16 on request) packed into a few buffers —
+// experts as (E, rows, cols) so kernels pick them by index, q|k|v and each gate|up as one matrix;
+// small vectors in one float buffer. Not the forward pass. Reference: jamba-spec.md §2.1.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/backend/vulkan/vk_context.h"
+#include "engine/model/weights.h"
+
+namespace hl::vk {
+
+// Device dtypes, as the shaders number them (shaders/common.glsl).
+constexpr uint32_t kF32 = 0, kF16 = 1, kBF16 = 2;
+
+// A matrix (or a packed block of `experts` equal-shape matrices) in one weight buffer.
+struct DMat {
+  int chunk = -1;    // index into DeviceWeights::chunks
+  uint32_t off = 0;  // element offset of the first matrix in the chunk
+  uint32_t dtype = kF32;
+  int64_t rows = 0, cols = 0;  // one matrix: (rows, cols) row-major, PyTorch (out, in)
+  int64_t experts = 1;
+  uint32_t stride() const { return static_cast<uint32_t>(rows * cols); }  // elements per matrix
+};
+
+// Offsets into the float buffer are -1 where the tensor is absent.
+struct DLayer {
+  int32_t input_norm = -1, pre_ff_norm = -1;
+  DMat qkv, o;  // attention: rows q (nh·hd), k (nkv·hd), v (nkv·hd)
+  int32_t sinks = -1;
+  DMat in_proj, x_proj, dt_proj, out_proj;  // Mamba
+  int32_t in_bias = -1, conv_w = -1, conv_b = -1, dt_norm = -1, b_norm = -1, c_norm = -1, dt_bias = -1;
+  int32_t A = -1, D = -1, out_bias = -1;
+  DMat router;         // MoE
+  DMat gate_up, down;  // (E_l, 2I, H): gate rows then up rows; (E_l, H, I); E_l = 1 if dense
+};
+
+class DeviceWeights {
+ public:
+  // Uploads every weight of `m`. Checks first that they fit the device's free memory and that each
+  // packed block fits one buffer binding; throws BackendFailure naming the tensor or the sizes.
+  DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m, bool f32_as_f16);
+
+  std::vector<Buffer> chunks;  // weight buffers
+  Buffer vec;                  // float vectors
+  DMat embed, lm_head;         // lm_head shares embed's copy when tied
+  int32_t final_norm = -1;
+  int32_t registers = -1;  // (trained + 1, H): trained register rows, then the mean embedding row
+  int64_t trained_registers = 0;
+  std::vector<DLayer> layers;
+  uint64_t bytes = 0;  // device bytes of all of the above
+};
+
+}  // namespace hl::vk

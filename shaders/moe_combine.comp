@@ -1,0 +1,26 @@
+#version 450
+// MoE prefill combination (jamba-spec.md §3.9): h[s] += Σ_j w_{s,j} · ye[s·k + j] over each
+// token's k experts in ascending expert index (the order the CPU reference adds them), w the
+// softmax probabilities, not renormalised. ye holds each expert's output at the token's slot.
+// Dispatch: (ceil(H/64), S).
+
+layout(local_size_x = 64) in;
+layout(std430, binding = 2) buffer Act { float act[]; };
+layout(std430, binding = 6) readonly buffer RouteF { float routef[]; };
+
+layout(push_constant) uniform PC {
+  uint H, K;
+  uint ye_off;    // (S·K, H): slot s·K + rank
+  uint h_off;     // (S, H)
+  uint selw_off;  // route: (S, K) probabilities of the ascending experts
+} pc;
+
+void main() {
+  uint c = gl_GlobalInvocationID.x, s = gl_WorkGroupID.y;
+  if (c >= pc.H) return;
+  // Slot s·K + j holds the output of token s's j-th expert in ascending index (moe_route.comp).
+  float y = 0.0;
+  for (uint j = 0u; j < pc.K; ++j)
+    y += routef[pc.selw_off + s * pc.K + j] * act[pc.ye_off + (s * pc.K + j) * pc.H + c];
+  act[pc.h_off + s * pc.H + c] += y;
+}
