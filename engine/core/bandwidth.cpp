@@ -1,5 +1,5 @@
 // Read-bandwidth probe (see bandwidth.h): a streaming sum over a buffer ≥ 4× the LLC, split over the
-// thread pool, so the figure is what a memory-bound decode step could reach.
+// thread pool in blocks of 512 KiB, so the figure is what a memory-bound decode step could reach.
 #include "engine/core/bandwidth.h"
 
 #include <algorithm>
@@ -30,22 +30,27 @@ uint64_t last_level_cache_bytes() {
   return best ? best : 32ull << 20;
 }
 
-double measure_read_bandwidth_gb_s(int passes) {
+BandwidthProbe::BandwidthProbe() {
   const uint64_t bytes = std::max<uint64_t>(4 * last_level_cache_bytes(), 256ull << 20);
   const int64_t n = static_cast<int64_t>(bytes / sizeof(uint64_t));
-  std::vector<uint64_t> buf(static_cast<size_t>(n));
-  ThreadPool& pool = ThreadPool::global();
-  pool.parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {  // first touch by the reading threads
-    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);
+  buf_.resize(static_cast<size_t>(n));
+  ThreadPool::global().parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {  // first touch by the readers
+    for (int64_t i = b; i < e; ++i) buf_[i] = static_cast<uint64_t>(i);
   });
-  double best = 0;
-  volatile uint64_t sink = 0;
-  for (int p = 0; p < passes; ++p) {
-    std::vector<uint64_t> partial(static_cast<size_t>(pool.size()) * 8, 0);
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
+}
+
+double BandwidthProbe::pass() {
+  const int64_t n = static_cast<int64_t>(buf_.size());
+  constexpr int64_t kBlock = 1 << 16;  // elements per block; one partial sum per block
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<uint64_t> partial(static_cast<size_t>(blocks), 0);
+  const uint64_t* buf = buf_.data();
+  const auto t0 = std::chrono::steady_clock::now();
+  ThreadPool::global().parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
       uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      int64_t i = b;
+      const int64_t e = std::min(n, (b + 1) * kBlock);
+      int64_t i = b * kBlock;
       for (; i + 4 <= e; i += 4) {
         s0 += buf[i];
         s1 += buf[i + 1];
@@ -53,12 +58,19 @@ double measure_read_bandwidth_gb_s(int passes) {
         s3 += buf[i + 3];
       }
       for (; i < e; ++i) s0 += buf[i];
-      partial[static_cast<size_t>(b * pool.size() / n) * 8] = s0 + s1 + s2 + s3;
-    });
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    for (uint64_t v : partial) sink = sink + v;
-    best = std::max(best, static_cast<double>(bytes) / dt / 1e9);
-  }
+      partial[static_cast<size_t>(b)] = s0 + s1 + s2 + s3;
+    }
+  });
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  volatile uint64_t sink = 0;
+  for (uint64_t v : partial) sink = sink + v;
+  return static_cast<double>(bytes()) / dt / 1e9;
+}
+
+double measure_read_bandwidth_gb_s(int passes) {
+  BandwidthProbe probe;
+  double best = 0;
+  for (int p = 0; p < passes; ++p) best = std::max(best, probe.pass());
   return best;
 }
 

@@ -1,11 +1,24 @@
 // Measures this machine's memory read bandwidth the way `hybridlens bench` defines it
-// (trace-format.md §4): all threads read a buffer at least 4× the last-level cache; best of a few passes.
+// (trace-format.md §4): all threads read a buffer at least 4× the last-level cache. A probe owns its
+// buffer, so a benchmark can interleave single passes with the work it compares against them.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace hl {
 
 uint64_t last_level_cache_bytes();  // from sysfs; 32 MiB if unknown
-double measure_read_bandwidth_gb_s(int passes = 5);
+
+class BandwidthProbe {
+ public:
+  BandwidthProbe();  // allocates and first-touches max(4 × LLC, 256 MiB) on the pool
+  double pass();     // GB/s of one full read of the buffer by all pool threads
+  uint64_t bytes() const { return static_cast<uint64_t>(buf_.size()) * sizeof(uint64_t); }
+
+ private:
+  std::vector<uint64_t> buf_;
+};
+
+double measure_read_bandwidth_gb_s(int passes = 5);  // best of `passes` passes of a fresh probe
 
 }  // namespace hl

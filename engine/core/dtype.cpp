@@ -74,31 +74,34 @@ uint16_t float_to_f16(float f) {
   return static_cast<uint16_t>(sign | res);
 }
 
+// Elements are loaded with memcpy: a tensor of an untrusted file may start at any byte offset (the
+// safetensors header length is arbitrary), and a misaligned uint16_t* load is undefined behaviour.
+// Compilers turn the memcpy into the plain load, so aligned data costs nothing extra.
+template <class T>
+static inline T load_unaligned(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 void to_float(DType t, const void* src, float* dst, size_t n) {
+  const uint8_t* s = static_cast<const uint8_t*>(src);
   switch (t) {
     case DType::F32:
       std::memcpy(dst, src, n * 4);
       return;
-    case DType::BF16: {
-      const uint16_t* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(s[i]);
+    case DType::BF16:
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(load_unaligned<uint16_t>(s + 2 * i));
       return;
-    }
-    case DType::F16: {
-      const uint16_t* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_float(s[i]);
+    case DType::F16:
+      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_float(load_unaligned<uint16_t>(s + 2 * i));
       return;
-    }
-    case DType::I32: {
-      const int32_t* s = static_cast<const int32_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+    case DType::I32:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load_unaligned<int32_t>(s + 4 * i));
       return;
-    }
-    case DType::I64: {
-      const int64_t* s = static_cast<const int64_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+    case DType::I64:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load_unaligned<int64_t>(s + 8 * i));
       return;
-    }
   }
 }
 

@@ -42,7 +42,7 @@ inline uint16_t float_to_bf16(float f) {
 float f16_to_float(uint16_t h);
 uint16_t float_to_f16(float f);
 
-// Widen n elements of type t at src to float.
+// Widen n elements of type t at src to float; src may have any alignment (tensors of untrusted files).
 void to_float(DType t, const void* src, float* dst, size_t n);
 // Narrow n floats to type t at dst (F32, F16 or BF16).
 void from_float(DType t, const float* src, void* dst, size_t n);

@@ -1,40 +1,69 @@
 // A small persistent thread pool for data-parallel loops in the CPU backend (parallel_for over
-// rows of a matrix). Not a task scheduler: one parallel_for runs at a time per pool.
+// rows of a matrix). Not a task scheduler: one parallel_for runs at a time per pool (a nested or
+// concurrent call runs on its caller alone). Workers spin briefly between jobs, so the many short
+// jobs of a decode step cost a cache-line handoff, not a futex wake; then they sleep.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
+#include <exception>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace hl {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads = 0);  // 0: std::thread::hardware_concurrency()
+  explicit ThreadPool(int threads = 0);  // 0: std::thread::hardware_concurrency() (or $HL_THREADS)
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
-  // Calls fn(begin, end) on disjoint chunks covering [0, n); returns when all are done.
-  // Chunks are at least `grain` long; small loops run on the calling thread alone.
-  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // Calls fn(begin, end) on disjoint chunks covering [0, n); returns when all are done. Chunks are
+  // at least `grain` long and handed out dynamically (a thread may get several); small loops run on
+  // the calling thread alone. fn is borrowed, never copied: no allocation per call. An exception
+  // thrown by fn on any thread is rethrown here after every chunk has finished.
+  template <class F>
+  void parallel_for(int64_t n, int64_t grain, F&& fn) {
+    using Fn = std::remove_reference_t<F>;
+    run(
+        n, grain, [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
+        const_cast<void*>(static_cast<const void*>(&fn)));
+  }
+
+  // 0 on the calling (non-worker) thread, 1 .. size()-1 on this pool's workers: an index into
+  // per-thread scratch owned by the caller of parallel_for.
+  static int thread_index();
 
   static ThreadPool& global();
 
  private:
+  using Thunk = void (*)(void* ctx, int64_t begin, int64_t end);
+  void run(int64_t n, int64_t grain, Thunk thunk, void* ctx);
   void worker_loop(int index);
+  // Claims chunks of job generation `gen` until none is left; returns the number run.
+  void work(uint32_t gen);
+
+  // state_ = generation (32 bits) | number of chunks (16) | next chunk to claim (16). A chunk is
+  // claimed by CAS only while the generation matches, so a late worker never runs a stale job.
+  std::atomic<uint64_t> state_{0};
+  std::atomic<int64_t> done_{0};  // chunks finished in the current job
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> busy_{false};
+  std::atomic<bool> stop_{false};
+  // The current job, written before its generation is published, read after a chunk is claimed.
+  Thunk thunk_ = nullptr;
+  void* ctx_ = nullptr;
+  int64_t n_ = 0, chunk_ = 0;
+  int64_t spin_ns_ = 0;  // how long an idle worker spins before sleeping
   std::vector<std::thread> workers_;
+  std::mutex error_mu_;
+  std::exception_ptr error_;  // the first exception of the current job
   std::mutex mu_;
-  std::condition_variable cv_start_, cv_done_;
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
-  int64_t job_n_ = 0, job_chunk_ = 0;
-  int job_parts_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::condition_variable cv_;
 };
 
 }  // namespace hl

@@ -3,10 +3,12 @@
 // row instruments fused (probes/attention_probe.h). Mamba (§3.5/§3.6): in_proj split x|z, causal
 // depthwise conv + bias + SiLU over the cached raw window, x_proj → dt|B|C with their RMSNorms,
 // softplus(dt_proj + bias), selective scan h = exp(Δ·A)·h + Δ·B·u, y = h·C + D·u, y·silu(z), out_proj.
+// Decode computes q|k|v in one threaded pass; the scan runs over chunks of tokens (cache-sized).
 #include <cmath>
 
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cpu/cpu_simd.h"
 #include "engine/core/thread_pool.h"
 #include "engine/probes/attention_probe.h"
 
@@ -18,35 +20,45 @@ void CpuBackend::attention(int64_t layer, const float* x, int64_t S, float* y, T
   const int64_t ai = kind_index_[layer];
   const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads, hd = cfg_.head_dim();
   const int64_t kvw = nkv * hd, group = nh / nkv;
-  std::vector<float> q(static_cast<size_t>(S * nh * hd));  // (S, nh*hd)
-  linear(w.q, x, S, q.data());
+  float* q = grow(sc_.q, S * nh * hd);  // (S, nh*hd)
   const int64_t base = st.len;
-  st.k.resize(static_cast<size_t>((base + S) * kvw));  // (len, nkv*hd)
-  st.v.resize(static_cast<size_t>((base + S) * kvw));
-  linear(w.k, x, S, &st.k[base * kvw]);
-  linear(w.v, x, S, &st.v[base * kvw]);
+  if ((base + S) * kvw > static_cast<int64_t>(st.k.size())) {  // double the reserved rows
+    const int64_t rows = std::max(base + S, 2 * static_cast<int64_t>(st.k.size()) / kvw);
+    grow(st.k, rows * kvw);
+    grow(st.v, rows * kvw);
+  }
+  for (std::vector<float>& t : sc_.thread_rows) grow(t, 2 * static_cast<int64_t>(st.k.size()) / kvw);  // as the KV rows
+  float* kn = &st.k[base * kvw];  // (S, nkv*hd) new keys
+  float* vn = &st.v[base * kvw];  // (S, nkv*hd) new values
+  if (S == 1) {
+    const MatvecJob jobs[3] = {{&w.q, 0, w.q.rows, x, q}, {&w.k, 0, w.k.rows, x, kn}, {&w.v, 0, w.v.rows, x, vn}};
+    matvec(jobs, 3);
+  } else {
+    linear(w.q, x, S, q);
+    linear(w.k, x, S, kn);
+    linear(w.v, x, S, vn);
+  }
   st.len = base + S;
-  std::vector<float> o(static_cast<size_t>(S * nh * hd), 0.0f);  // (S, nh*hd)
+  float* o = grow(sc_.o, S * nh * hd);  // (S, nh*hd)
+  std::fill(o, o + S * nh * hd, 0.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const bool instr = opts_.instruments;
-  ThreadPool::global().parallel_for(S * nh, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> z, p;
+  const simd::Kernels& kern = simd::kernels();
+  const float* K = st.k.data();  // (len, nkv*hd)
+  const float* Vc = st.v.data();
+  const int64_t grain = std::max<int64_t>(1, 8192 / ((base + S) * hd));  // rows of (query, head) per chunk
+  ThreadPool::global().parallel_for(S * nh, grain, [&](int64_t b, int64_t e) {
+    float* z = sc_.thread_rows[ThreadPool::thread_index()].data();  // (nkeys,) logits
+    float* p = z + (base + S);                                      // (nkeys,) probabilities
     for (int64_t item = b; item < e; ++item) {
       const int64_t s = item / nh, hq = item % nh, hk = hq / group;
       const int64_t nkeys = base + s + 1;  // registers and tokens up to and including the query
-      z.resize(static_cast<size_t>(nkeys));
-      p.resize(static_cast<size_t>(nkeys));
       const float* qv = &q[(s * nh + hq) * hd];
-      for (int64_t j = 0; j < nkeys; ++j) z[j] = dot(qv, &st.k[j * kvw + hk * hd], hd) * scale;
+      kern.dot_rows(qv, K + hk * hd, kvw, nkeys, hd, scale, z);  // z (nkeys,) = q·k_j / sqrt(hd)
       TokenTrace* r = recs[s];
       AttnRowStats stats;
-      attention_row(z.data(), nkeys, st.norm, st.null_logit[hq], p.data(), r && instr ? &stats : nullptr);
-      float* ov = &o[(s * nh + hq) * hd];
-      for (int64_t j = 0; j < nkeys; ++j) {
-        const float pj = p[j];
-        const float* vv = &st.v[j * kvw + hk * hd];
-        for (int64_t c = 0; c < hd; ++c) ov[c] += pj * vv[c];
-      }
+      attention_row(z, nkeys, st.norm, st.null_logit[hq], p, r && instr ? &stats : nullptr);
+      kern.axpy_rows(p, Vc + hk * hd, kvw, nkeys, hd, &o[(s * nh + hq) * hd]);  // o (hd,) = Σ_j p_j v_j
       if (!r || !instr) continue;
       const int64_t slot = ai * nh + hq;
       r->attn_entropy[slot] = stats.entropy;
@@ -55,12 +67,12 @@ void CpuBackend::attention(int64_t layer, const float* x, int64_t S, float* y, T
       r->attn_max_logit[slot] = stats.max_abs_logit;
       if (opts_.full) {
         float* row = &r->attn_rows[slot * (nkeys + 1)];
-        std::copy(p.begin(), p.end(), row);
+        std::copy(p, p + nkeys, row);
         row[nkeys] = stats.p_null;
       }
     }
   });
-  linear(w.o, o.data(), S, y);
+  linear(w.o, o, S, y);
 }
 
 void CpuBackend::mamba(int64_t layer, const float* x, int64_t S, float* y, TokenTrace* const* recs) {
@@ -68,61 +80,84 @@ void CpuBackend::mamba(int64_t layer, const float* x, int64_t S, float* y, Token
   MambaState& st = mamba_[kind_index_[layer]];
   const int64_t mi = kind_index_[layer];
   const int64_t Di = cfg_.mamba_inner(), N = cfg_.mamba_d_state, W = cfg_.mamba_d_conv, R = cfg_.mamba_dt_rank;
-  std::vector<float> xz(static_cast<size_t>(S * 2 * Di));  // (S, 2Di): u0 | z
-  linear(w.in_proj, x, S, xz.data(), w.in_bias.empty() ? nullptr : w.in_bias.data());
-  // Causal depthwise conv over [cached window, block], then SiLU: u (S, Di). Channels are independent.
-  std::vector<float> u(static_cast<size_t>(S * Di));
-  ThreadPool::global().parallel_for(Di, 64, [&](int64_t d0, int64_t d1) {
-    for (int64_t d = d0; d < d1; ++d) {
-      float* win = &st.conv[d * W];  // (W,) newest last
-      const float* cw = &w.conv_w[d * W];
-      for (int64_t s = 0; s < S; ++s) {
-        for (int64_t k = 0; k + 1 < W; ++k) win[k] = win[k + 1];
-        win[W - 1] = xz[s * 2 * Di + d];
-        float c = w.conv_b.empty() ? 0.0f : w.conv_b[d];
-        for (int64_t k = 0; k < W; ++k) c += cw[k] * win[k];
-        u[s * Di + d] = silu(c);
+  float* xz = grow(sc_.xz, S * 2 * Di);  // (S, 2Di): u0 | z
+  linear(w.in_proj, x, S, xz, w.in_bias.empty() ? nullptr : w.in_bias.data());
+  // Causal depthwise conv over [cached window, block], then SiLU: u (S, Di). Channels are independent;
+  // the channel runs innermost so every row of xz, u and the weights is read contiguously:
+  //   c[s, d] = conv_b[d] + Σ_k conv_w[d, k] · in(s − (W−1) + k, d),  in(t < 0) from the cached window.
+  float* u = grow(sc_.u, S * Di);
+  const float* cwT = conv_wT_[mi].data();  // (W, Di) conv_w transposed
+  float* win = st.conv.data();             // (W, Di) raw inputs of the last W tokens, oldest first
+  const simd::Kernels& kern = simd::kernels();
+  ThreadPool::global().parallel_for(Di, std::max<int64_t>(64, 16384 / S), [&](int64_t d0, int64_t d1) {
+    auto in = [&](int64_t t) { return t >= 0 ? xz + t * 2 * Di : win + (t + W) * Di; };  // row t, (Di,)
+    for (int64_t s = 0; s < S; ++s) {
+      float* us = u + s * Di;  // (Di,)
+      for (int64_t d = d0; d < d1; ++d) us[d] = w.conv_b.empty() ? 0.0f : w.conv_b[d];
+      for (int64_t k = 0; k < W; ++k) {
+        const float* src = in(s - (W - 1) + k);
+        const float* wk = cwT + k * Di;
+        for (int64_t d = d0; d < d1; ++d) us[d] += wk[d] * src[d];
       }
+      kern.silu(us + d0, d1 - d0);
+    }
+    // The window after the block: raw inputs S−W .. S−1. Row j comes from xz or from old row S + j > j,
+    // which ascending j has not overwritten yet.
+    for (int64_t j = 0; j < W; ++j) {
+      const float* src = in(S - W + j);
+      for (int64_t d = d0; d < d1; ++d) win[j * Di + d] = src[d];
     }
   });
   // Selective projections and Jamba's inner norms: p (S, R+2N) → dt_r (S, R), B (S, N), C (S, N).
   const int64_t P = R + 2 * N;
-  std::vector<float> p(static_cast<size_t>(S * P));
-  linear(w.x_proj, u.data(), S, p.data());
-  std::vector<float> dtr(static_cast<size_t>(S * R)), Bm(static_cast<size_t>(S * N)), Cm(static_cast<size_t>(S * N));
+  float* p = grow(sc_.p, S * P);
+  linear(w.x_proj, u, S, p);
+  float* dtr = grow(sc_.dtr, S * R);
+  float* Bm = grow(sc_.Bm, S * N);
+  float* Cm = grow(sc_.Cm, S * N);
   for (int64_t s = 0; s < S; ++s) {
     rmsnorm(&p[s * P], w.dt_norm.data(), 1, R, cfg_.rms_norm_eps, &dtr[s * R]);
     rmsnorm(&p[s * P + R], w.b_norm.data(), 1, N, cfg_.rms_norm_eps, &Bm[s * N]);
     rmsnorm(&p[s * P + R + N], w.c_norm.data(), 1, N, cfg_.rms_norm_eps, &Cm[s * N]);
   }
-  std::vector<float> dt(static_cast<size_t>(S * Di));  // (S, Di) Δ after softplus
-  linear(w.dt_proj, dtr.data(), S, dt.data(), w.dt_bias.data());
-  for (float& v : dt) v = softplus(v);
-  // Scan, channel-parallel; every channel runs through the block's tokens in order.
+  // dt (S, Di) = dt_r · dt_projᵀ + bias, then Δ = softplus of it, per chunk in the scan's job below
+  // (a decode step computes its dt rows there too: one threaded pass fewer).
+  float* dt = grow(sc_.dt, S * Di);
+  if (S > 1) linear(w.dt_proj, dtr, S, dt, w.dt_bias.data());
+  // Scan over chunks of kChunk tokens (their dt, u, z, out rows stay in L2), each chunk parallel
+  // over blocks of kTile channels; every channel runs through the tokens in order.
   const bool full = opts_.instruments && opts_.full;
-  std::vector<float> gated(static_cast<size_t>(S * Di));  // (S, Di)
-  std::vector<float> retained(full ? static_cast<size_t>(S * Di) : 0);
-  ThreadPool::global().parallel_for(Di, 16, [&](int64_t d0, int64_t d1) {
-    for (int64_t d = d0; d < d1; ++d) {
-      float* hs = &st.ssm[d * N];  // (N,)
-      const float* A = &w.A[d * N];
-      for (int64_t s = 0; s < S; ++s) {
-        const float delta = dt[s * Di + d], ud = u[s * Di + d];
-        const float* B = &Bm[s * N];
-        const float* C = &Cm[s * N];
-        float acc = 0, keep = 0;
-        for (int64_t n = 0; n < N; ++n) {
-          const float dA = std::exp(delta * A[n]);
-          hs[n] = dA * hs[n] + delta * B[n] * ud;
-          acc += hs[n] * C[n];
-          keep += dA;
-        }
-        const float yv = acc + w.D[d] * ud;
-        gated[s * Di + d] = yv * silu(xz[s * 2 * Di + Di + d]);
-        if (full) retained[s * Di + d] = keep / static_cast<float>(N);
+  float* gated = grow(sc_.gated, S * Di);                         // (S, Di)
+  float* retained = full ? grow(sc_.retained, S * Di) : nullptr;  // (S, Di)
+  constexpr int64_t kChunk = 64, kBlock = simd::kTile;
+  const int64_t blocks = (Di + kBlock - 1) / kBlock;
+  for (int64_t s0 = 0; s0 < S; s0 += kChunk) {
+    const int64_t n = std::min(kChunk, S - s0);
+    simd::ScanArgs a;
+    a.S = n;
+    a.Di = Di;
+    a.N = N;
+    a.dt = dt + s0 * Di;
+    a.u = u + s0 * Di;
+    a.z = xz + s0 * 2 * Di + Di;
+    a.z_stride = 2 * Di;
+    a.B = Bm + s0 * N;
+    a.C = Cm + s0 * N;
+    a.A = A_tiled_[mi].data();
+    a.D = w.D.data();
+    a.h = st.ssm.data();
+    a.out = gated + s0 * Di;
+    a.retained = retained ? retained + s0 * Di : nullptr;
+    ThreadPool::global().parallel_for(blocks, std::max<int64_t>(1, 16 / n), [&](int64_t b0, int64_t b1) {
+      const int64_t d0 = b0 * kBlock, d1 = std::min(Di, b1 * kBlock);
+      if (S == 1) {
+        kern.matvec(w.dt_proj.dtype, w.dt_proj.row_ptr(d0), d1 - d0, R, dtr, dt + d0);
+        for (int64_t d = d0; d < d1; ++d) dt[d] += w.dt_bias[d];
       }
-    }
-  });
+      for (int64_t s = s0; s < s0 + n; ++s) kern.softplus(dt + s * Di + d0, d1 - d0);  // Δ = softplus(·)
+      kern.scan(a, d0, d1);
+    });
+  }
   if (opts_.instruments) {
     for (int64_t s = 0; s < S; ++s) {
       TokenTrace* r = recs[s];
@@ -135,7 +170,7 @@ void CpuBackend::mamba(int64_t layer, const float* x, int64_t S, float* y, Token
       std::copy(&retained[s * Di], &retained[(s + 1) * Di], r->ssm_retained.begin() + mi * Di);
     }
   }
-  linear(w.out_proj, gated.data(), S, y, w.out_bias.empty() ? nullptr : w.out_bias.data());
+  linear(w.out_proj, gated, S, y, w.out_bias.empty() ? nullptr : w.out_bias.data());
 }
 
 }  // namespace hl::cpu

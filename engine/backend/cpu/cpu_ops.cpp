@@ -1,43 +1,166 @@
-// Reference CPU kernels (see cpu_ops.h). Each output row widens its weight row once per call and
-// reuses it for all S inputs, so a prefill reads every weight once.
+// CPU kernels (see cpu_ops.h). Decode: the weights stay in their stored layout, PyTorch's (out, in)
+// row-major — for a matrix–vector product that is already the streaming layout (each thread reads
+// contiguous rows start to end, one pass, no repacking, no second copy in memory). Prefill: panels
+// of ~1 MiB of rows are widened to fp32 in a per-thread buffer and multiplied by cblas_sgemm, each
+// thread its own panels (OpenBLAS is set to one thread so the two pools do not fight).
 #include "engine/backend/cpu/cpu_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
+#include "engine/backend/cpu/cpu_simd.h"
 #include "engine/core/thread_pool.h"
+
+#ifdef HL_HAVE_BLAS
+#include <cblas.h>
+#include <dlfcn.h>
+#endif
 
 namespace hl::cpu {
 
 float dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
-  float tail = 0;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+  return simd::kernels().dot(a, b, n);
 }
 
-void widen_row(const Mat& W, int64_t r, float* dst) { to_float(W.dtype, W.row_ptr(r), dst, static_cast<size_t>(W.cols)); }
+void widen_row(const Mat& W, int64_t r, float* dst) {
+  simd::kernels().widen(W.dtype, W.row_ptr(r), dst, W.cols);
+}
 
-void linear_rows(const Mat& W, int64_t row0, int64_t nrows, const float* X, int64_t S, float* Y) {
+namespace {
+
+// Output row s of a linear: Y + s·nrows (one (S, nrows) block), or Yrows[s] (separate buffers).
+struct OutRows {
+  float* Y;
+  float* const* Yrows;
+  int64_t nrows;
+  float* row(int64_t s) const { return Yrows ? Yrows[s] : Y + s * nrows; }
+};
+
+void linear_ref(const Mat& W, int64_t row0, int64_t nrows, const float* X, int64_t S, OutRows out) {
   const int64_t in = W.cols;
+  const simd::Kernels& ref = simd::portable();
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in));
   ThreadPool::global().parallel_for(nrows, grain, [&](int64_t r0, int64_t r1) {
-    thread_local std::vector<float> wrow;
-    if (W.dtype != DType::F32) wrow.resize(static_cast<size_t>(in));
+    thread_local std::vector<float> wrow;  // (in,)
+    if (W.dtype != DType::F32 && wrow.size() < static_cast<size_t>(in)) wrow.resize(static_cast<size_t>(in));
     for (int64_t r = r0; r < r1; ++r) {
       const float* w;
       if (W.dtype == DType::F32) {
         w = reinterpret_cast<const float*>(W.row_ptr(row0 + r));
       } else {
-        widen_row(W, row0 + r, wrow.data());
+        to_float(W.dtype, W.row_ptr(row0 + r), wrow.data(), static_cast<size_t>(in));
         w = wrow.data();
       }
-      for (int64_t s = 0; s < S; ++s) Y[s * nrows + r] = dot(w, X + s * in, in);
+      for (int64_t s = 0; s < S; ++s) out.row(s)[r] = ref.dot(w, X + s * in, in);
     }
   });
+}
+
+}  // namespace
+
+void linear_rows_ref(const Mat& W, int64_t row0, int64_t nrows, const float* X, int64_t S, float* Y) {
+  linear_ref(W, row0, nrows, X, S, OutRows{Y, nullptr, nrows});
+}
+
+int64_t matvec_grain(int64_t cols, DType t) {
+  const int64_t row_bytes = std::max<int64_t>(1, cols * dtype_size(t));
+  return std::max<int64_t>(4, (32 << 10) / row_bytes);
+}
+
+void matvec(const MatvecJob* jobs, int njobs) {
+  int64_t total = 0, cols = 1;  // rows of all jobs, laid end to end
+  for (int j = 0; j < njobs; ++j) {
+    total += jobs[j].rows;
+    cols = std::max(cols, jobs[j].W->cols);
+  }
+  const simd::Kernels& k = simd::kernels();
+  ThreadPool::global().parallel_for(total, matvec_grain(cols, jobs[0].W->dtype), [&](int64_t b, int64_t e) {
+    int64_t off = 0;  // first row of job j in the combined range
+    for (int j = 0; j < njobs && off < e; off += jobs[j].rows, ++j) {
+      const MatvecJob& jb = jobs[j];
+      const int64_t lo = std::max(b, off), hi = std::min(e, off + jb.rows);
+      if (lo >= hi) continue;
+      k.matvec(jb.W->dtype, jb.W->row_ptr(jb.row0 + lo - off), hi - lo, jb.W->cols, jb.x, jb.y + (lo - off));
+    }
+  });
+}
+
+#ifdef HL_HAVE_BLAS
+namespace {
+
+void blas_single_threaded() {
+  static const bool once = [] {
+    using SetThreads = void (*)(int);
+    if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(1);
+    return true;
+  }();
+  (void)once;
+}
+
+// Y[:, r] for r in [0, nrows) = X (S, in) · W[row0 + r, :]ᵀ through fp32 panels and sgemm.
+void linear_blas(const Mat& W, int64_t row0, int64_t nrows, const float* X, int64_t S, OutRows out) {
+  blas_single_threaded();
+  const int64_t in = W.cols;
+  const int threads = ThreadPool::global().size();
+  int64_t pr = std::max<int64_t>(16, (int64_t{1} << 20) / (4 * in));          // ~1 MiB of fp32 per panel
+  pr = std::min(pr, std::max<int64_t>(16, (nrows + threads - 1) / threads));  // ≥ one panel per thread
+  const int64_t panels = (nrows + pr - 1) / pr;
+  const simd::Kernels& k = simd::kernels();
+  ThreadPool::global().parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
+    thread_local std::vector<float> buf, tmp;  // (pr, in) the widened panel; (S, pr) staged output
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t r0 = p * pr, n = std::min(pr, nrows - r0);
+      const float* panel;
+      if (W.dtype == DType::F32) {
+        panel = reinterpret_cast<const float*>(W.row_ptr(row0 + r0));
+      } else {
+        if (buf.size() < static_cast<size_t>(n * in)) buf.resize(static_cast<size_t>(pr * in));
+        k.widen(W.dtype, W.row_ptr(row0 + r0), buf.data(), n * in);
+        panel = buf.data();
+      }
+      float* C = out.Y + r0;
+      int64_t ldc = nrows;
+      if (out.Yrows) {
+        if (tmp.size() < static_cast<size_t>(S * n)) tmp.resize(static_cast<size_t>(S * pr));
+        C = tmp.data();
+        ldc = n;
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(S), static_cast<int>(n),
+                  static_cast<int>(in), 1.0f, X, static_cast<int>(in), panel, static_cast<int>(in), 0.0f, C,
+                  static_cast<int>(ldc));
+      if (out.Yrows)
+        for (int64_t s = 0; s < S; ++s) std::copy(C + s * n, C + (s + 1) * n, out.Yrows[s] + r0);
+    }
+  });
+}
+
+}  // namespace
+#endif
+
+namespace {
+
+void linear_any(const Mat& W, int64_t row0, int64_t nrows, const float* X, int64_t S, OutRows out) {
+  if (S == 1) {
+    const MatvecJob job{&W, row0, nrows, X, out.row(0)};
+    matvec(&job, 1);
+    return;
+  }
+#ifdef HL_HAVE_BLAS
+  linear_blas(W, row0, nrows, X, S, out);
+#else
+  linear_ref(W, row0, nrows, X, S, out);
+#endif
+}
+
+}  // namespace
+
+void linear_rows(const Mat& W, int64_t row0, int64_t nrows, const float* X, int64_t S, float* Y) {
+  linear_any(W, row0, nrows, X, S, OutRows{Y, nullptr, nrows});
+}
+
+void linear_to_rows(const Mat& W, const float* X, int64_t S, float* const* Y) {
+  linear_any(W, 0, W.rows, X, S, OutRows{nullptr, Y, W.rows});
 }
 
 void linear(const Mat& W, const float* X, int64_t S, float* Y, const float* bias) {

@@ -1,8 +1,8 @@
-// Plain-loop CPU kernels of the reference backend: linear layers on stored-dtype weights with fp32
-// accumulation, RMSNorm (jamba-spec.md §3.2), SiLU, softplus with threshold 20 (§3.5).
-// Not the model: cpu_backend.cpp composes these. Weights are widened in registers, never copied.
+// CPU kernels of the backend: linear layers on stored-dtype weights with fp32 accumulation and
+// RMSNorm (jamba-spec.md §3.2); SiLU, softplus (threshold 20, §3.5) and the scan are in cpu_simd.h.
+// Not the model: cpu_backend.cpp composes these. Decode (S = 1) streams each weight row once through
+// the vector matvec, widened in registers; prefill widens weight panels to fp32 and multiplies with BLAS.
 #pragma once
-#include <cmath>
 #include <cstdint>
 
 #include "engine/model/weights.h"
@@ -10,18 +10,36 @@
 namespace hl::cpu {
 
 // Y (S, W.rows) = X (S, W.cols) · Wᵀ (+ bias (W.rows,) when non-null). Threaded over output rows.
-// The per-element order of accumulation is the same for every S, so prefill equals decode bit for bit.
+// S == 1: vector matvec; S > 1: BLAS on fp32 panels (the reference loop when built without BLAS).
 void linear(const Mat& W, const float* X, int64_t S, float* Y, const float* bias = nullptr);
 // Same, using only rows [row0, row0 + nrows) of W (a view into a fused tensor).
 void linear_rows(const Mat& W, int64_t row0, int64_t nrows, const float* X, int64_t S, float* Y);
 
+// Y[s] (W.rows,) = X[s, :] (W.cols,) · Wᵀ for s < S, each output row its own buffer (the records'
+// logits): the LM head without an (S, V) staging copy.
+void linear_to_rows(const Mat& W, const float* X, int64_t S, float* const* Y);
+
+// The reference loop, the readable definition of the above: each output row widens its weight row
+// once and dots it with all S inputs (8 interleaved accumulators). Used without BLAS and in tests.
+void linear_rows_ref(const Mat& W, int64_t row0, int64_t nrows, const float* X, int64_t S, float* Y);
+
+// Several decode matrix–vector products in one threaded pass over all their rows (q|k|v; the
+// experts' down projections): y (rows,) = W[row0 : row0+rows, :] · x (W.cols,).
+struct MatvecJob {
+  const Mat* W;
+  int64_t row0, rows;
+  const float* x;
+  float* y;
+};
+void matvec(const MatvecJob* jobs, int njobs);
+
+// Rows of output per thread chunk so that a chunk reads at least ~32 KiB of weights.
+int64_t matvec_grain(int64_t cols, DType t);
+
 // y = weight * (x / sqrt(mean(x²) + eps)) over the last dim n, for S rows (in place allowed).
 void rmsnorm(const float* x, const float* weight, int64_t S, int64_t n, double eps, float* y);
 
-inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
-inline float softplus(float v) { return v <= 20.0f ? std::log1p(std::exp(v)) : v; }
-
-// Dot product of two fp32 vectors with several accumulators (vectorisable).
+// Dot product of two fp32 vectors (the vector kernel of this CPU).
 float dot(const float* a, const float* b, int64_t n);
 
 // Widens row r of W into dst (W.cols floats).

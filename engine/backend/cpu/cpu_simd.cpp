@@ -1,0 +1,168 @@
+// Portable kernels (the reference loops the vector kernels are checked against) and the runtime
+// dispatch of cpu_simd.h: __builtin_cpu_supports picks AVX-512 (F, BW, VL, DQ), else AVX2+FMA+F16C,
+// else these loops; $HL_ISA=portable|avx2|avx512 caps the choice (tests, benchmarks).
+#include "engine/backend/cpu/cpu_simd.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace hl::cpu::simd {
+namespace {
+
+inline float silu_ref(float v) {
+  return v / (1.0f + std::exp(-v));
+}
+
+// The dot product of the reference: 8 interleaved accumulators, combined pairwise, then the tail.
+struct Dot8 {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float tail = 0;
+  void add8(const float* a, const float* b) {
+    for (int k = 0; k < 8; ++k) acc[k] += a[k] * b[k];
+  }
+  float sum() const { return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail; }
+};
+
+float dot_portable(const float* a, const float* b, int64_t n) {
+  Dot8 d;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) d.add8(a + i, b + i);
+  for (; i < n; ++i) d.tail += a[i] * b[i];
+  return d.sum();
+}
+
+void widen_portable(DType t, const void* src, float* dst, int64_t n) {
+  to_float(t, src, dst, static_cast<size_t>(n));
+}
+
+// Row by row: widen 256 weights at a time into a stack buffer and feed the same accumulators as
+// dot_portable over the whole widened row, so the result equals the reference linear bit for bit.
+void matvec_portable(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
+  constexpr int64_t kPiece = 256;
+  float buf[kPiece];
+  const int64_t esz = dtype_size(t);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = static_cast<const uint8_t*>(W) + r * cols * esz;  // (cols,) stored dtype
+    Dot8 d;
+    for (int64_t c0 = 0; c0 < cols; c0 += kPiece) {
+      const int64_t m = std::min(kPiece, cols - c0);
+      to_float(t, row + c0 * esz, buf, static_cast<size_t>(m));
+      int64_t i = 0;
+      for (; i + 8 <= m; i += 8) d.add8(buf + i, x + c0 + i);
+      for (; i < m; ++i) d.tail += buf[i] * x[c0 + i];
+    }
+    y[r] = d.sum();
+  }
+}
+
+void axpy_portable(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void dot_rows_portable(const float* q, const float* K, int64_t ldk, int64_t m, int64_t n, float scale, float* z) {
+  for (int64_t j = 0; j < m; ++j) z[j] = dot_portable(q, K + j * ldk, n) * scale;
+}
+
+void axpy_rows_portable(const float* p, const float* V, int64_t ldv, int64_t m, int64_t n, float* o) {
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t c = 0; c < n; ++c) o[c] += p[j] * V[j * ldv + c];
+}
+
+void silu_mul_portable(float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) g[i] = silu_ref(g[i]) * u[i];
+}
+
+void silu_portable(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = silu_ref(x[i]);
+}
+
+void softplus_portable(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] <= 20.0f ? std::log1p(std::exp(x[i])) : x[i];
+}
+
+const Kernels kPortable = {Isa::Portable,     "portable",    matvec_portable,   widen_portable,
+                           dot_portable,      axpy_portable, dot_rows_portable, axpy_rows_portable,
+                           silu_mul_portable, silu_portable, softplus_portable, scan_portable};
+
+Isa cpu_isa() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq"))
+    return Isa::Avx512;
+  // F16C from CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no name for it).
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) return Isa::Avx2;
+#endif
+  return Isa::Portable;
+}
+
+const Kernels& choose() {
+  Isa cap = Isa::Avx512;
+  if (const char* env = std::getenv("HL_ISA")) {
+    const std::string s = env;
+    if (s == "portable") cap = Isa::Portable;
+    if (s == "avx2") cap = Isa::Avx2;
+  }
+  for (int i = static_cast<int>(cap); i > 0; --i)
+    if (const Kernels* k = kernels_for(static_cast<Isa>(i))) return *k;
+  return kPortable;
+}
+
+}  // namespace
+
+// The reference scan loop (jamba-spec.md §3.5): one channel at a time, tokens in order, state
+// lanes n in order. Vector kernels run blocks of channels in lanes and hand the rest to this.
+void scan_portable(const ScanArgs& a, int64_t d0, int64_t d1) {
+  const int64_t N = a.N, Di = a.Di;
+  for (int64_t d = d0; d < d1; ++d) {
+    for (int64_t s = 0; s < a.S; ++s) {
+      const float delta = a.dt[s * Di + d], ud = a.u[s * Di + d];
+      const float* B = a.B + s * N;
+      const float* C = a.C + s * N;
+      float acc = 0, keep = 0;
+      for (int64_t n = 0; n < N; ++n) {
+        float& hs = a.h[tile_index(d, n, N)];
+        const float dA = std::exp(delta * a.A[tile_index(d, n, N)]);
+        hs = dA * hs + delta * B[n] * ud;
+        acc += hs * C[n];
+        keep += dA;
+      }
+      const float yv = acc + a.D[d] * ud;
+      a.out[s * Di + d] = yv * silu_ref(a.z[s * a.z_stride + d]);
+      if (a.retained) a.retained[s * Di + d] = keep / static_cast<float>(N);
+    }
+  }
+}
+
+const Kernels& portable() {
+  return kPortable;
+}
+
+const Kernels* kernels_for(Isa isa) {
+  static const Isa have = cpu_isa();
+  if (static_cast<int>(isa) > static_cast<int>(have)) return nullptr;
+  switch (isa) {
+    case Isa::Portable:
+      return &kPortable;
+    case Isa::Avx2:
+      return detail::avx2_kernels();
+    case Isa::Avx512:
+      return detail::avx512_kernels();
+  }
+  return nullptr;
+}
+
+const Kernels& kernels() {
+  static const Kernels& k = choose();
+  return k;
+}
+
+}  // namespace hl::cpu::simd

@@ -1,0 +1,102 @@
+// AVX-512 (F, BW, VL, DQ) instantiation of the vector kernels (cpu_simd_impl.h): 16 fp32 lanes;
+// BF16 widened by a zero-extend and a 16-bit shift, F16 by vcvtph2ps. Compiled for this target by
+// `#pragma GCC target`, called only after __builtin_cpu_supports said yes (cpu_simd.cpp).
+#include <cmath>
+
+#include "engine/backend/cpu/cpu_simd.h"
+
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 on _mm512_undefined_*() in intrinsics
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+namespace hl::cpu::simd {
+namespace {
+
+struct V512 {
+  using f = __m512;
+  static constexpr int kLanes = 16;
+  static f zero() { return _mm512_setzero_ps(); }
+  static f set1(float v) { return _mm512_set1_ps(v); }
+  static f load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, f v) { _mm512_storeu_ps(p, v); }
+  static f add(f a, f b) { return _mm512_add_ps(a, b); }
+  static f sub(f a, f b) { return _mm512_sub_ps(a, b); }
+  static f mul(f a, f b) { return _mm512_mul_ps(a, b); }
+  static f div(f a, f b) { return _mm512_div_ps(a, b); }
+  static f fmadd(f a, f b, f c) { return _mm512_fmadd_ps(a, b, c); }
+  static float hsum(f v) { return _mm512_reduce_add_ps(v); }
+  static f abs(f v) { return _mm512_abs_ps(v); }
+  static f max0(f v) { return _mm512_max_ps(v, zero()); }  // NaN → 0 (the caller adds a NaN term)
+  // Masks as all-ones lanes, so blend(mask, a, b) = mask ? b : a reads alike for both ISAs.
+  static f gt(f a, f b) { return _mm512_castsi512_ps(_mm512_movm_epi32(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ))); }
+  static f blend(f mask, f a, f b) {
+    return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(mask)), a, b);
+  }
+
+  template <DType T>
+  static f loadw(const uint8_t* p) {
+    if constexpr (T == DType::F32) {
+      return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+    } else if constexpr (T == DType::F16) {
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    } else {  // BF16: the upper half of an fp32
+      const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+      return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    }
+  }
+
+  // exp(x) = 2^n · p(r), x = n·ln2 + r, |r| ≤ ln2/2; 2^n applied as two factors so that results
+  // down in the subnormal range round once, like expf. NaN stays NaN; ±inf give inf and 0.
+  static f exp(f x) {
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    const f xc = _mm512_min_ps(_mm512_max_ps(x, set1(-104.0f)), set1(88.8f));
+    const f n =
+        _mm512_roundscale_ps(mul(xc, set1(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    f r = _mm512_fnmadd_ps(n, set1(0.693145751953125f), xc);
+    r = _mm512_fnmadd_ps(n, set1(1.428606765330187045e-06f), r);
+    f p = set1(1.0f / 5040.0f);
+    p = fmadd(p, r, set1(1.0f / 720.0f));
+    p = fmadd(p, r, set1(1.0f / 120.0f));
+    p = fmadd(p, r, set1(1.0f / 24.0f));
+    p = fmadd(p, r, set1(1.0f / 6.0f));
+    p = fmadd(p, r, set1(0.5f));
+    p = fmadd(p, r, set1(1.0f));
+    p = fmadd(p, r, set1(1.0f));
+    const __m512i ni = _mm512_cvtps_epi32(n);
+    const __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
+    const __m512i bias = _mm512_set1_epi32(127);
+    const f s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+    const f s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+    return _mm512_mask_blend_ps(nan, mul(mul(p, s1), s2), x);
+  }
+};
+
+#include "engine/backend/cpu/cpu_simd_impl.h"
+
+using K = Kern<V512>;
+const Kernels kAvx512 = {Isa::Avx512, "avx512",     K::matvec_any, K::widen,        K::dot,      K::axpy,
+                         K::dot_rows, K::axpy_rows, K::silu_mul,   K::silu_inplace, K::softplus, K::scan};
+
+}  // namespace
+
+namespace detail {
+const Kernels* avx512_kernels() {
+  return &kAvx512;
+}
+}  // namespace detail
+
+}  // namespace hl::cpu::simd
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+#else
+namespace hl::cpu::simd::detail {
+const Kernels* avx512_kernels() {
+  return nullptr;
+}
+}  // namespace hl::cpu::simd::detail
+#endif

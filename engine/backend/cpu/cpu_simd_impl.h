@@ -1,0 +1,193 @@
+// The vector kernels of cpu_simd.h written once over a lane type V (cpu_simd_avx512.cpp: 16 fp32
+// lanes; cpu_simd_avx2.cpp: 8), included by those files inside their `#pragma GCC target` region.
+// Not a public header. Each kernel mirrors its portable loop in cpu_simd.cpp; only the order of the
+// fp32 sums (lanes, then a tree) and exp (a degree-7 polynomial after Cody–Waite reduction, ≤ 2 ulp)
+// differ, so results agree within fp32 rounding.
+//
+// V provides: f (register type), kLanes, zero, set1, load, store, add, sub, mul, div, fmadd(a, b, c) =
+// a·b + c, abs, max0, gt (a lane mask), blend(mask, a, b) = mask ? b : a, hsum, exp, and loadw<T>(p):
+// kLanes weights of dtype T at p widened to fp32.
+
+template <class V>
+struct Kern {
+  using f = typename V::f;
+  static constexpr int L = V::kLanes;
+
+  // y (rows,) = W (rows, cols) · x (cols,), one row after another: the matrix is read as one
+  // sequential stream (rows are contiguous), which the hardware prefetchers follow best —
+  // interleaving 4 rows made short streams and halved the bandwidth on Zen 4 (9 vs 18 GB/s on one
+  // core). Four accumulators hide the FMA latency.
+  template <DType T>
+  static void matvec(const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
+    constexpr int64_t esz = T == DType::F32 ? 4 : 2;
+    const uint8_t* base = static_cast<const uint8_t*>(W);
+    const int64_t c4 = cols / (4 * L) * (4 * L), c1 = cols / L * L;
+    alignas(64) float xt[L] = {};  // the last cols - c1 inputs, zero-padded
+    for (int64_t c = c1; c < cols; ++c) xt[c - c1] = x[c];
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* w = base + r * cols * esz;  // (cols,) stored dtype
+      f a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
+      int64_t c = 0;
+      for (; c < c4; c += 4 * L) {
+        a0 = V::fmadd(V::template loadw<T>(w + c * esz), V::load(x + c), a0);
+        a1 = V::fmadd(V::template loadw<T>(w + (c + L) * esz), V::load(x + c + L), a1);
+        a2 = V::fmadd(V::template loadw<T>(w + (c + 2 * L) * esz), V::load(x + c + 2 * L), a2);
+        a3 = V::fmadd(V::template loadw<T>(w + (c + 3 * L) * esz), V::load(x + c + 3 * L), a3);
+      }
+      for (; c < c1; c += L) a0 = V::fmadd(V::template loadw<T>(w + c * esz), V::load(x + c), a0);
+      if (c1 < cols) {
+        alignas(64) float wt[L] = {};
+        to_float(T, w + c1 * esz, wt, static_cast<size_t>(cols - c1));
+        a1 = V::fmadd(V::load(wt), V::load(xt), a1);
+      }
+      y[r] = V::hsum(V::add(V::add(a0, a1), V::add(a2, a3)));
+    }
+  }
+
+  static void matvec_any(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
+    switch (t) {
+      case DType::BF16:
+        return matvec<DType::BF16>(W, rows, cols, x, y);
+      case DType::F16:
+        return matvec<DType::F16>(W, rows, cols, x, y);
+      default:
+        return matvec<DType::F32>(W, rows, cols, x, y);
+    }
+  }
+
+  template <DType T>
+  static void widen_t(const void* src, float* dst, int64_t n) {
+    constexpr int64_t esz = T == DType::F32 ? 4 : 2;
+    const uint8_t* p = static_cast<const uint8_t*>(src);
+    int64_t i = 0;
+    for (; i + L <= n; i += L) V::store(dst + i, V::template loadw<T>(p + i * esz));
+    to_float(T, p + i * esz, dst + i, static_cast<size_t>(n - i));
+  }
+
+  static void widen(DType t, const void* src, float* dst, int64_t n) {
+    switch (t) {
+      case DType::BF16:
+        return widen_t<DType::BF16>(src, dst, n);
+      case DType::F16:
+        return widen_t<DType::F16>(src, dst, n);
+      default:
+        return widen_t<DType::F32>(src, dst, n);
+    }
+  }
+
+  static float dot(const float* a, const float* b, int64_t n) {
+    f s0 = V::zero(), s1 = V::zero();
+    int64_t i = 0;
+    for (; i + 2 * L <= n; i += 2 * L) {
+      s0 = V::fmadd(V::load(a + i), V::load(b + i), s0);
+      s1 = V::fmadd(V::load(a + i + L), V::load(b + i + L), s1);
+    }
+    if (i + L <= n) {
+      s0 = V::fmadd(V::load(a + i), V::load(b + i), s0);
+      i += L;
+    }
+    float tail = 0;
+    for (; i < n; ++i) tail += a[i] * b[i];
+    return V::hsum(V::add(s0, s1)) + tail;
+  }
+
+  static void axpy(float a, const float* x, float* y, int64_t n) {
+    const f av = V::set1(a);
+    int64_t i = 0;
+    for (; i + L <= n; i += L) V::store(y + i, V::fmadd(av, V::load(x + i), V::load(y + i)));
+    for (; i < n; ++i) y[i] += a * x[i];
+  }
+
+  static void dot_rows(const float* q, const float* K, int64_t ldk, int64_t m, int64_t n, float scale, float* z) {
+    for (int64_t j = 0; j < m; ++j) z[j] = dot(q, K + j * ldk, n) * scale;
+  }
+
+  static void axpy_rows(const float* p, const float* Vr, int64_t ldv, int64_t m, int64_t n, float* o) {
+    int64_t c = 0;
+    for (; c + L <= n; c += L) {  // one vector of o at a time, kept in a register over all rows
+      f acc = V::load(o + c);
+      for (int64_t j = 0; j < m; ++j) acc = V::fmadd(V::set1(p[j]), V::load(Vr + j * ldv + c), acc);
+      V::store(o + c, acc);
+    }
+    for (; c < n; ++c)
+      for (int64_t j = 0; j < m; ++j) o[c] += p[j] * Vr[j * ldv + c];
+  }
+
+  static f silu(f v) { return V::div(v, V::add(V::set1(1.0f), V::exp(V::sub(V::zero(), v)))); }
+
+  static void silu_mul(float* g, const float* u, int64_t n) {
+    int64_t i = 0;
+    for (; i + L <= n; i += L) V::store(g + i, V::mul(silu(V::load(g + i)), V::load(u + i)));
+    for (; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  }
+
+  static void silu_inplace(float* x, int64_t n) {
+    int64_t i = 0;
+    for (; i + L <= n; i += L) V::store(x + i, silu(V::load(x + i)));
+    for (; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+  }
+
+  // softplus(v) = v > 20 ? v : log1p(exp(v)), as max(v, 0) + log1p(t) with t = exp(−|v|) in (0, 1]:
+  // y = 1 + t rounded, log1p(t) = log(y) + (t − (y − 1))/y, log(y) = e·ln2 + 2·atanh((m − 1)/(m + 1))
+  // with y = 2^e·m, m in [√½, √2), the atanh series to f^11 (|f| ≤ 0.172).
+  static void softplus(float* x, int64_t n) {
+    const f one = V::set1(1.0f), two = V::set1(2.0f);
+    int64_t i = 0;
+    for (; i + L <= n; i += L) {
+      const f v = V::load(x + i);
+      const f t = V::exp(V::sub(V::zero(), V::abs(v)));
+      const f y = V::add(one, t);
+      const f c = V::sub(t, V::sub(y, one));
+      const f big = V::gt(y, V::set1(1.41421356237f));  // then e = 1, m = y/2
+      const f m = V::blend(big, y, V::mul(y, V::set1(0.5f)));
+      const f fr = V::div(V::sub(m, one), V::add(m, one));
+      const f f2 = V::mul(fr, fr);
+      f p = V::set1(1.0f / 11.0f);
+      p = V::fmadd(p, f2, V::set1(1.0f / 9.0f));
+      p = V::fmadd(p, f2, V::set1(1.0f / 7.0f));
+      p = V::fmadd(p, f2, V::set1(1.0f / 5.0f));
+      p = V::fmadd(p, f2, V::set1(1.0f / 3.0f));
+      p = V::fmadd(p, f2, one);
+      f lg = V::mul(V::mul(two, fr), p);                                       // log(m)
+      lg = V::add(lg, V::blend(big, V::zero(), V::set1(0.693147180559945f)));  // + e·ln2
+      const f r = V::add(V::max0(v), V::add(lg, V::div(c, y)));
+      V::store(x + i, V::blend(V::gt(v, V::set1(20.0f)), r, v));
+    }
+    for (; i < n; ++i) x[i] = x[i] <= 20.0f ? std::log1p(std::exp(x[i])) : x[i];
+  }
+
+  // The scan with L channels in the lanes: the state and A are tiled (cpu_simd.h), so row n of a
+  // tile is a vector of lanes, loaded and stored in place; every load of dt, u, z and store of out
+  // is one contiguous vector; the sum over n keeps the reference's order.
+  static void scan(const ScanArgs& a, int64_t d0, int64_t d1) {
+    static_assert(kTile % L == 0, "a tile holds whole vectors");
+    const int64_t N = a.N, Di = a.Di;
+    const f nf = V::set1(static_cast<float>(N));
+    const int64_t aligned = std::min(d1, (d0 + L - 1) / L * L);  // vectors start at multiples of L
+    scan_portable(a, d0, aligned);
+    int64_t d = aligned;
+    for (; d + L <= d1; d += L) {
+      float* hT = a.h + tile_index(d, 0, N);        // (N, ·) rows kTile apart, L lanes used
+      const float* AT = a.A + tile_index(d, 0, N);  // (N, ·)
+      const f Dv = V::load(a.D + d);
+      for (int64_t s = 0; s < a.S; ++s) {
+        const f delta = V::load(a.dt + s * Di + d), ud = V::load(a.u + s * Di + d);
+        const float* B = a.B + s * N;
+        const float* C = a.C + s * N;
+        f acc = V::zero(), keep = V::zero();
+        for (int64_t n = 0; n < N; ++n) {
+          const f dA = V::exp(V::mul(delta, V::load(AT + n * kTile)));
+          const f dBu = V::mul(V::mul(delta, V::set1(B[n])), ud);
+          const f hn = V::fmadd(dA, V::load(hT + n * kTile), dBu);
+          V::store(hT + n * kTile, hn);
+          acc = V::fmadd(hn, V::set1(C[n]), acc);
+          keep = V::add(keep, dA);
+        }
+        const f yv = V::fmadd(Dv, ud, acc);
+        V::store(a.out + s * Di + d, V::mul(yv, silu(V::load(a.z + s * a.z_stride + d))));
+        if (a.retained) V::store(a.retained + s * Di + d, V::div(keep, nf));
+      }
+    }
+    scan_portable(a, d, d1);  // channels left over (fewer than L)
+  }
+};
