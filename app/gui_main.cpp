@@ -1,17 +1,21 @@
 // The desktop app's entry (see gui_main.h): argument checks before Qt, then the QApplication and
-// the main window, opening the checkpoint named on the command line.
-// Not the headless commands: those never reach this file (app/main.cpp dispatches first).
+// the main window, opening the checkpoint or session named on the command line, or offering to
+// recover an autosave. Not the headless commands: app/main.cpp dispatches those first.
 #include "app/gui_main.h"
 
 #include <sys/stat.h>
 
 #include <QApplication>
+#include <QStandardPaths>
 #include <QTimer>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 
+#include "app/engine_types.h"
 #include "app/main_window.h"
+#include "app/run_panel.h"
+#include "engine/io/config.h"
 
 namespace hl::app {
 namespace {
@@ -31,9 +35,55 @@ bool isDirectory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+bool isFile(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 bool envSet(const char* name) {
   const char* v = std::getenv(name);
   return v && *v;
+}
+
+bool endsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Drives the window for --screenshot: load, step, optionally a run B, grab, quit.
+void driveScreenshot(MainWindow& w, const GuiArgs& g) {
+  w.setErrorHook([](const QString& title, const QString& message) {
+    std::fprintf(stderr, "hybridlens: %s: %s\n", qPrintable(title), qPrintable(QString(message).replace('\n', ' ')));
+    QCoreApplication::exit(1);
+  });
+  w.setDiscardHook([] { return QMessageBox::Discard; });
+  const QString out = QString::fromStdString(g.screenshot);
+  const int steps = g.steps;
+  auto state = std::make_shared<int>(0);  // 0 stepping, 1 run B, 2 done
+  QObject::connect(&w, &MainWindow::runStarted, &w, [&w, steps] { w.stepRun(steps); });
+  QObject::connect(&w, &MainWindow::idle, &w, [&w, g, out, state] {
+    if (w.isBusy() || *state == 2) return;
+    if (*state == 0 && !g.compareNormalizer.empty()) {
+      *state = 1;
+      Toggles t = w.runPanel()->toggles();
+      t.normalizerOverride = true;
+      hl::parse_normalizer(g.compareNormalizer, &t.normalizer);
+      w.setToggles(t);
+      return;
+    }
+    *state = 2;
+    const hl::Run* a = w.runA();
+    if (a && !a->records.empty()) w.scrubTo(static_cast<int>(a->records.size()) * 2 / 3);
+    w.selectLayer(static_cast<int>(w.recording()->config.attn_layer_offset));
+    w.updateAllViews();
+    QTimer::singleShot(300, &w, [&w, out] {
+      const bool ok = w.grab().save(out, "PNG");
+      if (!ok)
+        std::fprintf(stderr, "hybridlens: cannot write %s\n", qPrintable(out));
+      else
+        std::printf("wrote %s\n", qPrintable(out));
+      QCoreApplication::exit(ok ? 0 : 1);
+    });
+  });
 }
 
 }  // namespace
@@ -46,13 +96,48 @@ GuiArgs parseGuiArgs(int argc, char** argv) {
     if (!isDirectory(dir)) throw std::runtime_error("--checkpoint: no such folder '" + dir + "'");
     g.checkpoint = dir;
   };
+  auto setSession = [&](const std::string& file) {
+    if (!g.session.empty()) throw std::runtime_error("more than one session file given");
+    if (!isFile(file)) throw std::runtime_error("--session: no such file '" + file + "'");
+    g.session = file;
+  };
+  auto value = [&](int& i, const std::string& name) -> std::string {
+    const std::string a = argv[i];
+    if (a.size() > name.size() && a.compare(0, name.size() + 1, name + "=") == 0) return a.substr(name.size() + 1);
+    if (i + 1 >= argc) throw std::runtime_error("option " + name + " needs a value");
+    return argv[++i];
+  };
+  auto is = [](const std::string& a, const char* name) {
+    const std::string n = name;
+    return a == n || a.rfind(n + "=", 0) == 0;
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--checkpoint") {
-      if (i + 1 >= argc) throw std::runtime_error("option --checkpoint needs a value DIR");
-      setCheckpoint(argv[++i]);
-    } else if (a.rfind("--checkpoint=", 0) == 0) {
-      setCheckpoint(a.substr(13));
+    if (is(a, "--checkpoint")) {
+      setCheckpoint(value(i, "--checkpoint"));
+    } else if (is(a, "--session")) {
+      setSession(value(i, "--session"));
+    } else if (is(a, "--adapter")) {
+      g.adapter = value(i, "--adapter");
+      if (!isDirectory(g.adapter)) throw std::runtime_error("--adapter: no such folder '" + g.adapter + "'");
+    } else if (is(a, "--prompt")) {
+      g.prompt = value(i, "--prompt");
+    } else if (is(a, "--screenshot")) {
+      g.screenshot = value(i, "--screenshot");
+    } else if (is(a, "--compare-normalizer")) {
+      g.compareNormalizer = value(i, "--compare-normalizer");
+      hl::Normalizer n;
+      if (!hl::parse_normalizer(g.compareNormalizer, &n))
+        throw std::runtime_error("--compare-normalizer: expected softmax, softmax1 or sink");
+    } else if (is(a, "--theme")) {
+      g.theme = value(i, "--theme");
+      if (g.theme != "light" && g.theme != "dark") throw std::runtime_error("--theme: expected light or dark");
+    } else if (is(a, "--steps")) {
+      const std::string v = value(i, "--steps");
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 1 || n > 100000) throw std::runtime_error("--steps: expected 1 to 100000");
+      g.steps = static_cast<int>(n);
     } else if (a.rfind("--", 0) == 0) {
       throw std::runtime_error("unknown option " + a + " (see hybridlens --help)");
     } else if (a.size() > 1 && a[0] == '-') {
@@ -62,10 +147,14 @@ GuiArgs parseGuiArgs(int argc, char** argv) {
         if (i + 1 >= argc) throw std::runtime_error("option " + a + " needs a value");
         g.qtArgs.emplace_back(argv[++i]);
       }
+    } else if (endsWith(a, ".hlsession")) {
+      setSession(a);
     } else {
       setCheckpoint(a);
     }
   }
+  if (!g.screenshot.empty() && g.checkpoint.empty())
+    throw std::runtime_error("--screenshot needs a checkpoint folder to step");
   return g;
 }
 
@@ -94,15 +183,45 @@ int guiMain(int argc, char** argv) {
   int qtArgc = static_cast<int>(g.qtArgs.size());
   QApplication app(qtArgc, qtArgv.data());
   QApplication::setApplicationName("HybridLens");
-  QApplication::setOrganizationName("HybridLens");
+  // A screenshot run keeps its settings (recent lists, layout) apart from the user's.
+  QApplication::setOrganizationName(g.screenshot.empty() ? "HybridLens" : "HybridLens-screenshot");
   QApplication::setApplicationVersion(HL_VERSION);
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/hybridlens/hybridlens.svg")));
+  if (!g.screenshot.empty()) QStandardPaths::setTestModeEnabled(true);
 
   MainWindow window;
-  window.show();
-  if (!g.checkpoint.empty()) {
-    const QString dir = QString::fromStdString(g.checkpoint);
-    QTimer::singleShot(0, &window, [&window, dir] { window.openCheckpoint(dir); });
+  if (!g.theme.empty()) window.setDarkTheme(g.theme == "dark");
+  if (!g.prompt.empty()) {
+    window.runPanel()->setIdsMode(false);
+    window.runPanel()->setPromptText(QString::fromStdString(g.prompt));
   }
+  if (!g.screenshot.empty()) {
+    window.resize(1600, 1000);
+    driveScreenshot(window, g);
+  }
+  window.show();
+  const QString checkpoint = QString::fromStdString(g.checkpoint);
+  const QString session = QString::fromStdString(g.session);
+  const QString adapter = QString::fromStdString(g.adapter);
+  const bool screenshot = !g.screenshot.empty();
+  QTimer::singleShot(0, &window, [&window, checkpoint, session, adapter, screenshot] {
+    if (!adapter.isEmpty()) {
+      QObject::connect(
+          &window, &MainWindow::modelLoaded, &window, [&window, adapter] { window.loadAdapter(adapter); },
+          Qt::SingleShotConnection);
+    }
+    if (!checkpoint.isEmpty() && !session.isEmpty()) {
+      // The session continues on this checkpoint once it is loaded.
+      QObject::connect(
+          &window, &MainWindow::runStarted, &window, [&window, session] { window.openSession(session); },
+          Qt::SingleShotConnection);
+    }
+    if (!checkpoint.isEmpty())
+      window.openCheckpoint(checkpoint);
+    else if (!session.isEmpty())
+      window.openSession(session);
+    if (!screenshot) window.offerRecovery();  // after a crash: offer the autosave (non-modal)
+  });
   return QApplication::exec();
 }
 

@@ -1,6 +1,7 @@
-// The desktop app's entry: parses its own arguments (`DIR`, `--checkpoint DIR`, Qt's single-dash
-// options) in plain C++ first, so a bad argument or a missing display is one line on stderr and
-// not a Qt abort; then creates the QApplication and the main window.
+// The desktop app's entry: parses its own arguments (a checkpoint folder or session file, and the
+// options below; Qt's single-dash options pass through) in plain C++ first, so a bad argument or a
+// missing display is one line on stderr and not a Qt abort; then creates the QApplication and the
+// main window. `--screenshot` drives the window and saves a picture of it (the README's).
 #pragma once
 #include <string>
 #include <vector>
@@ -9,6 +10,13 @@ namespace hl::app {
 
 struct GuiArgs {
   std::string checkpoint;           // folder to open at start, or empty
+  std::string session;              // .hlsession to open at start, or empty
+  std::string adapter;              // PEFT adapter folder to load after the checkpoint
+  std::string prompt;               // prompt text to start with
+  std::string screenshot;           // PNG to write after stepping, then quit
+  std::string compareNormalizer;    // with --screenshot: run B with this normalizer
+  std::string theme;                // "light", "dark" or empty (the saved one)
+  int steps = 24;                   // with --screenshot: tokens to step first
   std::vector<std::string> qtArgs;  // argv[0] and the options left to Qt (-platform, -style, ...)
   bool hasPlatform = false;         // -platform given
 };

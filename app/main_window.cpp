@@ -1,56 +1,194 @@
-// The main window (see main_window.h): menus, status bar, and the layer ribbon of the loaded
-// checkpoint as a table — which layers are attention or Mamba, dense MLP or MoE (DL0171 Figure 1).
-// The checkpoint loads on a worker thread; results come back to the GUI thread as a queued call.
+// The main window's frame (see main_window.h): the run panel and token strip in the centre, one
+// dock per instrument view (layout remembered in QSettings), menus with keyboard shortcuts, the
+// status bar (backend, tokens/s, memory, load progress with Cancel), themes, and Export All.
+// View updates are coalesced to at most ~30 per second and skip docks that are hidden.
 #include "app/main_window.h"
 
-#include <QColor>
+#include <unistd.h>
+
+#include <QActionGroup>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDateTime>
+#include <QDockWidget>
 #include <QFile>
-#include <QFileDialog>
-#include <QHeaderView>
+#include <QFileInfo>
 #include <QLabel>
 #include <QMenuBar>
-#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
 #include <QStatusBar>
-#include <QThread>
-#include <QTreeWidget>
+#include <QTimer>
 #include <QVBoxLayout>
-#include <exception>
 
-#include "engine/model/loader.h"
-#include "engine/model/weights.h"
+#include "app/app_settings.h"
+#include "app/engine_thread.h"
+#include "app/run_panel.h"
+#include "app/session_io.h"
+#include "app/token_strip.h"
+#include "views/instrument_view.h"
+#include "views/view_registry.h"
+#include "views/view_util.h"
+
+// The icon lives in a static library's resources: register them (outside any namespace, as
+// Q_INIT_RESOURCE requires).
+static void initHybridLensResources() {
+  Q_INIT_RESOURCE(hybridlens);
+}
 
 namespace hl::app {
 
+namespace {
+constexpr int kRefreshIntervalMs = 33;
+
+double residentBytes() {
+  QFile f(QStringLiteral("/proc/self/statm"));
+  if (!f.open(QIODevice::ReadOnly)) return 0;
+  const QList<QByteArray> parts = f.readAll().split(' ');
+  return parts.size() > 1 ? parts[1].toDouble() * static_cast<double>(::sysconf(_SC_PAGESIZE)) : 0;
+}
+
+double physicalMemoryBytes() {
+  return static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+}
+}  // namespace
+
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  initHybridLensResources();
+  setObjectName("mainWindow");
   setWindowTitle(tr("HybridLens"));
-  resize(960, 640);
-  createMenus();
+  setWindowIcon(QIcon(QStringLiteral(":/hybridlens/hybridlens.svg")));
+  setAcceptDrops(true);
+  setDockNestingEnabled(true);
+  setCorner(Qt::BottomLeftCorner, Qt::BottomDockWidgetArea);
+  setCorner(Qt::BottomRightCorner, Qt::BottomDockWidgetArea);
+  resize(1600, 1000);
+
+  engine_ = new EngineThread(this);
+  io_ = new SessionIo(this);
 
   auto* central = new QWidget(this);
   auto* layout = new QVBoxLayout(central);
-  summary_ = new QLabel(central);
-  summary_->setObjectName("summary");
-  summary_->setWordWrap(true);
-  summary_->setTextFormat(Qt::PlainText);
-  summary_->setText(
-      tr("No checkpoint loaded. Use File > Open checkpoint… (Ctrl+O) to open a Jamba checkpoint folder."));
-  ribbon_ = new QTreeWidget(central);
-  ribbon_->setObjectName("layerRibbon");
-  ribbon_->setRootIsDecorated(false);
-  ribbon_->setUniformRowHeights(true);
-  ribbon_->setAlternatingRowColors(false);
-  ribbon_->setHeaderLabels({tr("Layer"), tr("Mixer"), tr("Feed-forward"), tr("Details")});
-  ribbon_->header()->setStretchLastSection(true);
-  layout->addWidget(summary_);
-  layout->addWidget(ribbon_, 1);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(2);
+  panel_ = new RunPanel(central);
+  strip_ = new TokenStrip(central);
+  strip_->setObjectName("tokenStrip");
+  layout->addWidget(panel_);
+  layout->addWidget(strip_, 1);
   setCentralWidget(central);
 
-  statusBar()->showMessage(tr("Ready"));
+  createViews();
+  createMenus();
+  createStatusBar();
+  arrangeDefaultDocks();
+  defaultLayout_ = saveState();
+
+  refreshTimer_ = new QTimer(this);
+  refreshTimer_->setSingleShot(true);
+  connect(refreshTimer_, &QTimer::timeout, this, [this] { refreshViews(false); });
+  autosaveTimer_ = new QTimer(this);
+  autosaveTimer_->setInterval(20000);
+  connect(autosaveTimer_, &QTimer::timeout, this, &MainWindow::autosaveTick);
+  autosaveTimer_->start();
+  auto* memoryTimer = new QTimer(this);
+  connect(memoryTimer, &QTimer::timeout, this, &MainWindow::updateStatus);
+  memoryTimer->start(2000);
+
+  connect(panel_, &RunPanel::resetRequested, this, &MainWindow::resetRun);
+  connect(panel_, &RunPanel::stepRequested, this, &MainWindow::stepRun);
+  connect(panel_, &RunPanel::stopRequested, this, &MainWindow::stopRun);
+  connect(panel_, &RunPanel::togglesChanged, this, &MainWindow::onTogglesChanged);
+  connect(panel_, &RunPanel::showDiffChanged, this, [this](bool on) {
+    if (diffAction_) diffAction_->setChecked(on);
+    refreshViews(true);
+  });
+  connect(strip_, &TokenStrip::tokenClicked, this, &MainWindow::scrubTo);
+  connectEngine();
+
+  // Persistent settings: theme, backend, panel values, window geometry and dock layout.
+  QSettings s;
+  panel_->restoreSettings(s);
+  backend_ = s.value("engine/backend", backend_).toString();
+  restoreGeometry(s.value("window/geometry").toByteArray());
+  restoreState(s.value("window/state").toByteArray());
+  setDarkTheme(s.value("ui/dark", false).toBool());
+  rebuildRecentMenus();
+  rebuildDemoMenu();
+  updateActions();
+  refreshViews(true);
+  statusBar()->showMessage(
+      tr("Ready: open a checkpoint folder (Ctrl+O), drop one here, or pick File > Open demo model"));
 }
 
 MainWindow::~MainWindow() {
-  // The loader holds no pointer to this window, but a run-away thread must not outlive the app.
-  if (loader_ && loader_->isRunning()) loader_->wait();
+  // Stop and join the engine thread first (the running command ends at its next token), then let
+  // saves in flight finish: neither may outlive the recording they report to.
+  delete engine_;
+  engine_ = nullptr;
+  delete io_;
+  io_ = nullptr;
+}
+
+void MainWindow::createViews() {
+  views_ = hl::views::createAllViews(nullptr);
+  stale_.assign(views_.size(), true);
+  for (size_t i = 0; i < views_.size(); ++i) {
+    hl::views::InstrumentView* v = views_[i];
+    auto* dock = new QDockWidget(v->title(), this);
+    dock->setObjectName("dock_" + v->viewId());
+    dock->setWidget(v);
+    dock->setToolTip(tr("%1 — after %2").arg(v->title(), v->reference()));
+    docks_.push_back(dock);
+    connect(v, &hl::views::InstrumentView::layerClicked, this, &MainWindow::selectLayer);
+    connect(v, &hl::views::InstrumentView::stepClicked, this, &MainWindow::scrubTo);
+    connect(v, &hl::views::InstrumentView::headClicked, this, &MainWindow::selectHead);
+    connect(dock, &QDockWidget::visibilityChanged, this, [this, i](bool visible) {
+      if (visible && stale_[i]) {
+        views_[i]->setState(viewState());
+        stale_[i] = false;
+      }
+    });
+  }
+}
+
+hl::views::InstrumentView* MainWindow::view(const QString& id) const {
+  for (hl::views::InstrumentView* v : views_)
+    if (v->viewId() == id) return v;
+  return nullptr;
+}
+
+void MainWindow::arrangeDefaultDocks() {
+  // Top: the ribbon, the run panel with the token strip, the next-token candidates. Below, full
+  // width, a 3 × 2 grid of instruments with more in tabs. A saved layout replaces this
+  // (QSettings "window/state"); View > Reset layout comes back here.
+  auto dock = [&](const char* id) -> QDockWidget* {
+    for (QDockWidget* d : docks_)
+      if (d->objectName() == QStringLiteral("dock_") + id) return d;
+    return nullptr;
+  };
+  for (QDockWidget* d : docks_) {
+    d->setFloating(false);
+    d->show();
+  }
+  addDockWidget(Qt::LeftDockWidgetArea, dock("ribbon"));
+  addDockWidget(Qt::RightDockWidgetArea, dock("candidates"));
+  // Columns: {top, below it, tabbed with the top, tabbed with the bottom}.
+  const char* columns[][4] = {{"entropy", "ssm_delta", "latency", nullptr},
+                              {"rank1", "router", "memory", nullptr},
+                              {"attention", "outliers", "dora", nullptr}};
+  addDockWidget(Qt::BottomDockWidgetArea, dock(columns[0][0]));
+  for (int c = 1; c < 3; ++c) splitDockWidget(dock(columns[c - 1][0]), dock(columns[c][0]), Qt::Horizontal);
+  for (auto& col : columns) {
+    splitDockWidget(dock(col[0]), dock(col[1]), Qt::Vertical);
+    if (col[2]) tabifyDockWidget(dock(col[0]), dock(col[2]));
+    if (col[3]) tabifyDockWidget(dock(col[1]), dock(col[3]));
+    dock(col[0])->raise();
+    dock(col[1])->raise();
+  }
+  resizeDocks({dock("ribbon"), dock("candidates")}, {360, 360}, Qt::Horizontal);
+  resizeDocks({dock("entropy"), dock("ssm_delta")}, {340, 340}, Qt::Vertical);
 }
 
 void MainWindow::createMenus() {
@@ -58,114 +196,288 @@ void MainWindow::createMenus() {
   QAction* open = file->addAction(tr("&Open checkpoint…"), this, &MainWindow::chooseCheckpoint);
   open->setShortcut(QKeySequence::Open);
   open->setObjectName("actionOpen");
+  recentMenu_ = file->addMenu(tr("Open &recent"));
+  demoMenu_ = file->addMenu(tr("Open &demo model"));
+  adapterAction_ = file->addAction(tr("Load &adapter (LoRA/DoRA)…"), this, &MainWindow::chooseAdapter);
+  adapterAction_->setObjectName("actionAdapter");
+  tunedAction_ = file->addAction(tr("Load &fine-tuned checkpoint for DoRA…"), this, &MainWindow::chooseTuned);
+  file->addSeparator();
+  QAction* openSession = file->addAction(tr("Open &session…"), this, &MainWindow::chooseSession);
+  openSession->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
+  openSession->setObjectName("actionOpenSession");
+  recentSessionsMenu_ = file->addMenu(tr("Recent sessions"));
+  saveAction_ = file->addAction(tr("&Save session"), this, &MainWindow::saveCurrent);
+  saveAction_->setShortcut(QKeySequence::Save);
+  saveAction_->setObjectName("actionSave");
+  saveAsAction_ = file->addAction(tr("Save session &as…"), this, &MainWindow::saveSessionAs);
+  saveAsAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S));
+  compareAction_ = file->addAction(tr("&Compare with session…"), this, &MainWindow::chooseCompareSession);
+  endCompareAction_ = file->addAction(tr("&End session compare"), this, &MainWindow::endSessionCompare);
+  file->addSeparator();
+  exportAllAction_ = file->addAction(tr("&Export all figures…"), this,
+                                     [this] { exportDialog(views_, tr("all %1 views").arg(views_.size())); });
+  exportAllAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+  exportAllAction_->setObjectName("actionExportAll");
+  QMenu* exportOne = file->addMenu(tr("Export &view"));
+  for (hl::views::InstrumentView* v : views_)
+    exportOne->addAction(v->title() + QStringLiteral("…"), this, [this, v] { exportDialog({v}, v->title()); });
   file->addSeparator();
   QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
   quit->setObjectName("actionQuit");
 
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  resetAction_ = run->addAction(tr("&Reset run"), this, &MainWindow::resetRun);
+  resetAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+  stepAction_ = run->addAction(tr("&Step"), this, [this] { stepRun(1); });
+  stepAction_->setShortcuts({QKeySequence(Qt::Key_F10), QKeySequence(Qt::CTRL | Qt::Key_Right)});
+  stepAction_->setObjectName("actionStep");
+  runNAction_ = run->addAction(tr("Run &N"), this, [this] { stepRun(panel_->runCount()); });
+  runNAction_->setShortcut(QKeySequence(Qt::Key_F8));
+  runEndAction_ = run->addAction(tr("Run to &end"), this, [this] { stepRun(-1); });
+  runEndAction_->setShortcut(QKeySequence(Qt::Key_F5));
+  stopAction_ = run->addAction(tr("S&top"), this, &MainWindow::stopRun);
+  stopAction_->setShortcuts({QKeySequence(Qt::Key_Escape), QKeySequence(Qt::SHIFT | Qt::Key_F5)});
+  run->addSeparator();
+  auto scrubAction = [&](const QString& text, QList<QKeySequence> keys, std::function<int()> target) {
+    QAction* a = run->addAction(text, this, [this, target] {
+      if (rec_ && !rec_->runs.empty() && !rec_->runs[0].records.empty()) scrubTo(target());
+    });
+    a->setShortcuts(keys);
+  };
+  scrubAction(tr("&Previous token"), {QKeySequence(Qt::ALT | Qt::Key_Left), QKeySequence(Qt::CTRL | Qt::Key_Left)},
+              [this] { return std::max(0, currentStep() - 1); });
+  scrubAction(tr("Ne&xt token"), {QKeySequence(Qt::ALT | Qt::Key_Right)}, [this] { return currentStep() + 1; });
+  scrubAction(tr("&First token"), {QKeySequence(Qt::CTRL | Qt::Key_Home)}, [] { return 0; });
+  scrubAction(tr("&Latest token (follow)"), {QKeySequence(Qt::CTRL | Qt::Key_End)}, [] { return -1; });
+  run->addSeparator();
+  diffAction_ = run->addAction(tr("Show B − A"));
+  diffAction_->setCheckable(true);
+  diffAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_D));
+  connect(diffAction_, &QAction::toggled, this, [this](bool on) { setShowDiff(on); });
+
+  QMenu* viewMenu = menuBar()->addMenu(tr("&View"));
+  for (QDockWidget* d : docks_) viewMenu->addAction(d->toggleViewAction());
+  viewMenu->addSeparator();
+  viewMenu->addAction(tr("Reset &layout"), this, [this] {
+    restoreState(defaultLayout_);
+    refreshViews(true);
+  });
+  darkAction_ = viewMenu->addAction(tr("&Dark theme"));
+  darkAction_->setCheckable(true);
+  darkAction_->setObjectName("actionDark");
+  connect(darkAction_, &QAction::toggled, this, [this](bool on) { setDarkTheme(on); });
+  backendMenu_ = viewMenu->addMenu(tr("&Backend"));
+  backendMenu_->addAction(tr("(the backends are listed once a checkpoint is loaded)"))->setEnabled(false);
+
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&Keyboard shortcuts"), this, &MainWindow::showShortcuts);
   QAction* about = help->addAction(tr("&About HybridLens"), this, &MainWindow::showAbout);
   about->setObjectName("actionAbout");
 }
 
-void MainWindow::chooseCheckpoint() {
-  const QString dir = QFileDialog::getExistingDirectory(this, tr("Open checkpoint folder"));
-  if (!dir.isEmpty() && !openCheckpoint(dir)) statusBar()->showMessage(tr("A checkpoint is still loading"), 5000);
+void MainWindow::createStatusBar() {
+  progress_ = new QProgressBar(this);
+  progress_->setObjectName("loadProgress");
+  progress_->setMaximumWidth(220);
+  progress_->setTextVisible(true);
+  progress_->hide();
+  cancelButton_ = new QPushButton(tr("Cancel"), this);
+  cancelButton_->setObjectName("cancelLoad");
+  cancelButton_->hide();
+  connect(cancelButton_, &QPushButton::clicked, this, &MainWindow::cancelLoad);
+  backendLabel_ = new QLabel(this);
+  speedLabel_ = new QLabel(this);
+  memoryLabel_ = new QLabel(this);
+  backendLabel_->setObjectName("backendLabel");
+  speedLabel_->setObjectName("speedLabel");
+  memoryLabel_->setObjectName("memoryLabel");
+  statusBar()->addPermanentWidget(progress_);
+  statusBar()->addPermanentWidget(cancelButton_);
+  statusBar()->addPermanentWidget(backendLabel_);
+  statusBar()->addPermanentWidget(speedLabel_);
+  statusBar()->addPermanentWidget(memoryLabel_);
+}
+
+const hl::Run* MainWindow::runA() const {
+  return rec_ && !rec_->runs.empty() ? &rec_->runs[0] : nullptr;
+}
+
+const hl::Run* MainWindow::runB() const {
+  if (compareRun_) return compareRun_.get();
+  return rec_ && rec_->runs.size() > 1 ? &rec_->runs[1] : nullptr;
+}
+
+hl::views::ViewState MainWindow::viewState() const {
+  hl::views::ViewState s;
+  s.rec = rec_.get();
+  s.a = runA();
+  s.b = runB();
+  s.step = step_;
+  s.layer = layer_;
+  s.head = head_;
+  s.showDiff = panel_->showDiff();
+  s.dora = doraRows_.empty() ? nullptr : &doraRows_;
+  s.doraLabel = doraLabel_.toStdString();
+  s.hw.weightBytesPerToken = modelInfo_ ? modelInfo_->weightBytesPerToken : 0;
+  s.hw.bandwidthGBs = bandwidthGBs_;
+  s.hw.deviceMemoryBytes = physicalMemoryBytes();
+  s.hw.deviceName = "CPU";
+  if (modelInfo_ && !modelInfo_->vocab.empty()) s.vocab = &modelInfo_->vocab;
+  s.dataVersion = dataVersion_;
+  return s;
+}
+
+int MainWindow::currentStep() const {
+  const hl::Run* a = runA();
+  if (!a || a->records.empty()) return -1;
+  const int last = static_cast<int>(a->records.size()) - 1;
+  return step_ < 0 || step_ > last ? last : step_;
+}
+
+void MainWindow::scheduleRefresh() {
+  if (refreshTimer_->isActive()) return;
+  const qint64 since = QDateTime::currentMSecsSinceEpoch() - lastRefreshMs_;
+  refreshTimer_->start(static_cast<int>(std::max<qint64>(0, kRefreshIntervalMs - since)));
+}
+
+void MainWindow::refreshViews(bool all) {
+  refreshTimer_->stop();
+  lastRefreshMs_ = QDateTime::currentMSecsSinceEpoch();
+  const hl::views::ViewState s = viewState();
+  for (size_t i = 0; i < views_.size(); ++i) {
+    if (all || views_[i]->isVisible()) {
+      views_[i]->setState(s);
+      stale_[i] = false;
+    } else {
+      stale_[i] = true;
+    }
+  }
+  strip_->setCurrent(currentStep());
+  updateStatus();
+}
+
+void MainWindow::updateAllViews() {
+  refreshViews(true);
+}
+
+void MainWindow::updateStatus() {
+  QString backend = backend_;
+  if (!runBackend_.isEmpty() && runBackend_ != backend_) backend += QStringLiteral(" → ") + runBackend_;
+  backendLabel_->setText(tr("backend: %1").arg(backend));
+  const hl::Run* a = runA();
+  double secs = 0;
+  int n = 0;
+  if (a) {
+    for (auto it = a->records.rbegin(); it != a->records.rend() && n < 32; ++it, ++n) secs += it->step_seconds;
+  }
+  speedLabel_->setText(n > 0 && secs > 0 ? tr("%1 tokens/s").arg(n / secs, 0, 'f', n / secs >= 100 ? 0 : 1)
+                                         : tr("— tokens/s"));
+  QString mem = tr("memory %1").arg(hl::views::humanBytes(residentBytes()));
+  const int t = currentStep();
+  if (a && t >= 0) {
+    const hl::TokenTrace& r = a->records[t];
+    mem += tr(" · KV %1 + state %2")
+               .arg(hl::views::humanBytes(static_cast<double>(r.kv_cache_bytes)),
+                    hl::views::humanBytes(static_cast<double>(r.ssm_state_bytes)));
+  }
+  memoryLabel_->setText(mem);
+}
+
+void MainWindow::updateActions() {
+  const bool haveRun = runA() != nullptr;
+  const bool live = hasModel() && !viewOnly_;
+  panel_->setState(hasModel(), isBusy(), canStep(), viewOnly_);
+  for (QAction* a : {stepAction_, runNAction_, runEndAction_}) a->setEnabled(canStep() && !isBusy());
+  resetAction_->setEnabled(live && !isBusy());
+  stopAction_->setEnabled(isBusy());
+  saveAction_->setEnabled(haveRun);
+  saveAsAction_->setEnabled(haveRun);
+  compareAction_->setEnabled(haveRun);
+  endCompareAction_->setEnabled(compareRun_ != nullptr);
+  adapterAction_->setEnabled(hasModel() && !loading_);
+  tunedAction_->setEnabled(hasModel() && !loading_);
+  QString title = tr("HybridLens");
+  if (modelInfo_) title = modelInfo_->name + QStringLiteral(" — ") + title;
+  if (!sessionPath_.isEmpty()) title = QFileInfo(sessionPath_).fileName() + QStringLiteral(" — ") + title;
+  if (viewOnly_) title += tr(" (view only)");
+  setWindowTitle((isDirty() ? QStringLiteral("* ") : QString()) + title);
+  panel_->setRunSummary(runSummary());
+}
+
+void MainWindow::exportDialog(const std::vector<hl::views::InstrumentView*>& which, const QString& what) {
+  ExportOptions o;
+  o.load();
+  ExportDialog d(o, what, this);
+  if (d.exec() != QDialog::Accepted) return;
+  o = d.options();
+  o.save();
+  refreshViews(true);
+  const ExportResult r = exportViews(which, o);
+  statusBar()->showMessage(tr("Exported %1 files to %2").arg(r.written.size()).arg(o.folder), 8000);
+  if (!r.errors.isEmpty()) reportError(tr("Export"), r.errors.join('\n'));
+}
+
+ExportResult MainWindow::exportAll(const ExportOptions& o) {
+  refreshViews(true);
+  return exportViews(views_, o);
+}
+
+void MainWindow::setDarkTheme(bool dark) {
+  dark_ = dark;
+  applyAppTheme(dark);
+  for (hl::views::InstrumentView* v : views_) v->applyTheme(dark);
+  if (darkAction_ && darkAction_->isChecked() != dark) darkAction_->setChecked(dark);
+  QSettings().setValue("ui/dark", dark);
+  strip_->update();
+}
+
+void MainWindow::saveWindowSettings() {
+  QSettings s;
+  s.setValue("window/geometry", saveGeometry());
+  s.setValue("window/state", saveState());
+  s.setValue("engine/backend", backend_);
+  panel_->saveSettings(s);
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  if (!maybeDiscard()) {
+    e->ignore();
+    return;
+  }
+  saveWindowSettings();
+  clearAutosave();
+  e->accept();
+}
+
+void MainWindow::showShortcuts() {
+  const QString text =
+      tr("<table>"
+         "<tr><td><b>F10</b>, Ctrl+→</td><td>Step one token</td></tr>"
+         "<tr><td><b>F8</b></td><td>Run N tokens</td></tr>"
+         "<tr><td><b>F5</b></td><td>Run to the end</td></tr>"
+         "<tr><td><b>Esc</b>, Shift+F5</td><td>Stop</td></tr>"
+         "<tr><td><b>Ctrl+R</b></td><td>Reset: a new run A from the prompt</td></tr>"
+         "<tr><td><b>Alt+←</b>, Ctrl+←</td><td>Previous token (scrub)</td></tr>"
+         "<tr><td><b>Alt+→</b></td><td>Next token</td></tr>"
+         "<tr><td><b>Ctrl+Home</b> / <b>Ctrl+End</b></td><td>First token / follow the latest</td></tr>"
+         "<tr><td><b>Ctrl+D</b></td><td>Show B − A</td></tr>"
+         "<tr><td><b>Ctrl+O</b> / <b>Ctrl+Shift+O</b></td><td>Open checkpoint / session</td></tr>"
+         "<tr><td><b>Ctrl+S</b> / <b>Ctrl+Shift+S</b></td><td>Save session / as</td></tr>"
+         "<tr><td><b>Ctrl+E</b></td><td>Export all figures</td></tr>"
+         "</table><p>Click a token in the strip, or a point on a token axis, to scrub every view to it; "
+         "click a layer to select it in every view.</p>");
+  auto* box = new QMessageBox(QMessageBox::Information, tr("Keyboard shortcuts"), text, QMessageBox::Ok, this);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->open();
 }
 
 void MainWindow::showAbout() {
   QMessageBox::about(this, tr("About HybridLens"),
                      tr("<b>HybridLens %1</b><p>Runs Jamba hybrid (Mamba + attention + MoE) language models "
-                        "and shows instruments inside them.</p><p>Licensed under the GNU GPL, version 3 or "
-                        "later. Plots use QCustomPlot (GPL-3.0).</p>")
+                        "and shows instruments inside them, token by token.</p><p>Licensed under the GNU GPL, "
+                        "version 3 or later. Plots use QCustomPlot (GPL-3.0).</p>")
                          .arg(QStringLiteral(HL_VERSION)));
-}
-
-bool MainWindow::openCheckpoint(const QString& dir) {
-  if (isLoading()) return false;
-  struct Result {
-    std::shared_ptr<const hl::Model> model;
-    QString error;
-  };
-  auto result = std::make_shared<Result>();
-  const std::string path = QFile::encodeName(dir).toStdString();
-  QThread* thread = QThread::create([result, path] {
-    try {
-      result->model = hl::load_model(path);
-    } catch (const std::exception& e) {
-      result->error = QString::fromUtf8(e.what());
-    } catch (...) {
-      result->error = QStringLiteral("unexpected error while loading");
-    }
-  });
-  loader_ = thread;
-  connect(thread, &QThread::finished, thread, &QObject::deleteLater);
-  connect(thread, &QThread::finished, this, [this, dir, result] {
-    loader_ = nullptr;
-    finishLoad(dir, result->model, result->error);
-  });
-  statusBar()->showMessage(tr("Loading %1…").arg(dir));
-  thread->start();
-  return true;
-}
-
-void MainWindow::finishLoad(const QString& dir, std::shared_ptr<const hl::Model> model, const QString& error) {
-  if (!model) {
-    // The previous model, if any, stays loaded and shown.
-    statusBar()->showMessage(tr("Could not open %1").arg(dir));
-    auto* box = new QMessageBox(QMessageBox::Critical, tr("Could not open checkpoint"), error, QMessageBox::Ok, this);
-    box->setAttribute(Qt::WA_DeleteOnClose);
-    box->open();  // not exec(): the GUI thread never blocks
-    emit loadFailed(error);
-    return;
-  }
-  model_ = std::move(model);
-  showModel();
-  statusBar()->showMessage(tr("Loaded %1").arg(dir));
-  emit modelLoaded(dir);
-}
-
-void MainWindow::showModel() {
-  const hl::JambaConfig& c = model_->config;
-  const QString name = QString::fromStdString(model_->name);
-  setWindowTitle(tr("%1 — HybridLens").arg(name));
-  summary_->setText(tr("%1: %2 layers (%3 attention, %4 Mamba; %5 MoE), %6 M parameters (%7 M active per "
-                       "token), hidden %8, vocabulary %9")
-                        .arg(name)
-                        .arg(c.num_hidden_layers)
-                        .arg(c.num_attention_layers())
-                        .arg(c.num_mamba_layers())
-                        .arg(c.num_moe_layers())
-                        .arg(static_cast<double>(model_->param_count()) / 1e6, 0, 'f', 2)
-                        .arg(static_cast<double>(model_->active_param_count()) / 1e6, 0, 'f', 2)
-                        .arg(c.hidden_size)
-                        .arg(c.vocab_size));
-
-  ribbon_->clear();
-  const QColor attentionTint(255, 196, 140, 90), mambaTint(140, 190, 255, 70);
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const bool attn = c.is_attention_layer(i), moe = c.is_moe_layer(i);
-    QString details;
-    if (attn) {
-      const bool sinks = i < static_cast<int64_t>(model_->w.layers.size()) && !model_->w.layers[i].attn.sinks.empty();
-      details = tr("%1 heads, %2 KV heads, head dim %3, normalizer %4")
-                    .arg(c.num_attention_heads)
-                    .arg(c.num_key_value_heads)
-                    .arg(c.head_dim())
-                    .arg(sinks ? QStringLiteral("sink") : QString::fromLatin1(normalizer_name(c.attention_normalizer)));
-    } else {
-      details = tr("inner %1, state %2, conv %3, dt rank %4")
-                    .arg(c.mamba_inner())
-                    .arg(c.mamba_d_state)
-                    .arg(c.mamba_d_conv)
-                    .arg(c.mamba_dt_rank);
-    }
-    if (moe) details += tr("; %1 experts, top-%2").arg(c.num_experts).arg(c.num_experts_per_tok);
-    auto* item = new QTreeWidgetItem(ribbon_, {QString::number(i), attn ? tr("attention") : tr("Mamba"),
-                                               moe ? tr("MoE") : tr("dense MLP"), details});
-    for (int col = 0; col < 2; ++col) item->setBackground(col, attn ? attentionTint : mambaTint);
-  }
-  for (int col = 0; col < 3; ++col) ribbon_->resizeColumnToContents(col);
 }
 
 }  // namespace hl::app

@@ -1,21 +1,38 @@
-// The main window, minimal for now: File (Open checkpoint…, Quit) and Help (About) menus, a status
-// bar, and the loaded checkpoint's layer ribbon (DL0171 Figure 1) as a table. Loading runs on a
-// worker thread; the GUI thread never waits on it. The docked instrument views come later.
+// The main window (issue 5 items 1, 2, 4-6; issue 6 items 2, 4, 5): menus, the run panel, the token
+// strip, every instrument view as a dock, the status bar and the session commands. All engine work
+// goes to the one engine thread; results come back as queued value copies, never waited on. Split
+// by feature: main_window.cpp (frame, views), main_window_model.cpp (checkpoints, adapters, errors),
+// main_window_run.cpp (stepping, scrubbing, A/B), main_window_session.cpp (sessions, autosave).
 #pragma once
 #include <QMainWindow>
-#include <QPointer>
+#include <QMessageBox>
 #include <QString>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <vector>
 
+#include "app/engine_types.h"
+#include "app/export_dialog.h"
+#include "views/view_state.h"
+
+class QDockWidget;
 class QLabel;
-class QThread;
-class QTreeWidget;
+class QMenu;
+class QProgressBar;
+class QPushButton;
+class QTimer;
 
-namespace hl {
-struct Model;
+namespace hl::views {
+class InstrumentView;
 }
 
 namespace hl::app {
+
+class EngineThread;
+class RunPanel;
+class SessionIo;
+class TokenStrip;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -24,28 +41,206 @@ class MainWindow : public QMainWindow {
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
 
-  // Starts loading `dir` in the background; modelLoaded or loadFailed follows. While a load runs,
-  // another request is refused (returns false). On failure the current model stays.
+  // --- Checkpoints (main_window_model.cpp) ---
+  // Starts loading `dir` on the engine thread; modelLoaded or loadFailed follows. False while a
+  // load runs or when the user keeps unsaved work. On failure the current model stays usable.
   bool openCheckpoint(const QString& dir);
-  bool isLoading() const { return !loader_.isNull(); }
-  std::shared_ptr<const hl::Model> model() const { return model_; }
-  QTreeWidget* ribbonView() const { return ribbon_; }
+  void cancelLoad();
+  bool isLoading() const { return loading_; }
+  bool hasModel() const { return modelInfo_.has_value(); }
+  const ModelInfo* modelInfo() const { return modelInfo_ ? &*modelInfo_ : nullptr; }
+  // A PEFT adapter (DoRA view + adapter toggle) or a fine-tuned checkpoint (DoRA view) against the
+  // loaded model; adapterLoaded or an error follows.
+  void loadAdapter(const QString& dir);
+  void loadTunedCheckpoint(const QString& dir);
+  const std::vector<hl::DoraRow>& doraRows() const { return doraRows_; }
+
+  // --- Stepping (main_window_run.cpp) ---
+  // A new run A from the prompt with the current toggles. False without a model or while busy.
+  bool resetRun();
+  // n steps (n < 0: to the end). False when nothing can step now.
+  bool stepRun(int64_t n);
+  void stopRun();
+  bool isBusy() const { return busy_ || compareBusy_; }
+  bool canStep() const;
+  // Scrubs every view to token `step` (-1: follow the latest).
+  void scrubTo(int step);
+  int currentStep() const;  // the token the views show (-1: none)
+  void selectLayer(int layer);
+  void selectHead(int head);
+  // As if the user changed the toggles: a difference from run A re-runs the same tokens as run B.
+  void setToggles(const Toggles& t);
+  void setShowDiff(bool on);
+
+  // --- Sessions (main_window_session.cpp) ---
+  // Save runs in the background (sessionSaved / errorReported); open replaces the recording after
+  // the file has been read and checked, then continues stepping when its checkpoint is at hand.
+  bool saveSession(const QString& path);
+  bool openSession(const QString& path);
+  bool compareWithSession(const QString& path);
+  void endSessionCompare();
+  bool isViewOnly() const { return viewOnly_; }
+  bool isDirty() const { return changes_ != savedChanges_; }
+  QString sessionPath() const { return sessionPath_; }
+  void setAutosaveInterval(int ms);
+  void autosaveNow();
+  bool hasRecovery() const;  // an autosave left by a session that did not end cleanly
+  bool recoverAutosave();    // opens it as unsaved work
+  void offerRecovery();      // asks (non-modal) when hasRecovery()
+  // True when the current work may be discarded (not dirty, saved, or the user said Discard).
+  bool maybeDiscard();
+
+  // --- Views and export (main_window.cpp) ---
+  const hl::Recording* recording() const { return rec_.get(); }
+  const hl::Run* runA() const;
+  const hl::Run* runB() const;  // the toggled run B, or the compared session's run
+  TokenStrip* tokenStrip() const { return strip_; }
+  RunPanel* runPanel() const { return panel_; }
+  const std::vector<hl::views::InstrumentView*>& views() const { return views_; }
+  hl::views::InstrumentView* view(const QString& id) const;
+  hl::views::ViewState viewState() const;
+  void updateAllViews();  // pushes the current state to every view now, hidden docks included
+  ExportResult exportAll(const ExportOptions& o);
+  void setDarkTheme(bool dark);
+  bool darkTheme() const { return dark_; }
+
+  // Test and embedding hooks: errors go to `h` instead of a dialog; the unsaved-work question is
+  // answered by `d` (QMessageBox::Save, Discard or Cancel) instead of a dialog.
+  using ErrorHook = std::function<void(const QString& title, const QString& message)>;
+  using DiscardHook = std::function<QMessageBox::StandardButton()>;
+  void setErrorHook(ErrorHook h) { errorHook_ = std::move(h); }
+  void setDiscardHook(DiscardHook d) { discardHook_ = std::move(d); }
+  void reportError(const QString& title, const QString& message);
 
  signals:
   void modelLoaded(const QString& dir);
   void loadFailed(const QString& message);
+  void adapterLoaded(const QString& dir);
+  void runStarted();
+  void stepped(int tokens);  // a step's records arrived; `tokens` fed so far
+  void idle();               // the engine finished a step, compare or resume command
+  void compareChanged();     // run B appeared, changed or went
+  void sessionSaved(const QString& path);
+  void sessionOpened(const QString& path);
+  void sessionResumed(bool canStep);
+  void errorReported(const QString& title, const QString& message);
+
+ protected:
+  void closeEvent(QCloseEvent* e) override;
+  void dragEnterEvent(QDragEnterEvent* e) override;
+  void dropEvent(QDropEvent* e) override;
 
  private:
+  // main_window.cpp
+  void createViews();
+  void arrangeDefaultDocks();
   void createMenus();
-  void chooseCheckpoint();
+  void createStatusBar();
+  void rebuildRecentMenus();
+  void rebuildDemoMenu();
+  void scheduleRefresh();
+  void refreshViews(bool all);
+  void updateStatus();
+  void updateActions();
+  void exportDialog(const std::vector<hl::views::InstrumentView*>& which, const QString& what);
+  void saveWindowSettings();
+  void showShortcuts();
   void showAbout();
-  void finishLoad(const QString& dir, std::shared_ptr<const hl::Model> model, const QString& error);
-  void showModel();
+  // main_window_model.cpp
+  void connectEngine();
+  void chooseCheckpoint();
+  void chooseAdapter();
+  void chooseTuned();
+  void openDemo(const QString& dir, const QString& adapter, bool tuned);
+  void onLoadProgress(int requestId, qint64 done, qint64 total, const QString& what);
+  void onModelLoaded(const ModelInfo& info);
+  void onLoadFailed(int requestId, const QString& dir, const QString& message, bool cancelled);
+  void onAdapterLoaded(const AdapterInfo& info);
+  void setBackend(const QString& name);
+  // main_window_run.cpp
+  void onRunStarted(const RunStart& s);
+  void onStepped(const StepResult& r);
+  void onStepDone(int runId, const QString& reason);
+  void onTogglesChanged();
+  void onCompareReady(int runId, int compareId, const hl::Run& b);
+  void onCompareFailed(int runId, int compareId, const QString& message);
+  void clearLiveCompare();
+  void setStripFromRecording();
+  void markDifferences(int from);
+  QString runSummary() const;
+  void defaultPrompt();
+  // main_window_session.cpp
+  void saveSessionAs();
+  void saveCurrent();
+  void chooseSession();
+  void chooseCompareSession();
+  void applySession(std::shared_ptr<hl::Recording> rec, const QString& path, bool recovered);
+  void resumeSession(bool adapterTried = false);
+  void onResumed(int runId, const QString& error);
+  std::shared_ptr<hl::Recording> snapshot() const;
+  void autosaveTick();
+  void clearAutosave();
 
-  std::shared_ptr<const hl::Model> model_;
-  QPointer<QThread> loader_;
-  QLabel* summary_ = nullptr;
-  QTreeWidget* ribbon_ = nullptr;
+  EngineThread* engine_ = nullptr;
+  SessionIo* io_ = nullptr;
+  RunPanel* panel_ = nullptr;
+  TokenStrip* strip_ = nullptr;
+  std::vector<hl::views::InstrumentView*> views_;
+  std::vector<QDockWidget*> docks_;
+  std::vector<bool> stale_;  // per view: state changed while its dock was hidden
+  QByteArray defaultLayout_;
+
+  // Model and adapter.
+  std::optional<ModelInfo> modelInfo_;
+  std::optional<AdapterInfo> adapter_;
+  std::vector<hl::DoraRow> doraRows_;
+  QString doraLabel_ = QStringLiteral("DoRA");
+  bool loading_ = false;
+  int loadRequest_ = 0;
+  QString backend_ = QStringLiteral("auto");
+  QString runBackend_;  // resolved name of the live run's backend
+  double bandwidthGBs_ = 0;
+  std::function<void()> afterLoad_;     // once a model is in: a demo's adapter, or a session's resume
+  std::function<void()> afterAdapter_;  // once an adapter is in (or failed): a session's resume
+  bool keepRecordingOnLoad_ = false;    // a session waits for its checkpoint: do not start a new run
+
+  // The recording: run A, and the toggled run B as runs[1].
+  std::unique_ptr<hl::Recording> rec_;
+  int runId_ = 0, compareId_ = 0;
+  bool busy_ = false, compareBusy_ = false, viewOnly_ = false;
+  std::vector<int32_t> pendingPrompt_;  // prompt tokens not fed yet
+  std::vector<std::string> pendingText_;
+  // A second session compared against this one: its run, aligned on the common tokens.
+  std::unique_ptr<hl::Recording> compareRec_;
+  std::unique_ptr<hl::Run> compareRun_;
+  QString compareName_;
+
+  // What the views show.
+  int step_ = -1, layer_ = -1, head_ = 0;
+  uint64_t dataVersion_ = 1;
+  bool dark_ = false;
+  QTimer* refreshTimer_ = nullptr;
+  qint64 lastRefreshMs_ = 0;
+
+  // Sessions.
+  QString sessionPath_;
+  uint64_t changes_ = 0, savedChanges_ = 0, autosavedChanges_ = 0;
+  QTimer* autosaveTimer_ = nullptr;
+  bool autosaving_ = false;
+
+  ErrorHook errorHook_;
+  DiscardHook discardHook_;
+
+  // Widgets of the status bar and menus that change.
+  QLabel *backendLabel_ = nullptr, *speedLabel_ = nullptr, *memoryLabel_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QPushButton* cancelButton_ = nullptr;
+  QMenu *recentMenu_ = nullptr, *recentSessionsMenu_ = nullptr, *demoMenu_ = nullptr, *backendMenu_ = nullptr;
+  QAction *saveAction_ = nullptr, *saveAsAction_ = nullptr, *compareAction_ = nullptr, *endCompareAction_ = nullptr;
+  QAction *adapterAction_ = nullptr, *tunedAction_ = nullptr, *exportAllAction_ = nullptr;
+  QAction *stepAction_ = nullptr, *runNAction_ = nullptr, *runEndAction_ = nullptr, *stopAction_ = nullptr,
+          *resetAction_ = nullptr;
+  QAction *darkAction_ = nullptr, *diffAction_ = nullptr;
 };
 
 }  // namespace hl::app

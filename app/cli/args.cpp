@@ -3,6 +3,7 @@
 #include "app/cli/args.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <sstream>
 
@@ -38,6 +39,34 @@ int64_t parseInt(const std::string& text, int64_t lo, int64_t hi, const std::str
                      text + "'");
   }
   return v;
+}
+
+uint64_t parseByteSize(const std::string& text, const std::string& what) {
+  auto bad = [&]() {
+    return UsageError(what + ": expected a size in bytes such as 4096, 512M or 16G (suffixes K, M, G, T), got '" +
+                      text + "'");
+  };
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 15) throw bad();  // 15 digits: no overflow before the suffix
+  uint64_t v = std::stoull(text.substr(0, digits));
+  std::string suffix = text.substr(digits);
+  for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (suffix.size() >= 2 && suffix.back() == 'B') suffix.pop_back();  // "GB", "GiB" → "G", "Gi"
+  if (suffix.size() == 2 && suffix.back() == 'I') suffix.pop_back();  // "Gi" → "G"
+  int shift = 0;
+  if (suffix == "K")
+    shift = 10;
+  else if (suffix == "M")
+    shift = 20;
+  else if (suffix == "G")
+    shift = 30;
+  else if (suffix == "T")
+    shift = 40;
+  else if (!suffix.empty() && suffix != "B")
+    throw bad();  // units are binary: 1K = 1024 bytes
+  if (v == 0 || v > (uint64_t{1} << (62 - shift))) throw bad();
+  return v << shift;
 }
 
 ArgParser::ArgParser(std::string command, std::string synopsis, std::string summary)

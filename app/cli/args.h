@@ -62,5 +62,8 @@ class ArgParser {
 
 // Parses a decimal integer (optional sign) in [lo, hi]; `what` names it in the message.
 int64_t parseInt(const std::string& text, int64_t lo, int64_t hi, const std::string& what);
+// Parses a byte count: a positive integer with an optional binary suffix K, M, G or T (also KB/KiB
+// and so on, case-insensitive; 1K = 1024), e.g. "4096", "512M", "16GiB". Throws UsageError naming `what`.
+uint64_t parseByteSize(const std::string& text, const std::string& what);
 
 }  // namespace hl::cli

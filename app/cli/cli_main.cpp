@@ -21,6 +21,11 @@ const std::vector<Command>& commands() {
       {"dora", "magnitude / direction change per adapted matrix (adapter or fine-tune vs base), CSV", runDora},
       {"memory", "KV-cache and Mamba-state bytes at a context length (model, all-attention, all-Mamba)", runMemory},
       {"bench", "decode and prefill speed with the instruments on and off", runBench},
+      {"record", "run a checkpoint on tokens and write a session file (A, and B with a toggle changed)", runRecord},
+      {"compare", "per-instrument differences of two runs, token-aligned (two sessions, or A/B of one)", runCompare},
+#ifdef HL_HAVE_EXPORT  // the Qt build: figures need QCustomPlot (app/gui_cli/cmd_export.cpp)
+      {"export", "every figure (PNG/SVG/PDF) and its CSV from a trace or session file, headless", runExport},
+#endif
   };
   return table;
 }
@@ -36,6 +41,24 @@ namespace {
 bool isDirectory(const char* path) {
   struct stat st {};
   return ::stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool endsWith(const std::string& s, const char* suffix) {
+  const std::string x = suffix;
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+
+// The desktop app's own options (app/gui_main.cpp parses them); everything else starting with
+// "--" is a mistyped command-line option and gets the CLI's message.
+constexpr const char* kGuiOptions[] = {"--checkpoint", "--session", "--adapter", "--prompt",
+                                       "--screenshot", "--compare-normalizer", "--theme", "--steps"};
+
+bool isGuiOption(const std::string& a) {
+  for (const char* o : kGuiOptions) {
+    const std::string n = o;
+    if (a == n || a.rfind(n + "=", 0) == 0) return true;
+  }
+  return false;
 }
 
 // One line: newlines and other control characters in a message become spaces.
@@ -54,7 +77,7 @@ void printError(const std::string& where, const std::string& message) {
 
 void printHelp() {
   std::string s =
-      "usage: hybridlens [DIR | --checkpoint DIR]     open the desktop app (on a checkpoint folder)\n"
+      "usage: hybridlens [DIR | FILE.hlsession] [app options]   open the desktop app\n"
       "       hybridlens COMMAND [options]            run a headless command (no display needed)\n"
       "       hybridlens COMMAND --help               options of a command\n"
       "       hybridlens --version\n\ncommands:\n";
@@ -62,6 +85,16 @@ void printHelp() {
     std::string name = c.name;
     s += "  " + name + std::string(name.size() < 10 ? 10 - name.size() : 1, ' ') + c.summary + "\n";
   }
+  s +=
+      "\napp options:\n"
+      "  --checkpoint DIR          open this checkpoint folder (same as giving DIR)\n"
+      "  --session FILE            open a saved session (same as giving FILE.hlsession)\n"
+      "  --adapter DIR             load a PEFT LoRA/DoRA adapter with the checkpoint\n"
+      "  --prompt TEXT             put TEXT in the prompt editor\n"
+      "  --compare-normalizer N    run B with normalizer N (softmax, softmax1, sink)\n"
+      "  --theme light|dark        colour theme (remembered otherwise)\n"
+      "  --steps N --screenshot F  step N tokens, save a screenshot of the window to F and quit\n"
+      "  -platform NAME, -style S  Qt's own options (e.g. -platform offscreen)\n";
   s += "\nEvery command exits 0 on success, and non-zero with one line on stderr on failure.\n";
   std::fputs(s.c_str(), stdout);
 }
@@ -74,8 +107,9 @@ bool isCliInvocation(int argc, char** argv) {
   if (first == "--help" || first == "-h" || first == "help" || first == "--version") return true;
   if (findCommand(first)) return true;
   // The GUI's own options: --checkpoint DIR and Qt's single-dash ones (-platform, -style, ...).
-  if (first == "--checkpoint" || first.rfind("--checkpoint=", 0) == 0) return false;
+  if (isGuiOption(first)) return false;
   if (first.rfind("--", 0) == 0) return true;
+  if (endsWith(first, ".hlsession")) return false;
   return !first.empty() && first[0] != '-' && !isDirectory(argv[1]);
 }
 

@@ -24,12 +24,14 @@ namespace {
 
 constexpr int64_t kMaxGenerate = 1 << 20;
 constexpr int64_t kMaxRegisters = 1 << 16;
+constexpr int64_t kMaxContext = (int64_t{1} << 31) - 1;  // positions are int32
 
 ArgParser traceParser() {
   ArgParser p("trace",
               "--checkpoint DIR (--ids 1,2,3 | --prompt TEXT [--no-bos]) [--generate N [--ignore-eos]]\n"
               "       [--normalizer softmax|softmax1|sink] [--registers N] [--adapter DIR]\n"
-              "       [--backend auto|cpu|vulkan|cuda] [--full] --out FILE.safetensors",
+              "       [--backend auto|cpu|vulkan|cuda] [--full] [--memory-budget SIZE] [--max-context N]\n"
+              "       --out FILE.safetensors",
               "Runs the model on the tokens, one at a time, and writes every per-token instrument to a\n"
               "safetensors trace file (tensors and metadata as in trace-format.md section 3).");
   p.option("checkpoint", "DIR", "checkpoint folder", true)
@@ -43,6 +45,8 @@ ArgParser traceParser() {
       .option("adapter", "DIR", "PEFT LoRA/DoRA adapter folder, merged into the base weights")
       .option("backend", "NAME", "auto (default), cpu, vulkan or cuda")
       .flag("full", "also write attn_rows, ssm_delta and ssm_retained (large)")
+      .option("memory-budget", "SIZE", "refuse a model needing more memory (e.g. 8G; default: physical RAM)")
+      .option("max-context", "N", "most tokens in the run (default: config.json max_position_embeddings)")
       .option("out", "FILE", "trace file to write (.safetensors)", true);
   return p;
 }
@@ -115,6 +119,10 @@ int runTrace(const std::vector<std::string>& args) {
   RunOptions opts;
   opts.full = a.has("full");
   opts.registers = static_cast<int>(a.getIntOr("registers", -1, 0, kMaxRegisters));
+  opts.max_context = a.getIntOr("max-context", 0, 1, kMaxContext);
+  LoadOptions loadOptions;
+  if (a.has("memory-budget"))
+    loadOptions.memory_budget_bytes = parseByteSize(a.get("memory-budget"), "--memory-budget");
   if (a.has("normalizer")) {
     opts.normalizer_override = true;
     if (!parse_normalizer(a.get("normalizer"), &opts.normalizer)) {
@@ -128,30 +136,45 @@ int runTrace(const std::vector<std::string>& args) {
   const std::string out = a.get("out");
   checkOutputPath(out);
 
-  std::shared_ptr<Model> model = load_model(a.get("checkpoint"));
-  if (a.has("adapter")) merge_adapter(*model, load_adapter(a.get("adapter"), *model));
+  std::shared_ptr<Model> model = load_model(a.get("checkpoint"), loadOptions);
+  if (a.has("adapter"))
+    merge_adapter(*model, load_adapter(a.get("adapter"), *model), loadOptions.memory_budget_bytes);
   const std::vector<int32_t> prompt = inputTokens(a, *model);
-  std::unique_ptr<Backend> backend = make_backend(backendName, model);
-  backend->start(opts);
+  std::string note;  // why `auto` did not take the GPU backend
+  std::unique_ptr<Backend> backend = make_backend(backendName, model, &note);
+  if (!note.empty()) std::fprintf(stderr, "hybridlens trace: %s\n", note.c_str());
 
   // Feed the tokens one at a time (a decode step each), then extend greedily.
   std::vector<TokenTrace> records;
-  records.reserve(prompt.size() + static_cast<size_t>(generate));
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int32_t id : prompt) backend->forward(&id, 1, &records);
   int64_t generated = 0;
-  for (; generated < generate; ++generated) {
-    const std::vector<float>& logits = records.back().logits;  // (V,)
-    if (static_cast<int64_t>(logits.size()) != model->config.vocab_size) {
-      throw Error("backend " + backend->name() + " returned " + std::to_string(logits.size()) +
-                  " logits, expected vocab_size " + std::to_string(model->config.vocab_size));
+  auto feed = [&] {
+    backend->start(opts);
+    records.clear();
+    records.reserve(prompt.size() + static_cast<size_t>(generate));
+    for (int32_t id : prompt) backend->forward(&id, 1, &records);
+    for (generated = 0; generated < generate; ++generated) {
+      const std::vector<float>& logits = records.back().logits;  // (V,)
+      if (static_cast<int64_t>(logits.size()) != model->config.vocab_size) {
+        throw Error("backend " + backend->name() + " returned " + std::to_string(logits.size()) +
+                    " logits, expected vocab_size " + std::to_string(model->config.vocab_size));
+      }
+      const int32_t next = argmax(logits.data(), model->config.vocab_size);
+      backend->forward(&next, 1, &records);
+      if (!a.has("ignore-eos") && model->config.is_eos(next)) {
+        ++generated;
+        break;
+      }
     }
-    const int32_t next = argmax(logits.data(), model->config.vocab_size);
-    backend->forward(&next, 1, &records);
-    if (!a.has("ignore-eos") && model->config.is_eos(next)) {
-      ++generated;
-      break;
-    }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    feed();
+  } catch (const BackendFailure& e) {
+    // A GPU backend that fails mid-run (device lost): with `auto`, the run is redone on the CPU.
+    if (backendName != "auto") throw;
+    std::fprintf(stderr, "hybridlens trace: %s; falling back to the CPU backend\n", e.what());
+    backend = make_backend("cpu", model);
+    feed();
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 

@@ -267,6 +267,23 @@ TEST_F(CliOnCheckpoint, Trace_BadInputs_OneLineErrors) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// Resource limits (issue 10): --memory-budget refuses the model before loading it, with the numbers;
+// --max-context stops a run at the limit with a message saying how to raise it.
+TEST_F(CliOnCheckpoint, Trace_MemoryBudgetAndMaxContext_OneLineErrorsWithTheNumbers) {
+  const std::string d = dir_.string(), out = (scratchDir() / "limits.safetensors").string();
+  expectOneLineFailure({"trace", "--checkpoint", d, "--ids", "1,2", "--memory-budget", "64K", "--out", out},
+                       "more than the memory budget of 64.0 KiB");
+  expectOneLineFailure({"trace", "--checkpoint", d, "--ids", "1,2", "--memory-budget", "64X", "--out", out},
+                       "--memory-budget");
+  expectOneLineFailure({"trace", "--checkpoint", d, "--ids", "1,2,3", "--generate", "5", "--ignore-eos",
+                        "--max-context", "4", "--backend", "cpu", "--out", out},
+                       "limit of 4 tokens");
+  EXPECT_FALSE(fs::exists(out));
+  RunResult r = runHybridlens({"trace", "--checkpoint", d, "--ids", "1,2,3", "--generate", "1", "--ignore-eos",
+                               "--max-context", "4", "--memory-budget", "1G", "--backend", "cpu", "--out", out});
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
 // --prompt through the checkpoint's tokenizer.model (tests/data/tiny_spm.model: BOS is id 1).
 TEST_F(CliOnCheckpoint, Trace_Prompt_TokenizesWithAndWithoutBos) {
   const fs::path withTok = scratchDir() / "with-tokenizer";

@@ -1,0 +1,360 @@
+// The main window's checkpoint side (see main_window.h): opening a checkpoint by dialog, recent
+// list, demo menu, drag and drop or command line; the load on the engine thread with progress and
+// Cancel; adapters and fine-tuned checkpoints for the DoRA view; error reporting. A failed load
+// leaves the previous model and its run untouched (the engine swaps only on success).
+#include <QActionGroup>
+#include <QDir>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QMenu>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QStatusBar>
+
+#include "app/app_settings.h"
+#include "app/engine_thread.h"
+#include "app/engine_worker.h"
+#include "app/main_window.h"
+#include "app/run_panel.h"
+#include "app/token_strip.h"
+#include "sessions/session_file.h"
+
+namespace hl::app {
+
+void MainWindow::connectEngine() {
+  EngineWorker* w = engine_->worker();
+  connect(w, &EngineWorker::loadProgress, this, &MainWindow::onLoadProgress);
+  connect(w, &EngineWorker::modelLoaded, this, &MainWindow::onModelLoaded);
+  connect(w, &EngineWorker::loadFailed, this, &MainWindow::onLoadFailed);
+  connect(w, &EngineWorker::hardwareMeasured, this, [this](double gbs) {
+    bandwidthGBs_ = gbs;
+    refreshViews(false);
+  });
+  connect(w, &EngineWorker::adapterLoaded, this, &MainWindow::onAdapterLoaded);
+  connect(w, &EngineWorker::adapterFailed, this, [this](const QString& dir, const QString& message) {
+    reportError(tr("Could not load the adapter"), tr("%1\n\n%2").arg(QDir::toNativeSeparators(dir), message));
+    if (auto f = std::move(afterAdapter_)) {
+      afterAdapter_ = nullptr;
+      f();
+    }
+  });
+  connect(w, &EngineWorker::runStarted, this, &MainWindow::onRunStarted);
+  connect(w, &EngineWorker::runFailed, this, [this](int runId, const QString& message) {
+    busy_ = false;
+    updateActions();
+    if (runId == runId_) reportError(tr("Run failed"), message);
+  });
+  connect(w, &EngineWorker::stepped, this, &MainWindow::onStepped);
+  connect(w, &EngineWorker::stepDone, this, &MainWindow::onStepDone);
+  connect(w, &EngineWorker::compareProgress, this, [this](int runId, int compareId, qint64 done, qint64 total) {
+    if (runId == runId_ && compareId == compareId_)
+      statusBar()->showMessage(tr("Run B: %1 of %2 tokens").arg(done).arg(total));
+  });
+  connect(w, &EngineWorker::compareReady, this, &MainWindow::onCompareReady);
+  connect(w, &EngineWorker::compareFailed, this, &MainWindow::onCompareFailed);
+  connect(w, &EngineWorker::resumed, this, &MainWindow::onResumed);
+}
+
+void MainWindow::reportError(const QString& title, const QString& message) {
+  statusBar()->showMessage(title, 10000);
+  emit errorReported(title, message);
+  if (errorHook_) {
+    errorHook_(title, message);
+    return;
+  }
+  auto* box = new QMessageBox(QMessageBox::Critical, title, message, QMessageBox::Ok, this);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  box->open();  // not exec(): the GUI keeps running
+}
+
+bool MainWindow::openCheckpoint(const QString& dir) {
+  if (loading_) {
+    statusBar()->showMessage(tr("A checkpoint is still loading"), 5000);
+    return false;
+  }
+  if (!keepRecordingOnLoad_ && !maybeDiscard()) return false;
+  if (busy_) engine_->requestStop();  // a running Run-to-end would hold the load back
+  loading_ = true;
+  ++loadRequest_;
+  progress_->setRange(0, 0);
+  progress_->setFormat(tr("loading %p%"));
+  progress_->show();
+  cancelButton_->show();
+  statusBar()->showMessage(tr("Loading %1…").arg(QDir::toNativeSeparators(dir)));
+  const int id = loadRequest_, epoch = engine_->cancelEpoch();
+  engine_->post([id, epoch, dir](EngineWorker& w) { w.loadModel(id, epoch, dir); });
+  updateActions();
+  return true;
+}
+
+void MainWindow::cancelLoad() {
+  if (!loading_) return;
+  engine_->cancelLoad();
+  statusBar()->showMessage(tr("Cancelling the load…"));
+}
+
+void MainWindow::onLoadProgress(int requestId, qint64 done, qint64 total, const QString& what) {
+  if (requestId != loadRequest_ || !loading_) return;
+  progress_->setRange(0, static_cast<int>(std::max<qint64>(1, total)));
+  progress_->setValue(static_cast<int>(std::min(done, total)));
+  if (!what.isEmpty()) statusBar()->showMessage(tr("Loading: %1").arg(what));
+}
+
+void MainWindow::onModelLoaded(const ModelInfo& info) {
+  loading_ = false;
+  progress_->hide();
+  cancelButton_->hide();
+  modelInfo_ = info;
+  adapter_.reset();
+  doraRows_.clear();
+  runBackend_.clear();
+  panel_->setTokenizerAvailable(info.hasTokenizer);
+  panel_->setAdapterAvailable(false);
+  addRecent(kRecentCheckpoints, info.dir);
+  rebuildRecentMenus();
+  backendMenu_->clear();
+  auto* group = new QActionGroup(backendMenu_);
+  QStringList names = {QStringLiteral("auto")};
+  names += info.backends;
+  for (const QString& n : names) {
+    QAction* a = backendMenu_->addAction(n, this, [this, n] { setBackend(n); });
+    a->setCheckable(true);
+    a->setChecked(n == backend_);
+    group->addAction(a);
+  }
+  const hl::JambaConfig& c = info.config;
+  statusBar()->showMessage(tr("Loaded %1: %2 layers (%3 attention, %4 Mamba, %5 MoE), %6 M parameters, in %7 s")
+                               .arg(info.name)
+                               .arg(c.num_hidden_layers)
+                               .arg(c.num_attention_layers())
+                               .arg(c.num_mamba_layers())
+                               .arg(c.num_moe_layers())
+                               .arg(static_cast<double>(info.params) / 1e6, 0, 'f', 2)
+                               .arg(info.loadSeconds, 0, 'f', 2),
+                           10000);
+  if (bandwidthGBs_ <= 0) engine_->post([](EngineWorker& w) { w.measureHardware(); });
+  if (!keepRecordingOnLoad_) {
+    // A new model: a fresh, empty recording; a run A starts from the prompt at once.
+    compareRec_.reset();
+    compareRun_.reset();
+    rec_ = std::make_unique<hl::Recording>();
+    rec_->config = info.config;
+    rec_->checkpoint = info.identity;
+    sessionPath_.clear();
+    viewOnly_ = false;
+    changes_ = savedChanges_ = autosavedChanges_ = 0;
+    pendingPrompt_.clear();
+    strip_->clear();
+    ++dataVersion_;
+    defaultPrompt();
+    refreshViews(true);
+    resetRun();
+  }
+  keepRecordingOnLoad_ = false;
+  updateActions();
+  emit modelLoaded(info.dir);
+  if (auto f = std::move(afterLoad_)) {
+    afterLoad_ = nullptr;
+    f();
+  }
+}
+
+void MainWindow::onLoadFailed(int requestId, const QString& dir, const QString& message, bool cancelled) {
+  Q_UNUSED(requestId);
+  loading_ = false;
+  progress_->hide();
+  cancelButton_->hide();
+  afterLoad_ = nullptr;
+  const bool sessionWaiting = keepRecordingOnLoad_;
+  keepRecordingOnLoad_ = false;
+  if (!QFileInfo(dir).isDir()) removeRecent(kRecentCheckpoints, dir);
+  rebuildRecentMenus();
+  updateActions();
+  if (cancelled) {
+    statusBar()->showMessage(tr("Loading %1 cancelled").arg(QDir::toNativeSeparators(dir)), 8000);
+  } else {
+    QString kept =
+        modelInfo_ ? tr("The model %1 is still loaded and usable.").arg(modelInfo_->name) : tr("No model is loaded.");
+    if (sessionWaiting) kept = tr("The session stays open, view-only: every view scrubs and exports.");
+    reportError(tr("Could not open checkpoint"),
+                tr("%1\n\n%2\n\n%3").arg(QDir::toNativeSeparators(dir), message, kept));
+  }
+  emit loadFailed(message);
+  if (sessionWaiting) emit sessionResumed(false);
+}
+
+void MainWindow::loadAdapter(const QString& dir) {
+  if (!hasModel()) {
+    reportError(tr("Could not load the adapter"), tr("Open the base checkpoint first."));
+    return;
+  }
+  statusBar()->showMessage(tr("Loading adapter %1…").arg(QDir::toNativeSeparators(dir)));
+  engine_->post([dir](EngineWorker& w) { w.loadAdapter(dir); });
+}
+
+void MainWindow::loadTunedCheckpoint(const QString& dir) {
+  if (!hasModel()) {
+    reportError(tr("Could not load the fine-tuned checkpoint"), tr("Open the base checkpoint first."));
+    return;
+  }
+  statusBar()->showMessage(tr("Comparing %1 with the base…").arg(QDir::toNativeSeparators(dir)));
+  engine_->post([dir](EngineWorker& w) { w.loadTuned(dir); });
+}
+
+void MainWindow::onAdapterLoaded(const AdapterInfo& info) {
+  if (info.isAdapter) {
+    adapter_ = info;
+    panel_->setAdapterAvailable(true);
+  }
+  doraRows_ = info.rows;
+  doraLabel_ = info.label;
+  ++dataVersion_;
+  refreshViews(true);
+  statusBar()->showMessage(
+      tr("%1 %2: %3 matrices compared with the base%4")
+          .arg(info.label, QDir::toNativeSeparators(info.dir))
+          .arg(info.rows.size())
+          .arg(info.isAdapter ? tr("; the adapter toggle runs base + adapter as run B") : QString()),
+      10000);
+  emit adapterLoaded(info.dir);
+  if (auto f = std::move(afterAdapter_)) {
+    afterAdapter_ = nullptr;
+    f();
+  }
+}
+
+void MainWindow::chooseCheckpoint() {
+  const QString start = modelInfo_ ? QFileInfo(modelInfo_->dir).absolutePath() : bundledModelsDir();
+  const QString dir = QFileDialog::getExistingDirectory(this, tr("Open checkpoint folder"), start);
+  if (!dir.isEmpty()) openCheckpoint(dir);
+}
+
+void MainWindow::chooseAdapter() {
+  const QString dir =
+      QFileDialog::getExistingDirectory(this, tr("Load PEFT adapter folder (adapter_config.json)"), bundledModelsDir());
+  if (!dir.isEmpty()) loadAdapter(dir);
+}
+
+void MainWindow::chooseTuned() {
+  const QString dir =
+      QFileDialog::getExistingDirectory(this, tr("Fine-tuned checkpoint to compare with the base"), bundledModelsDir());
+  if (!dir.isEmpty()) loadTunedCheckpoint(dir);
+}
+
+void MainWindow::openDemo(const QString& dir, const QString& fineTune, bool tuned) {
+  auto next = [this, fineTune, tuned] {
+    if (fineTune.isEmpty()) return;
+    if (tuned)
+      loadTunedCheckpoint(fineTune);
+    else
+      loadAdapter(fineTune);
+  };
+  const bool loaded =
+      modelInfo_ && QFileInfo(modelInfo_->dir).canonicalFilePath() == QFileInfo(dir).canonicalFilePath();
+  if (loaded && !fineTune.isEmpty()) {
+    next();
+    return;
+  }
+  if (openCheckpoint(dir)) afterLoad_ = next;
+}
+
+void MainWindow::setBackend(const QString& name) {
+  backend_ = name;
+  QSettings().setValue("engine/backend", name);
+  statusBar()->showMessage(tr("Backend %1: used from the next Reset").arg(name), 8000);
+  updateStatus();
+}
+
+void MainWindow::rebuildRecentMenus() {
+  recentMenu_->clear();
+  for (const QString& p : recentList(kRecentCheckpoints))
+    recentMenu_->addAction(QDir::toNativeSeparators(p), this, [this, p] { openCheckpoint(p); });
+  recentMenu_->setEnabled(!recentMenu_->isEmpty());
+  recentSessionsMenu_->clear();
+  for (const QString& p : recentList(kRecentSessions)) {
+    QString label = QFileInfo(p).fileName();
+    try {
+      const hl::SessionSummary s = hl::read_session_summary(QFile::encodeName(p).toStdString());
+      label += tr(" — %1, %2 tokens").arg(QString::fromStdString(s.checkpoint.name)).arg(s.n_tokens);
+    } catch (const std::exception&) {
+      label += tr(" (unreadable)");
+    }
+    QAction* a = recentSessionsMenu_->addAction(label, this, [this, p] { openSession(p); });
+    a->setToolTip(p);
+  }
+  recentSessionsMenu_->setEnabled(!recentSessionsMenu_->isEmpty());
+}
+
+void MainWindow::rebuildDemoMenu() {
+  demoMenu_->clear();
+  const QString root = bundledModelsDir();
+  const std::vector<DemoModel> models = bundledModels(root);
+  QMenu* fineTunes = nullptr;
+  for (const DemoModel& m : models) {
+    if (m.kind == DemoModel::Kind::Checkpoint) {
+      QAction* a = demoMenu_->addAction(m.name, this, [this, d = m.dir] { openDemo(d, QString(), false); });
+      a->setToolTip(m.dir);
+      continue;
+    }
+    if (!fineTunes) {
+      demoMenu_->addSeparator();
+      fineTunes = demoMenu_->addMenu(tr("Fine-tunes of baseline (DoRA view)"));
+    }
+    const QString method = m.name.section('/', 0, 0);
+    QMenu* sub = nullptr;
+    for (QAction* a : fineTunes->actions())
+      if (a->menu() && a->text() == method) sub = a->menu();
+    if (!sub) sub = fineTunes->addMenu(method);
+    const bool tuned = m.kind == DemoModel::Kind::Tuned;
+    QAction* a = sub->addAction(m.name.section('/', 1) + (tuned ? tr(" (full fine-tune)") : tr(" (adapter)")), this,
+                                [this, m, tuned] { openDemo(m.base, m.dir, tuned); });
+    a->setToolTip(m.dir);
+  }
+  const QString random = randomDemoDir();
+  if (!random.isEmpty()) {
+    if (!models.empty()) demoMenu_->addSeparator();
+    demoMenu_->addAction(tr("demo-random (random weights)"), this,
+                         [this, random] { openDemo(random, QString(), false); });
+  }
+  if (demoMenu_->isEmpty()) demoMenu_->addAction(tr("No bundled models found"))->setEnabled(false);
+}
+
+namespace {
+// The first local path of a drag, classified: 'c' checkpoint folder, 'a' adapter folder, 's' session.
+QPair<QString, char> droppedPath(const QMimeData* m) {
+  if (!m || !m->hasUrls()) return {};
+  for (const QUrl& u : m->urls()) {
+    if (!u.isLocalFile()) continue;
+    const QString p = u.toLocalFile();
+    const QFileInfo fi(p);
+    if (fi.isDir() && QFileInfo::exists(p + "/adapter_config.json")) return {p, 'a'};
+    if (fi.isDir() && QFileInfo::exists(p + "/config.json")) return {p, 'c'};
+    if (fi.isFile() && p.endsWith(QLatin1String(hl::kSessionExtension))) return {p, 's'};
+    if (fi.isFile() && fi.fileName() == QLatin1String("config.json")) return {fi.absolutePath(), 'c'};
+  }
+  return {};
+}
+}  // namespace
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+  if (!droppedPath(e->mimeData()).first.isEmpty()) e->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+  const auto [path, kind] = droppedPath(e->mimeData());
+  if (path.isEmpty()) return;
+  e->acceptProposedAction();
+  if (kind == 'a')
+    loadAdapter(path);
+  else if (kind == 'c')
+    openCheckpoint(path);
+  else
+    openSession(path);
+}
+
+}  // namespace hl::app

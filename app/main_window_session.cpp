@@ -1,0 +1,398 @@
+// The main window's session side (issue 6 items 2, 4, 5; see main_window.h): Save / Save As /
+// Open / recent sessions in the background (SessionIo), reopening view-only and continuing to step
+// once the recorded checkpoint is loaded and identical, autosave while stepping with recovery after
+// a crash, the unsaved-work question, and comparing with a second session, token-aligned.
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QSettings>
+#include <QStatusBar>
+#include <QTimer>
+
+#include "app/app_settings.h"
+#include "app/engine_thread.h"
+#include "app/engine_worker.h"
+#include "app/main_window.h"
+#include "app/run_panel.h"
+#include "app/session_io.h"
+#include "app/token_strip.h"
+#include "sessions/identity.h"
+#include "sessions/session_file.h"
+
+namespace hl::app {
+
+namespace {
+const char* kAutosavePending = "autosave/pending";
+
+QString withExtension(const QString& path) {
+  return path.endsWith(QLatin1String(hl::kSessionExtension)) ? path : path + QLatin1String(hl::kSessionExtension);
+}
+
+// Same layer schedule and sizes: the records of one can be drawn against the other's.
+bool sameShape(const hl::JambaConfig& a, const hl::JambaConfig& b) {
+  return a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size && a.num_hidden_layers == b.num_hidden_layers &&
+         a.num_attention_heads == b.num_attention_heads && a.num_key_value_heads == b.num_key_value_heads &&
+         a.num_experts == b.num_experts && a.num_experts_per_tok == b.num_experts_per_tok &&
+         a.expert_layer_period == b.expert_layer_period && a.expert_layer_offset == b.expert_layer_offset &&
+         a.attn_layer_period == b.attn_layer_period && a.attn_layer_offset == b.attn_layer_offset &&
+         a.mamba_d_state == b.mamba_d_state && a.mamba_expand == b.mamba_expand && a.mamba_d_conv == b.mamba_d_conv;
+}
+
+QString idsText(const std::vector<int32_t>& ids, int64_t n) {
+  QStringList l;
+  for (int64_t i = 0; i < n && i < static_cast<int64_t>(ids.size()); ++i) l << QString::number(ids[i]);
+  return l.join(QStringLiteral(", "));
+}
+}  // namespace
+
+std::shared_ptr<hl::Recording> MainWindow::snapshot() const {
+  return std::make_shared<hl::Recording>(*rec_);
+}
+
+bool MainWindow::saveSession(const QString& path) {
+  if (!rec_ || rec_->runs.empty()) {
+    reportError(tr("Nothing to save"), tr("Start a run first: the session holds the runs' tokens and records."));
+    return false;
+  }
+  const QString p = withExtension(path);
+  const uint64_t at = changes_;
+  statusBar()->showMessage(tr("Saving %1…").arg(QDir::toNativeSeparators(p)));
+  io_->save(p, snapshot(), [this, p, at](const QString& error) {
+    if (!error.isEmpty()) {
+      reportError(tr("Could not save the session"),
+                  tr("%1\n\n%2\n\nThe previous file, if any, is intact.").arg(p, error));
+      return;
+    }
+    sessionPath_ = p;
+    savedChanges_ = at;
+    addRecent(kRecentSessions, p);
+    rebuildRecentMenus();
+    if (!isDirty()) clearAutosave();
+    updateActions();
+    statusBar()->showMessage(
+        tr("Saved %1 (%2 MB)").arg(QDir::toNativeSeparators(p)).arg(QFileInfo(p).size() / 1e6, 0, 'f', 2), 8000);
+    emit sessionSaved(p);
+  });
+  return true;
+}
+
+void MainWindow::saveCurrent() {
+  if (sessionPath_.isEmpty())
+    saveSessionAs();
+  else
+    saveSession(sessionPath_);
+}
+
+void MainWindow::saveSessionAs() {
+  const QString start = sessionPath_.isEmpty() ? QDir::homePath() + "/untitled.hlsession" : sessionPath_;
+  const QString p =
+      QFileDialog::getSaveFileName(this, tr("Save session"), start, tr("HybridLens sessions (*.hlsession)"));
+  if (!p.isEmpty()) saveSession(p);
+}
+
+void MainWindow::chooseSession() {
+  const QString p = QFileDialog::getOpenFileName(this, tr("Open session"), QFileInfo(sessionPath_).absolutePath(),
+                                                 tr("HybridLens sessions (*.hlsession);;All files (*)"));
+  if (!p.isEmpty()) openSession(p);
+}
+
+void MainWindow::chooseCompareSession() {
+  const QString p =
+      QFileDialog::getOpenFileName(this, tr("Compare with session"), QFileInfo(sessionPath_).absolutePath(),
+                                   tr("HybridLens sessions (*.hlsession);;All files (*)"));
+  if (!p.isEmpty()) compareWithSession(p);
+}
+
+bool MainWindow::openSession(const QString& path) {
+  if (!maybeDiscard()) return false;
+  statusBar()->showMessage(tr("Opening %1…").arg(QDir::toNativeSeparators(path)));
+  io_->load(path, [this, path](std::shared_ptr<hl::Recording> rec, const QString& error) {
+    if (!rec) {
+      if (!QFileInfo::exists(path)) removeRecent(kRecentSessions, path);
+      rebuildRecentMenus();
+      reportError(tr("Could not open the session"), tr("%1\n\n%2\n\nThe current work is unchanged.").arg(path, error));
+      return;
+    }
+    applySession(std::move(rec), path, false);
+  });
+  return true;
+}
+
+void MainWindow::applySession(std::shared_ptr<hl::Recording> rec, const QString& path, bool recovered) {
+  if (rec->runs.empty()) {
+    reportError(tr("Could not open the session"), tr("%1\n\nThe session holds no run.").arg(path));
+    return;
+  }
+  engine_->requestStop();  // a run of the previous recording ends; its late results are dropped
+  ++runId_;
+  ++compareId_;
+  compareRec_.reset();
+  compareRun_.reset();
+  rec_ = std::make_unique<hl::Recording>(std::move(*rec));
+  pendingPrompt_.clear();
+  pendingText_.clear();
+  viewOnly_ = true;
+  step_ = -1;
+  layer_ = -1;
+  ++dataVersion_;
+  sessionPath_ = recovered ? QString() : path;
+  savedChanges_ = ++changes_;
+  if (recovered) ++changes_;  // recovered work is unsaved until saved
+  const hl::Run& a = rec_->runs[0];
+  if (!rec_->prompt.empty()) {
+    panel_->setIdsMode(false);
+    panel_->setPromptText(QString::fromStdString(rec_->prompt));
+  } else {
+    panel_->setIdsMode(true);
+    panel_->setPromptText(idsText(rec_->tokens, a.prompt_tokens));
+  }
+  panel_->setToggles(togglesOf(rec_->runs.size() > 1 ? rec_->runs[1].settings : a.settings));
+  setStripFromRecording();
+  refreshViews(true);
+  updateActions();
+  if (!recovered) {
+    addRecent(kRecentSessions, path);
+    rebuildRecentMenus();
+  }
+  emit sessionOpened(path);
+
+  // With its checkpoint at hand (the same config and weights), stepping continues.
+  const QString folder = QString::fromStdString(rec_->checkpoint.folder);
+  if (modelInfo_ && hl::identity_mismatch(rec_->checkpoint, modelInfo_->identity).empty()) {
+    resumeSession();
+    return;
+  }
+  if (!folder.isEmpty() && QFileInfo::exists(folder + "/config.json")) {
+    keepRecordingOnLoad_ = true;
+    if (openCheckpoint(folder)) {
+      afterLoad_ = [this] {
+        const std::string why = hl::identity_mismatch(rec_->checkpoint, modelInfo_->identity);
+        if (why.empty()) {
+          resumeSession();
+          return;
+        }
+        statusBar()->showMessage(tr("View-only: %1").arg(QString::fromStdString(why)));
+        emit sessionResumed(false);
+      };
+      return;
+    }
+    keepRecordingOnLoad_ = false;
+  }
+  statusBar()->showMessage(tr("View-only: the checkpoint %1 is not here. Every view scrubs and exports.")
+                               .arg(QDir::toNativeSeparators(folder)));
+  emit sessionResumed(false);
+}
+
+void MainWindow::resumeSession(bool adapterTried) {
+  if (!rec_ || rec_->runs.empty()) return;
+  const hl::Run& a = rec_->runs[0];
+  const bool hasB = rec_->runs.size() > 1;
+  for (const hl::Run* r : {&a, hasB ? static_cast<const hl::Run*>(&rec_->runs[1]) : nullptr}) {
+    if (!r || r->settings.adapter.empty()) continue;
+    const QString dir = QFile::decodeName(QByteArray::fromStdString(r->settings.adapter));
+    const bool loaded = adapter_ && QFile::encodeName(adapter_->dir).toStdString() == r->settings.adapter;
+    if (!loaded && !adapterTried && QFileInfo(dir).isDir()) {
+      afterAdapter_ = [this] { resumeSession(true); };
+      loadAdapter(dir);
+      return;
+    }
+  }
+  busy_ = true;
+  const int id = runId_, cid = compareId_, epoch = engine_->stopEpoch();
+  const QString backend = backend_;
+  const int64_t maxNew = panel_->maxNewTokens();
+  hl::Run b = hasB ? rec_->runs[1] : hl::Run{};
+  engine_->post([id, cid, epoch, backend, maxNew, a, hasB, b](EngineWorker& w) {
+    w.resume(id, a, hasB, b, cid, backend, maxNew, epoch);
+  });
+  statusBar()->showMessage(tr("Replaying %1 tokens so that stepping can continue…").arg(a.records.size()));
+  updateActions();
+}
+
+void MainWindow::onResumed(int runId, const QString& error) {
+  busy_ = false;
+  if (runId != runId_) {
+    updateActions();
+    return;
+  }
+  viewOnly_ = !error.isEmpty();
+  if (viewOnly_)
+    statusBar()->showMessage(tr("View-only: %1").arg(error));
+  else
+    statusBar()->showMessage(tr("The session continues: Step adds tokens to its runs"), 8000);
+  updateActions();
+  emit sessionResumed(!viewOnly_);
+  emit idle();
+}
+
+bool MainWindow::compareWithSession(const QString& path) {
+  if (!rec_ || rec_->runs.empty()) {
+    reportError(tr("Nothing to compare"), tr("Open a session or start a run first."));
+    return false;
+  }
+  io_->load(path, [this, path](std::shared_ptr<hl::Recording> other, const QString& error) {
+    if (!other) {
+      reportError(tr("Could not open the session"), tr("%1\n\n%2").arg(path, error));
+      return;
+    }
+    if (!rec_ || rec_->runs.empty() || other->runs.empty() || !sameShape(rec_->config, other->config)) {
+      reportError(tr("Cannot compare these sessions"),
+                  tr("%1 was recorded with a model of another shape (layers, heads, experts or vocabulary), or "
+                     "holds no run.")
+                      .arg(path));
+      return;
+    }
+    // Token-aligned: B covers the common prefix of token ids (or, with none, the common length).
+    const size_t n = std::min(rec_->tokens.size(), other->tokens.size());
+    size_t common = 0;
+    while (common < n && rec_->tokens[common] == other->tokens[common]) ++common;
+    auto run = std::make_unique<hl::Run>(other->runs[0]);
+    const size_t keep = std::min(common > 0 ? common : n, run->records.size());
+    run->records.resize(keep);
+    run->prompt_tokens = std::min<int64_t>(run->prompt_tokens, static_cast<int64_t>(keep));
+    clearLiveCompare();
+    ++compareId_;
+    const int id = runId_, cid = compareId_;
+    if (hasModel() && !viewOnly_) engine_->post([id, cid](EngineWorker& w) { w.setCompare(id, cid, false, {}, 0); });
+    panel_->setToggles(togglesOf(rec_->runs[0].settings));
+    compareRec_ = std::make_unique<hl::Recording>(std::move(*other));
+    compareRun_ = std::move(run);
+    compareName_ = QFileInfo(path).fileName();
+    ++dataVersion_;
+    markDifferences(0);
+    refreshViews(true);
+    updateActions();
+    statusBar()->showMessage(common > 0 ? tr("Comparing with %1: %2 common tokens").arg(compareName_).arg(common)
+                                        : tr("Comparing with %1: the tokens differ from the first one, aligned by "
+                                             "position over %2 tokens")
+                                              .arg(compareName_)
+                                              .arg(keep));
+    emit compareChanged();
+  });
+  return true;
+}
+
+void MainWindow::endSessionCompare() {
+  if (!compareRun_) return;
+  compareRec_.reset();
+  compareRun_.reset();
+  ++dataVersion_;
+  markDifferences(0);
+  refreshViews(true);
+  updateActions();
+  emit compareChanged();
+}
+
+bool MainWindow::maybeDiscard() {
+  if (!isDirty() || !rec_ || rec_->runs.empty()) return true;
+  const hl::Run& a = rec_->runs[0];
+  QMessageBox::StandardButton b;
+  if (discardHook_) {
+    b = discardHook_();
+  } else {
+    b = QMessageBox::warning(
+        this, tr("Unsaved session"),
+        tr("The current session (%1 tokens) has changes that are not saved.\nSave them first?").arg(a.records.size()),
+        QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
+  }
+  if (b == QMessageBox::Discard) return true;
+  if (b != QMessageBox::Save) return false;
+  QString p = sessionPath_;
+  if (p.isEmpty()) {
+    p = QFileDialog::getSaveFileName(this, tr("Save session"), QDir::homePath() + "/untitled.hlsession",
+                                     tr("HybridLens sessions (*.hlsession)"));
+    if (p.isEmpty()) return false;
+    p = withExtension(p);
+  }
+  const QString error = SessionIo::saveNow(p, *rec_);
+  if (!error.isEmpty()) {
+    reportError(tr("Could not save the session"), tr("%1\n\n%2").arg(p, error));
+    return false;
+  }
+  sessionPath_ = p;
+  savedChanges_ = changes_;
+  addRecent(kRecentSessions, p);
+  clearAutosave();
+  return true;
+}
+
+void MainWindow::setAutosaveInterval(int ms) {
+  autosaveTimer_->setInterval(ms);
+  autosaveTimer_->start();
+}
+
+void MainWindow::autosaveTick() {
+  if (autosaving_ || !rec_ || rec_->runs.empty() || !isDirty() || changes_ == autosavedChanges_) return;
+  autosaveNow();
+}
+
+void MainWindow::autosaveNow() {
+  if (autosaving_ || !rec_ || rec_->runs.empty()) return;
+  autosaving_ = true;
+  const uint64_t at = changes_;
+  QSettings s;
+  s.setValue(kAutosavePending, true);
+  s.setValue("autosave/time", QDateTime::currentDateTime());
+  s.sync();
+  io_->save(autosavePath(), snapshot(), [this, at](const QString& error) {
+    autosaving_ = false;
+    if (error.isEmpty())
+      autosavedChanges_ = at;
+    else
+      statusBar()->showMessage(tr("Autosave failed: %1").arg(error), 8000);
+  });
+}
+
+void MainWindow::clearAutosave() {
+  if (autosaving_) io_->waitAll();  // the file being written must not reappear after removal
+  QFile::remove(autosavePath());
+  QSettings s;
+  s.setValue(kAutosavePending, false);
+  s.sync();
+}
+
+bool MainWindow::hasRecovery() const {
+  return QSettings().value(kAutosavePending, false).toBool() && QFileInfo::exists(autosavePath());
+}
+
+bool MainWindow::recoverAutosave() {
+  if (!hasRecovery()) return false;
+  io_->load(autosavePath(), [this](std::shared_ptr<hl::Recording> rec, const QString& error) {
+    if (!rec) {
+      reportError(tr("Could not recover the session"), tr("%1\n\n%2").arg(autosavePath(), error));
+      clearAutosave();
+      return;
+    }
+    applySession(std::move(rec), autosavePath(), true);
+    statusBar()->showMessage(tr("Recovered the autosaved session: save it to keep it (Ctrl+Shift+S)"), 10000);
+  });
+  return true;
+}
+
+void MainWindow::offerRecovery() {
+  if (!hasRecovery()) return;
+  QString what;
+  try {
+    const hl::SessionSummary s = hl::read_session_summary(QFile::encodeName(autosavePath()).toStdString());
+    what = tr("%1 tokens on %2").arg(s.n_tokens).arg(QString::fromStdString(s.checkpoint.name));
+  } catch (const std::exception& e) {
+    what = QString::fromUtf8(e.what());
+  }
+  const QDateTime when = QSettings().value("autosave/time").toDateTime();
+  auto* box = new QMessageBox(QMessageBox::Question, tr("Recover session"),
+                              tr("HybridLens did not close cleanly. Recover the session autosaved %1 (%2)?")
+                                  .arg(QLocale().toString(when, QLocale::ShortFormat), what),
+                              QMessageBox::Yes | QMessageBox::No, this);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  connect(box, &QMessageBox::finished, this, [this](int r) {
+    if (r == QMessageBox::Yes)
+      recoverAutosave();
+    else
+      clearAutosave();
+  });
+  box->open();
+}
+
+}  // namespace hl::app

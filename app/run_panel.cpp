@@ -1,0 +1,289 @@
+// RunPanel (see run_panel.h): a compact three-row form — prompt, stepping and sampling, toggles —
+// whose values persist in QSettings. Shortcuts live on the main window's actions; the buttons
+// name them in their tooltips.
+#include "app/run_panel.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSettings>
+#include <QSpinBox>
+#include <QStandardItemModel>
+
+namespace hl::app {
+
+namespace {
+QLabel* caption(const QString& t, QWidget* parent) {
+  auto* l = new QLabel(t, parent);
+  l->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
+  return l;
+}
+}  // namespace
+
+RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
+  auto* grid = new QGridLayout(this);
+  grid->setContentsMargins(6, 4, 6, 2);
+  grid->setHorizontalSpacing(6);
+  grid->setVerticalSpacing(4);
+
+  // Row 0: the prompt.
+  prompt_ = new QPlainTextEdit(this);
+  prompt_->setObjectName("promptEdit");
+  prompt_->setPlaceholderText(tr("Prompt text, or token ids such as 1, 5, 9 (choose Token ids)"));
+  prompt_->setTabChangesFocus(true);
+  prompt_->setFixedHeight(prompt_->fontMetrics().lineSpacing() * 2 + 14);
+  mode_ = new QComboBox(this);
+  mode_->setObjectName("promptMode");
+  mode_->addItems({tr("Text"), tr("Token ids")});
+  mode_->setToolTip(tr("Text is tokenized with the checkpoint's tokenizer.model; token ids are fed as typed"));
+  bos_ = new QCheckBox(tr("BOS"), this);
+  bos_->setChecked(true);
+  bos_->setToolTip(tr("Prepend bos_token_id to a text prompt"));
+  grid->addWidget(caption(tr("Prompt"), this), 0, 0);
+  grid->addWidget(prompt_, 0, 1, 1, 10);
+  auto* modeBox = new QVBoxLayout;
+  modeBox->addWidget(mode_);
+  modeBox->addWidget(bos_);
+  grid->addLayout(modeBox, 0, 11);
+
+  // Row 1: stepping and sampling.
+  auto* buttons = new QHBoxLayout;
+  auto button = [&](const QString& text, const QString& name, const QString& tip) {
+    auto* b = new QPushButton(text, this);
+    b->setObjectName(name);
+    b->setToolTip(tip);
+    buttons->addWidget(b);
+    return b;
+  };
+  reset_ =
+      button(tr("Reset"), "resetButton", tr("Start a new run A from the prompt with the current toggles (Ctrl+R)"));
+  step_ = button(tr("Step"), "stepButton", tr("Feed or generate one token (F10, Ctrl+Right)"));
+  runN_ = button(tr("Run N"), "runNButton", tr("Step N tokens, stopping at an end-of-sequence token (F8)"));
+  n_ = new QSpinBox(this);
+  n_->setObjectName("runCount");
+  n_->setRange(1, 1 << 20);
+  n_->setValue(8);
+  n_->setToolTip(tr("N of Run N"));
+  buttons->addWidget(n_);
+  runEnd_ = button(tr("Run to end"), "runEndButton",
+                   tr("Feed the prompt and generate until an end-of-sequence token or the "
+                      "maximum of new tokens (F5)"));
+  stop_ = button(tr("Stop"), "stopButton", tr("Stop after the current token (Esc, Shift+F5)"));
+  grid->addLayout(buttons, 1, 0, 1, 5);
+
+  temperature_ = new QDoubleSpinBox(this);
+  temperature_->setObjectName("temperature");
+  temperature_->setRange(0, 10);
+  temperature_->setSingleStep(0.1);
+  temperature_->setDecimals(2);
+  temperature_->setSpecialValueText(tr("greedy"));
+  temperature_->setToolTip(tr("Sampling temperature; 0 is greedy (argmax)"));
+  topP_ = new QDoubleSpinBox(this);
+  topP_->setObjectName("topP");
+  topP_->setRange(0.01, 1);
+  topP_->setSingleStep(0.05);
+  topP_->setValue(1);
+  topP_->setToolTip(tr("Nucleus sampling: keep the smallest set of tokens whose probability reaches top-p"));
+  seed_ = new QSpinBox(this);
+  seed_->setObjectName("seed");
+  seed_->setRange(0, 2147483647);
+  seed_->setToolTip(tr("Random seed of the sampler (sampling is reproducible)"));
+  maxNew_ = new QSpinBox(this);
+  maxNew_->setObjectName("maxNewTokens");
+  maxNew_->setRange(1, 1 << 20);
+  maxNew_->setValue(64);
+  maxNew_->setToolTip(tr("Run to end stops after this many generated tokens"));
+  ignoreEos_ = new QCheckBox(tr("ignore EOS"), this);
+  ignoreEos_->setObjectName("ignoreEos");
+  ignoreEos_->setToolTip(tr("Keep generating after an end-of-sequence token"));
+  grid->addWidget(caption(tr("temperature"), this), 1, 5);
+  grid->addWidget(temperature_, 1, 6);
+  grid->addWidget(caption(tr("top-p"), this), 1, 7);
+  grid->addWidget(topP_, 1, 8);
+  grid->addWidget(caption(tr("seed"), this), 1, 9);
+  grid->addWidget(seed_, 1, 10);
+  auto* maxBox = new QHBoxLayout;
+  maxBox->addWidget(new QLabel(tr("max new"), this));
+  maxBox->addWidget(maxNew_);
+  maxBox->addWidget(ignoreEos_);
+  grid->addLayout(maxBox, 1, 11);
+
+  // Row 2: toggles. Settings that differ from run A's re-run the same tokens as run B.
+  normalizer_ = new QComboBox(this);
+  normalizer_->setObjectName("normalizer");
+  normalizer_->addItems({tr("as trained"), tr("softmax"), tr("softmax-1"), tr("sink")});
+  normalizer_->setToolTip(
+      tr("Attention normalizer of every attention layer (DL0169). A change re-runs the same tokens "
+         "as run B"));
+  registers_ = new QSpinBox(this);
+  registers_->setObjectName("registers");
+  registers_->setRange(-1, 4096);
+  registers_->setValue(-1);
+  registers_->setSpecialValueText(tr("trained"));
+  registers_->setToolTip(
+      tr("Register tokens (DL0172): -1 is the trained count. A change re-runs the same tokens as run B"));
+  adapter_ = new QCheckBox(tr("adapter"), this);
+  adapter_->setObjectName("adapterToggle");
+  adapter_->setToolTip(
+      tr("Base + the loaded LoRA/DoRA adapter merged (File > Load adapter…). A change re-runs the "
+         "same tokens as run B"));
+  diff_ = new QCheckBox(tr("show B − A"), this);
+  diff_->setObjectName("showDiff");
+  diff_->setToolTip(tr("Views draw B − A instead of overlaying A (solid) and B (dashed) (D)"));
+  auto* toggles = new QHBoxLayout;
+  toggles->addWidget(new QLabel(tr("normalizer"), this));
+  toggles->addWidget(normalizer_);
+  toggles->addWidget(new QLabel(tr("registers"), this));
+  toggles->addWidget(registers_);
+  toggles->addWidget(adapter_);
+  toggles->addWidget(diff_);
+  toggles->addStretch(1);
+  grid->addWidget(caption(tr("Toggles"), this), 2, 0);
+  grid->addLayout(toggles, 2, 1, 1, 4);
+  summary_ = new QLabel(this);
+  summary_->setObjectName("runSummary");
+  summary_->setTextFormat(Qt::PlainText);
+  summary_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  grid->addWidget(summary_, 2, 5, 1, 7);
+  grid->setColumnStretch(4, 1);
+
+  connect(reset_, &QPushButton::clicked, this, &RunPanel::resetRequested);
+  connect(step_, &QPushButton::clicked, this, [this] { emit stepRequested(1); });
+  connect(runN_, &QPushButton::clicked, this, [this] { emit stepRequested(n_->value()); });
+  connect(runEnd_, &QPushButton::clicked, this, [this] { emit stepRequested(-1); });
+  connect(stop_, &QPushButton::clicked, this, &RunPanel::stopRequested);
+  connect(normalizer_, &QComboBox::currentIndexChanged, this, &RunPanel::togglesChanged);
+  connect(registers_, &QSpinBox::valueChanged, this, &RunPanel::togglesChanged);
+  connect(adapter_, &QCheckBox::toggled, this, &RunPanel::togglesChanged);
+  connect(diff_, &QCheckBox::toggled, this, &RunPanel::showDiffChanged);
+  connect(mode_, &QComboBox::currentIndexChanged, this, [this](int i) { bos_->setEnabled(i == 0); });
+  setState(false, false, false, false);
+}
+
+QString RunPanel::promptText() const {
+  return prompt_->toPlainText();
+}
+void RunPanel::setPromptText(const QString& t) {
+  prompt_->setPlainText(t);
+}
+bool RunPanel::idsMode() const {
+  return mode_->currentIndex() == 1;
+}
+void RunPanel::setIdsMode(bool ids) {
+  mode_->setCurrentIndex(ids ? 1 : 0);
+}
+bool RunPanel::addBos() const {
+  return bos_->isChecked();
+}
+int RunPanel::runCount() const {
+  return n_->value();
+}
+int64_t RunPanel::maxNewTokens() const {
+  return maxNew_->value();
+}
+bool RunPanel::showDiff() const {
+  return diff_->isChecked();
+}
+void RunPanel::setShowDiff(bool on) {
+  diff_->setChecked(on);
+}
+
+void RunPanel::setTokenizerAvailable(bool available) {
+  if (!available) setIdsMode(true);
+  if (auto* m = qobject_cast<QStandardItemModel*>(mode_->model())) m->item(0)->setEnabled(available);
+  mode_->setToolTip(available
+                        ? tr("Text is tokenized with the checkpoint's tokenizer.model; token ids are fed as typed")
+                        : tr("This checkpoint has no tokenizer.model: type token ids"));
+}
+
+hl::SamplingOptions RunPanel::sampling() const {
+  hl::SamplingOptions o;
+  o.temperature = static_cast<float>(temperature_->value());
+  o.top_p = static_cast<float>(topP_->value());
+  o.seed = static_cast<uint64_t>(seed_->value());
+  o.ignore_eos = ignoreEos_->isChecked();
+  return o;
+}
+
+Toggles RunPanel::toggles() const {
+  Toggles t;
+  const int n = normalizer_->currentIndex();
+  t.normalizerOverride = n > 0;
+  t.normalizer = n == 2 ? hl::Normalizer::Softmax1 : (n == 3 ? hl::Normalizer::Sink : hl::Normalizer::Softmax);
+  t.registers = registers_->value();
+  t.adapter = adapter_->isChecked() && adapterAvailable_;
+  return t;
+}
+
+void RunPanel::setToggles(const Toggles& t) {
+  const QSignalBlocker b1(normalizer_), b2(registers_), b3(adapter_);
+  int n = 0;
+  if (t.normalizerOverride)
+    n = t.normalizer == hl::Normalizer::Softmax1 ? 2 : (t.normalizer == hl::Normalizer::Sink ? 3 : 1);
+  normalizer_->setCurrentIndex(n);
+  registers_->setValue(t.registers);
+  adapter_->setChecked(t.adapter);
+}
+
+void RunPanel::setAdapterAvailable(bool available) {
+  adapterAvailable_ = available;
+  adapter_->setEnabled(available && normalizer_->isEnabled());
+  if (!available) {
+    const QSignalBlocker b(adapter_);
+    adapter_->setChecked(false);
+  }
+}
+
+void RunPanel::setState(bool haveModel, bool busy, bool canStep, bool viewOnly) {
+  const bool live = haveModel && !viewOnly;
+  reset_->setEnabled(live && !busy);
+  step_->setEnabled(canStep && !busy && !viewOnly);
+  runN_->setEnabled(canStep && !busy && !viewOnly);
+  runEnd_->setEnabled(canStep && !busy && !viewOnly);
+  stop_->setEnabled(busy);
+  prompt_->setReadOnly(viewOnly);
+  for (QWidget* w : {static_cast<QWidget*>(normalizer_), static_cast<QWidget*>(registers_)}) w->setEnabled(live);
+  adapter_->setEnabled(live && adapterAvailable_);
+}
+
+void RunPanel::setRunSummary(const QString& text) {
+  summary_->setText(text);
+  summary_->setToolTip(text);
+}
+
+void RunPanel::saveSettings(QSettings& s) const {
+  s.beginGroup(QStringLiteral("run"));
+  s.setValue("prompt", promptText());
+  s.setValue("idsMode", idsMode());
+  s.setValue("bos", addBos());
+  s.setValue("runCount", n_->value());
+  s.setValue("temperature", temperature_->value());
+  s.setValue("topP", topP_->value());
+  s.setValue("seed", seed_->value());
+  s.setValue("maxNew", maxNew_->value());
+  s.setValue("ignoreEos", ignoreEos_->isChecked());
+  s.setValue("showDiff", diff_->isChecked());
+  s.endGroup();
+}
+
+void RunPanel::restoreSettings(QSettings& s) {
+  s.beginGroup(QStringLiteral("run"));
+  if (s.contains("prompt")) setPromptText(s.value("prompt").toString());
+  setIdsMode(s.value("idsMode", false).toBool());
+  bos_->setChecked(s.value("bos", true).toBool());
+  n_->setValue(s.value("runCount", 8).toInt());
+  temperature_->setValue(s.value("temperature", 0.0).toDouble());
+  topP_->setValue(s.value("topP", 1.0).toDouble());
+  seed_->setValue(s.value("seed", 0).toInt());
+  maxNew_->setValue(s.value("maxNew", 64).toInt());
+  ignoreEos_->setChecked(s.value("ignoreEos", false).toBool());
+  diff_->setChecked(s.value("showDiff", false).toBool());
+  s.endGroup();
+}
+
+}  // namespace hl::app

@@ -1,0 +1,75 @@
+// RunPanel: the prompt editor, the stepping buttons (Reset, Step, Run N, Run to end, Stop), the
+// sampling settings and the toggles (normalizer, registers, adapter) with "show B − A" — issue 5
+// items 2 and 4. A form only: it emits what the user asked and the main window does it.
+#pragma once
+#include <QWidget>
+
+#include "app/engine_types.h"
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QPlainTextEdit;
+class QPushButton;
+class QSettings;
+class QSpinBox;
+
+namespace hl::app {
+
+class RunPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit RunPanel(QWidget* parent = nullptr);
+
+  // The prompt as typed: text for the tokenizer, or token ids ("1, 5, 9").
+  QString promptText() const;
+  void setPromptText(const QString& t);
+  bool idsMode() const;
+  void setIdsMode(bool ids);
+  void setTokenizerAvailable(bool available);  // without one only ids can be typed
+  bool addBos() const;
+  int runCount() const;  // N of Run N
+  hl::SamplingOptions sampling() const;
+  int64_t maxNewTokens() const;
+  Toggles toggles() const;
+  void setToggles(const Toggles& t);  // without emitting togglesChanged
+  void setAdapterAvailable(bool available);
+  bool showDiff() const;
+  void setShowDiff(bool on);
+
+  // Enabling: what may be pressed now. busy: a command runs (Stop enabled); canStep: a model and a
+  // run exist; viewOnly: a session without its checkpoint (no stepping, no toggles).
+  void setState(bool haveModel, bool busy, bool canStep, bool viewOnly);
+  void setRunSummary(const QString& text);  // "run A: softmax (as trained), 0 registers — run B: …"
+
+  void saveSettings(QSettings& s) const;
+  void restoreSettings(QSettings& s);
+
+  QPlainTextEdit* promptEdit() const { return prompt_; }
+
+ signals:
+  void resetRequested();
+  void stepRequested(int64_t n);  // n < 0: run to the end
+  void stopRequested();
+  void togglesChanged();
+  void showDiffChanged(bool on);
+
+ private:
+  QPlainTextEdit* prompt_ = nullptr;
+  QComboBox* mode_ = nullptr;
+  QCheckBox* bos_ = nullptr;
+  QPushButton *reset_ = nullptr, *step_ = nullptr, *runN_ = nullptr, *runEnd_ = nullptr, *stop_ = nullptr;
+  QSpinBox* n_ = nullptr;
+  QDoubleSpinBox *temperature_ = nullptr, *topP_ = nullptr;
+  QSpinBox *seed_ = nullptr, *maxNew_ = nullptr;
+  QCheckBox* ignoreEos_ = nullptr;
+  QComboBox* normalizer_ = nullptr;
+  QSpinBox* registers_ = nullptr;
+  QCheckBox *adapter_ = nullptr, *diff_ = nullptr;
+  QLabel* summary_ = nullptr;
+  bool adapterAvailable_ = false;
+};
+
+}  // namespace hl::app

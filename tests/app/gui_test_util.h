@@ -1,0 +1,104 @@
+// Helpers of the offscreen GUI tests: generated demo checkpoints in a temp folder, waiting on the
+// event loop for a condition (never a fixed sleep), and a main window wired with non-modal hooks
+// that record errors and answer the unsaved-work question.
+#pragma once
+#include <unistd.h>
+
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QString>
+#include <QStringList>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "app/main_window.h"
+#include "engine/model/generator.h"
+
+namespace hl::test {
+
+namespace fs = std::filesystem;
+
+// Runs the event loop until `done` or `ms`.
+template <typename Pred>
+bool waitFor(Pred done, int ms = 60000) {
+  QElapsedTimer t;
+  t.start();
+  while (!done() && t.elapsed() < ms)
+    QApplication::processEvents(QEventLoop::AllEvents | QEventLoop::WaitForMoreEvents, 20);
+  return done();
+}
+
+// A temp folder removed at exit.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag) {
+    path = fs::temp_directory_path() / ("hl_gui_" + tag + "_" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  QString q(const std::string& rel = "") const {
+    return QString::fromStdString((rel.empty() ? path : path / rel).string());
+  }
+};
+
+// demo-random (8 layers: attention at i % 4 == 2, MoE on odd layers, no tokenizer) into `dir`.
+inline void makeDemo(const fs::path& dir, uint64_t seed = 0) {
+  hl::GenerateOptions o;
+  o.config = hl::preset_config("demo-random");
+  o.seed = seed;
+  hl::generate_checkpoint(dir.string(), o);
+}
+
+// A main window whose errors are collected (no dialog) and whose unsaved-work question answers
+// `answer` (Discard unless a test changes it).
+struct Harness {
+  std::unique_ptr<hl::app::MainWindow> w = std::make_unique<hl::app::MainWindow>();
+  QStringList errors;  // "title: message"
+  QMessageBox::StandardButton answer = QMessageBox::Discard;
+  int asked = 0;
+  Harness() {
+    w->setErrorHook([this](const QString& t, const QString& m) { errors << t + ": " + m; });
+    w->setDiscardHook([this] {
+      ++asked;
+      return answer;
+    });
+    w->show();
+  }
+  hl::app::MainWindow* operator->() const { return w.get(); }
+
+  // Opens `dir` with token ids `ids` as the prompt; waits for the model and the fresh run A.
+  bool load(const QString& dir, const QString& ids = QStringLiteral("1, 5, 9, 13"));
+  // Steps n tokens (n < 0: to the end) and waits until the engine is idle again.
+  bool step(int64_t n);
+  // Waits until no engine command is pending.
+  bool settle() {
+    return waitFor([&] { return !w->isBusy() && !w->isLoading(); });
+  }
+  size_t records() const { return w->runA() ? w->runA()->records.size() : 0; }
+};
+
+inline bool Harness::load(const QString& dir, const QString& ids) {
+  w->runPanel()->setIdsMode(true);
+  w->runPanel()->setPromptText(ids);
+  bool loaded = false, failed = false, started = false;
+  auto c1 = QObject::connect(w.get(), &hl::app::MainWindow::modelLoaded, [&] { loaded = true; });
+  auto c2 = QObject::connect(w.get(), &hl::app::MainWindow::loadFailed, [&] { failed = true; });
+  auto c3 = QObject::connect(w.get(), &hl::app::MainWindow::runStarted, [&] { started = true; });
+  const bool ok = w->openCheckpoint(dir) && waitFor([&] { return started || failed; }) && loaded && started;
+  QObject::disconnect(c1);
+  QObject::disconnect(c2);
+  QObject::disconnect(c3);
+  return ok && settle();
+}
+
+inline bool Harness::step(int64_t n) {
+  bool idle = false;
+  auto c = QObject::connect(w.get(), &hl::app::MainWindow::idle, [&] { idle = true; });
+  const bool ok = w->stepRun(n) && waitFor([&] { return idle; });
+  QObject::disconnect(c);
+  return ok && settle();
+}
+
+}  // namespace hl::test

@@ -1,0 +1,293 @@
+// Attention pattern of the selected attention layer and head (DL0169 Figure 1, DL0172): a heatmap
+// with one row per query token 0..step and one column per key (registers first, then tokens), the
+// null share p_null as an extra column beside it, and the current row as bars over the keys plus
+// the null slot, A and B grouped. Rows come straight from the records' attn_rows (no copies).
+#include <algorithm>
+#include <cmath>
+#include <deque>
+
+#include "views/instrument_views.h"
+
+namespace hl::views {
+
+// B − A rows (keys then p_null) of one layer/head, built once per row as the step advances.
+struct AttentionPatternView::DiffCache {
+  const hl::Run* a = nullptr;
+  const hl::Run* b = nullptr;
+  uint64_t dataVersion = 0;
+  int ord = -1, head = -1;
+  std::deque<std::vector<float>> rows;  // row t: (n_reg + t + 2,)
+};
+
+namespace {
+
+bool hasRows(const hl::Run* run) {
+  return run && !run->records.empty() && !run->records[0].attn_rows.empty();
+}
+
+// Row t of (ord, head): pointer to n_reg + t + 1 key weights followed by p_null.
+const float* rowPtr(const hl::TokenTrace& r, int ord, int head, int nh, int nReg, int t) {
+  const int64_t have = int64_t{nReg} + t + 2;
+  return r.attn_rows.data() + (int64_t{ord} * nh + head) * have;
+}
+
+QString keyLabel(const hl::Recording& rec, int nReg, int key) {
+  return key < nReg ? QStringLiteral("reg %1").arg(key) : tokenLabel(rec, key - nReg);
+}
+
+}  // namespace
+
+bool AttentionPatternView::hasData() const {
+  if (!hasRecords(state())) return false;
+  const ModelShape s = modelShape(state().rec->config);
+  return s.An > 0 && hasRows(state().a);
+}
+
+int AttentionPatternView::shownLayer() const {
+  if (!state().rec) return -1;
+  const ModelShape s = modelShape(state().rec->config);
+  if (s.An == 0) return -1;
+  return s.attnOrdinal(state().layer) >= 0 ? state().layer : s.attnLayers[0];
+}
+
+void AttentionPatternView::rebuild() {
+  noDataReason_ = tr("needs attention rows (a --full trace or a recording with full instruments)");
+  clearPlot();
+  if (panelCount() < 5) {
+    // [keys A | null A | keys B | null B | scale] over [current row as bars].
+    QCPAxisRect* first = panel(0);
+    body()->take(first);
+    body()->simplify();
+    auto* top = new QCPLayoutGrid;
+    body()->addElement(0, 0, top);
+    top->addElement(0, 0, first);
+    addPanel(0, 1, top);
+    addPanel(0, 2, top);
+    addPanel(0, 3, top);
+    top->addElement(0, 4, new QCPColorScale(plot()));
+    top->setColumnStretchFactors({1.0, 0.06, 1.0, 0.06, 0.04});
+    top->setColumnSpacing(2);
+    addPanel(1, 0);
+    body()->setRowStretchFactors({2.0, 1.0});
+    installZoomPan(plot(), panel(0), Qt::Horizontal | Qt::Vertical);
+    installZoomPan(plot(), panel(2), Qt::Horizontal | Qt::Vertical);
+    installZoomPan(plot(), panel(4), Qt::Horizontal);
+  }
+  styleAll();
+  auto* top = qobject_cast<QCPLayoutGrid*>(body()->element(0, 0));
+  QCPColorScale* scale = nullptr;
+  for (QCPLayoutElement* e : top->elements(false))
+    if (auto* cs = qobject_cast<QCPColorScale*>(e)) scale = cs;
+  if (!hasData()) return;
+
+  const Theme& t = th();
+  const ModelShape s = modelShape(state().rec->config);
+  const hl::Recording& rec = *state().rec;
+  const hl::Run* a = state().a;
+  const hl::Run* b = hasRows(state().b) ? state().b : nullptr;
+  const int layer = shownLayer(), ord = s.attnOrdinal(layer);
+  const int head = std::clamp(state().head, 0, s.nh - 1);
+  const int nRegA = runRegisters(*a, s), nRegB = b ? runRegisters(*b, s) : 0;
+  const bool diff = diffMode() && b && nRegA == nRegB;
+  const int sa = stepA();
+  const int nb = b ? std::min<int>(sa + 1, static_cast<int>(b->records.size())) : 0;
+
+  // The B pair of panels is in the layout only when A and B are drawn side by side.
+  const bool pairB = b && !diff;
+  if (pairB != panel(2)->visible() || top->elementCount() == 0) {
+    const std::vector<QCPLayoutElement*> order = {panel(0), panel(1), panel(2), panel(3), scale};
+    for (QCPLayoutElement* e : order)
+      if (top->elements(false).contains(e)) top->take(e);
+    top->simplify();
+    int col = 0;
+    QList<double> stretch;
+    for (QCPLayoutElement* e : order) {
+      const bool isB = e == panel(2) || e == panel(3);
+      e->setVisible(!isB || pairB);
+      if (isB && !pairB) continue;
+      top->addElement(0, col++, e);
+      stretch << (e == scale ? 0.04 : (e == panel(1) || e == panel(3) ? 0.06 : 1.0));
+    }
+    top->setColumnStretchFactors(stretch);
+  }
+
+  // B − A rows, extended as the step grows.
+  if (diff) {
+    if (!diff_) diff_ = std::make_shared<DiffCache>();
+    DiffCache& dc = *diff_;
+    if (dc.a != a || dc.b != b || dc.dataVersion != state().dataVersion || dc.ord != ord || dc.head != head) {
+      dc = DiffCache{a, b, state().dataVersion, ord, head, {}};
+    }
+    while (static_cast<int>(dc.rows.size()) < nb) {
+      const int r = static_cast<int>(dc.rows.size());
+      const int len = nRegA + r + 2;
+      const float* pa = rowPtr(a->records[r], ord, head, s.nh, nRegA, r);
+      const float* pb = rowPtr(b->records[r], ord, head, s.nh, nRegB, r);
+      std::vector<float> d(static_cast<size_t>(len));
+      for (int i = 0; i < len; ++i) d[i] = pb[i] - pa[i];
+      dc.rows.push_back(std::move(d));
+    }
+  }
+
+  // Heatmaps: keys and the null column, for A and B (or B − A in the first pair).
+  auto makePair = [&](int slot, const hl::Run* run, int nReg, int rows, const QString& label, bool isDiff) {
+    QCPAxisRect* keysRect = panel(slot * 2);
+    QCPAxisRect* nullRect = panel(slot * 2 + 1);
+    auto keys = std::make_shared<HeatmapData>(nReg + rows, newDataVersion());
+    auto null = std::make_shared<HeatmapData>(1, newDataVersion());
+    for (int r = 0; r < rows; ++r) {
+      const float* p = isDiff ? diff_->rows[r].data() : rowPtr(run->records[r], ord, head, s.nh, nReg, r);
+      keys->addRow(p, nReg + r + 1);
+      null->addRow(p + nReg + r + 1, 1);
+    }
+    HeatmapStyle st{0.0f, 1.0f, Colormap::Magma, Pooling::Max};
+    if (isDiff) st = {-1.0f, 1.0f, Colormap::Diverging, Pooling::MaxAbs};
+    for (int k = 0; k < 2; ++k) {
+      QCPAxisRect* rect = k == 0 ? keysRect : nullRect;
+      auto* hp = new HeatmapPlottable(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+      hp->setName((k == 0 ? "keys " : "null ") + label);
+      hp->setHeatmap(k == 0 ? keys : null);
+      if (k == 0 && slot == 0) hp->setColorScale(scale);
+      hp->setStyle(st);
+      QCPAxis* x = rect->axis(QCPAxis::atBottom);
+      QCPAxis* y = rect->axis(QCPAxis::atLeft);
+      y->setRangeReversed(true);
+      x->grid()->setVisible(false);
+      y->grid()->setVisible(false);
+      setAxisKind(y, AxisKind::Token);
+      if (k == 0) {
+        x->setLabel(tr("key (%1 registers, then tokens) — %2").arg(nReg).arg(label));
+        y->setLabel(tr("query token"));
+        setHomeRange(x, 0, std::max(1, nReg + rows));
+        setHomeRange(y, 0, std::max(1, rows));
+        addVLine(rect, sa + 0.5 + nReg, QPen(QColor(128, 128, 128, 120), 1, Qt::DotLine));
+        if (nReg > 0) addVLine(rect, nReg, QPen(t.foreground, 1, Qt::DashLine));
+        addHLine(rect, sa + 0.5, QPen(t.highlight, 1));
+      } else {
+        QSharedPointer<QCPAxisTickerText> nt(new QCPAxisTickerText);
+        nt->addTick(0.5, tr("null"));
+        x->setTicker(nt);
+        x->setRange(0, 1);
+        y->setTickLabels(false);
+        // The null strip follows the key heatmap's rows.
+        y->setRange(keysRect->axis(QCPAxis::atLeft)->range());
+        connect(keysRect->axis(QCPAxis::atLeft), qOverload<const QCPRange&>(&QCPAxis::rangeChanged), y,
+                qOverload<const QCPRange&>(&QCPAxis::setRange), Qt::UniqueConnection);
+        addHLine(rect, sa + 0.5, QPen(t.highlight, 1));
+      }
+    }
+    scale->axis()->setLabel(isDiff ? tr("B − A") : tr("attention weight"));
+  };
+  if (diff) {
+    makePair(0, a, nRegA, nb, "B-A", true);
+  } else {
+    makePair(0, a, nRegA, sa + 1, "A", false);
+    if (b) makePair(1, b, nRegB, nb, "B", false);
+  }
+
+  // The current row over keys plus the null slot (DL0169 Figure 1: grouped bars).
+  QCPAxisRect* barRect = panel(4);
+  QCPAxis* bx = barRect->axis(QCPAxis::atBottom);
+  QCPAxis* byAxis = barRect->axis(QCPAxis::atLeft);
+  auto* group = new QCPBarsGroup(plot());
+  auto addRowBars = [&](const hl::Run* run, int nReg, const QString& name, const QColor& c, bool isB) {
+    if (static_cast<int>(run->records.size()) <= sa) return;
+    const float* p = rowPtr(run->records[sa], ord, head, s.nh, nReg, sa);
+    const float* pa = diff ? rowPtr(a->records[sa], ord, head, s.nh, nRegA, sa) : nullptr;
+    auto* bars = new QCPBars(bx, byAxis);
+    bars->setName(name);
+    QVector<double> k, v;
+    const int keys = nReg + sa + 1;
+    for (int i = 0; i <= keys; ++i) {
+      k << (i < keys ? i : keys + 1);  // the null slot stands one gap to the right
+      v << (pa ? p[i] - pa[i] : p[i]);
+    }
+    bars->setData(k, v, true);
+    bars->setWidth(0.8);
+    bars->setPen(Qt::NoPen);
+    QColor fill = c;
+    if (isB) fill.setAlpha(150);
+    bars->setBrush(fill);
+    bars->setBarsGroup(group);
+  };
+  if (diff) {
+    addRowBars(b, nRegB, "row B-A", t.diff, false);
+  } else {
+    addRowBars(a, nRegA, "row A", t.runA, false);
+    if (b) addRowBars(b, nRegB, "row B", t.runB, true);
+  }
+  const int keys = nRegA + sa + 1;
+  if (keys <= 24) {
+    QSharedPointer<QCPAxisTickerText> kt(new QCPAxisTickerText);
+    for (int i = 0; i < keys; ++i) kt->addTick(i, keyLabel(rec, nRegA, i));
+    kt->addTick(keys + 1, tr("null"));
+    bx->setTicker(kt);
+    bx->setTickLabelRotation(keys > 10 ? 45 : 0);
+  } else {
+    bx->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+    bx->setTickLabelRotation(0);
+  }
+  bx->setLabel(tr("key at query %1 (%2), then the null slot").arg(sa).arg(tokenLabel(rec, sa)));
+  byAxis->setLabel(diff ? tr("B − A") : tr("weight"));
+  setHomeRange(bx, -1, keys + 2);
+  byAxis->rescale();
+  if (!diff) byAxis->setRangeLower(0);
+  QCPLegend* lg = panelLegend(barRect);
+  for (int i = 0; i < plot()->plottableCount(); ++i)
+    if (plot()->plottable(i)->keyAxis() == bx) plot()->plottable(i)->addToLegend(lg);
+  subtitle_ = tr("%1, head %2").arg(layerName(s, layer)).arg(head);
+  if (diffMode() && b && nRegA != nRegB) subtitle_ += tr(" (B − A needs equal registers: A and B side by side)");
+}
+
+QString AttentionPatternView::describeCell(HeatmapPlottable* h, int row, int col) const {
+  const ModelShape s = modelShape(state().rec->config);
+  const bool isB = h->name().endsWith(" B");
+  const hl::Run* run = isB && state().b ? state().b : state().a;
+  const int nReg = runRegisters(*run, s);
+  const bool nullCol = h->name().startsWith("null");
+  const QString key = nullCol ? tr("null slot") : keyLabel(*state().rec, nReg, col);
+  return tr("%1, head %2, run %3\nquery %4 (%5) → %6\nweight = %7")
+      .arg(layerName(s, shownLayer()))
+      .arg(std::clamp(state().head, 0, s.nh - 1))
+      .arg(h->name().section(' ', 1))
+      .arg(row)
+      .arg(tokenLabel(*state().rec, row), key, num(h->heatmap()->value(row, col)));
+}
+
+void AttentionPatternView::handleClick(QCPAxisRect* rect, double x, double y) {
+  if (hasData() && (rect == panel(0) || rect == panel(2))) {
+    const int row = static_cast<int>(std::floor(y));
+    if (row >= 0 && row < static_cast<int>(state().a->records.size())) emit stepClicked(row);
+    return;
+  }
+  InstrumentView::handleClick(rect, x, y);
+}
+
+// CSV: per run, the null share of every query 0..step (key "null"), then every key of the current
+// query (what the bars show). Linear in the step; the full matrix is the trace's attn_rows.
+QString AttentionPatternView::csv() const {
+  CsvBuilder out({"run", "layer", "head", "query", "key", "key_label", "weight"});
+  if (!hasData()) return out.text();
+  const ModelShape s = modelShape(state().rec->config);
+  const int layer = shownLayer(), ord = s.attnOrdinal(layer), head = std::clamp(state().head, 0, s.nh - 1);
+  const int step = stepA();
+  auto dump = [&](const hl::Run* run, const char* label) {
+    const int nReg = runRegisters(*run, s);
+    const int n = std::min<int>(step + 1, static_cast<int>(run->records.size()));
+    for (int q = 0; q < n; ++q) {
+      const float* p = rowPtr(run->records[q], ord, head, s.nh, nReg, q);
+      out.addRow({label, QString::number(layer), QString::number(head), QString::number(q), "null", "null",
+                  num(p[nReg + q + 1])});
+    }
+    if (n <= step) return;
+    const float* p = rowPtr(run->records[step], ord, head, s.nh, nReg, step);
+    for (int k = 0; k <= nReg + step; ++k)
+      out.addRow({label, QString::number(layer), QString::number(head), QString::number(step), QString::number(k),
+                  keyLabel(*state().rec, nReg, k), num(p[k])});
+  };
+  dump(state().a, "A");
+  if (hasRows(state().b)) dump(state().b, "B");
+  return out.text();
+}
+
+}  // namespace hl::views

@@ -1,0 +1,461 @@
+// InstrumentView (see instrument_view.h): the plot with a title over a grid of panels, themes,
+// tooltips, clicks, home ranges under user zoom, and PNG/SVG/PDF export through QCustomPlot's
+// painter path (QImage, QSvgGenerator, QPdfWriter at a 96-dpi logical layout).
+#include "views/instrument_view.h"
+
+#include <QFileInfo>
+#include <QHelpEvent>
+#include <QPdfWriter>
+#include <QSvgGenerator>
+#include <QToolTip>
+#include <QVBoxLayout>
+#include <cmath>
+
+namespace hl::views {
+
+namespace {
+constexpr int kClickSlopPx = 4;       // a press and release closer than this is a click, not a drag
+constexpr double kPickRadiusPx = 12;  // tooltips consider points this close
+}  // namespace
+
+InstrumentView::InstrumentView(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  plot_ = new QCustomPlot(this);
+  plot_->setNotAntialiasedElements(QCP::aeAll);
+  plot_->setAntialiasedElements(QCP::aePlottables | QCP::aeItems);
+  plot_->setMinimumSize(200, 150);
+  layout->addWidget(plot_);
+  // Title over a grid of panels: the grid may have several columns, the title spans them all.
+  QCPAxisRect* first = plot_->axisRect();
+  plot_->plotLayout()->take(first);
+  plot_->plotLayout()->simplify();
+  title_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 10, QFont::Bold));
+  plot_->plotLayout()->addElement(0, 0, title_);
+  auto* body = new QCPLayoutGrid;
+  plot_->plotLayout()->addElement(1, 0, body);
+  plot_->plotLayout()->setRowStretchFactor(0, 0.01);
+  body->addElement(0, 0, first);
+  panels_.push_back(first);
+  plot_->setAutoAddPlottableToLegend(false);
+  plot_->installEventFilter(this);
+  plot_->setMouseTracking(true);
+  styleAll();
+}
+
+InstrumentView::~InstrumentView() = default;
+
+void InstrumentView::setState(const ViewState& s) {
+  state_ = s;
+  subtitle_.clear();
+  rebuild();
+  setTitleText(figureTitle());
+  // A hidden view's layout is not active: size the plot to the view (offscreen export, tests).
+  if (!isVisible() && plot_->viewport().size() != size()) {
+    plot_->resize(size());
+    plot_->setViewport(QRect(QPoint(0, 0), size()));
+  }
+  plot_->replot(QCustomPlot::rpImmediateRefresh);
+}
+
+bool InstrumentView::hasData() const {
+  return hasRecords(state_);
+}
+
+QString InstrumentView::figureTitle() const {
+  QString t = title();
+  if (!hasData()) {
+    t += QStringLiteral(" — ") + (noDataReason_.isEmpty() ? tr("no data") : noDataReason_);
+    return t;
+  }
+  if (followsStep() && state_.a && !state_.a->records.empty()) {
+    const int s = stepA();
+    t += QStringLiteral(" — step %1 (“%2”)").arg(s).arg(state_.rec ? tokenLabel(*state_.rec, s) : QString());
+  }
+  QString second = subtitle_;
+  if (followsStep() && state_.b)
+    second += (second.isEmpty() ? QString() : QStringLiteral("; ")) +
+              (diffMode() ? QStringLiteral("B − A") : QStringLiteral("A solid, B dashed"));
+  if (!second.isEmpty()) t += QLatin1Char('\n') + second;
+  return t;
+}
+
+void InstrumentView::setTitleText(const QString& t) {
+  title_->setText(t);
+}
+
+void InstrumentView::applyTheme(bool dark) {
+  dark_ = dark;
+  styleAll();
+  subtitle_.clear();
+  rebuild();
+  setTitleText(figureTitle());
+  // A hidden view's layout is not active: size the plot to the view (offscreen export, tests).
+  if (!isVisible() && plot_->viewport().size() != size()) {
+    plot_->resize(size());
+    plot_->setViewport(QRect(QPoint(0, 0), size()));
+  }
+  plot_->replot(QCustomPlot::rpImmediateRefresh);
+}
+
+void InstrumentView::styleAll() {
+  const Theme& t = th();
+  plot_->setBackground(QBrush(t.background));
+  title_->setTextColor(t.foreground);
+  auto styleAxis = [&](QCPAxis* a) {
+    a->setBasePen(QPen(t.foreground, 1));
+    a->setTickPen(QPen(t.foreground, 1));
+    a->setSubTickPen(QPen(t.foreground, 1));
+    a->setTickLabelColor(t.foreground);
+    a->setLabelColor(t.foreground);
+    a->grid()->setPen(QPen(t.grid, 1, Qt::DotLine));
+    a->grid()->setSubGridPen(QPen(t.subGrid, 1, Qt::DotLine));
+    a->grid()->setZeroLinePen(QPen(t.grid, 1));
+  };
+  for (QCPAxisRect* r : plot_->axisRects()) {
+    r->setBackground(QBrush(t.axisRectBg));
+    for (QCPAxis* a : r->axes()) styleAxis(a);
+    for (QCPLayoutElement* e : r->insetLayout()->elements(false)) {
+      if (auto* lg = qobject_cast<QCPLegend*>(e)) {
+        lg->setBrush(QBrush(t.dark ? QColor(45, 46, 50, 220) : QColor(255, 255, 255, 220)));
+        lg->setBorderPen(QPen(t.grid));
+        lg->setTextColor(t.foreground);
+      }
+    }
+  }
+  for (QCPLayoutElement* e : plot_->plotLayout()->elements(true)) {
+    if (auto* cs = qobject_cast<QCPColorScale*>(e)) styleAxis(cs->axis());
+    if (auto* te = qobject_cast<QCPTextElement*>(e)) te->setTextColor(t.foreground);
+  }
+}
+
+QCPLayoutGrid* InstrumentView::body() const {
+  return qobject_cast<QCPLayoutGrid*>(plot_->plotLayout()->element(1, 0));
+}
+
+QCPAxisRect* InstrumentView::addPanel(int row, int col, QCPLayoutGrid* grid) {
+  auto* r = new QCPAxisRect(plot_);
+  (grid ? grid : body())->addElement(row, col, r);
+  panels_.push_back(r);
+  r->setRangeDrag(Qt::Orientations());
+  r->setRangeZoom(Qt::Orientations());
+  return r;
+}
+
+QCPLegend* InstrumentView::panelLegend(QCPAxisRect* rect, Qt::Alignment where) {
+  QCPLayoutInset* inset = rect->insetLayout();
+  for (int i = 0; i < inset->elementCount(); ++i)
+    if (auto* lg = qobject_cast<QCPLegend*>(inset->elementAt(i))) {
+      lg->setVisible(true);  // the first panel holds QCustomPlot's main legend, hidden by default
+      inset->setInsetAlignment(i, where);
+      return lg;
+    }
+  auto* lg = new QCPLegend;
+  rect->insetLayout()->addElement(lg, where);
+  lg->setLayer(QStringLiteral("legend"));
+  lg->setFont(QFont(font().family(), 8));
+  lg->setIconSize(18, 8);
+  lg->setRowSpacing(0);
+  lg->setMargins(QMargins(4, 2, 4, 2));
+  const Theme& t = th();
+  lg->setBrush(QBrush(t.dark ? QColor(45, 46, 50, 220) : QColor(255, 255, 255, 220)));
+  lg->setBorderPen(QPen(t.grid));
+  lg->setTextColor(t.foreground);
+  return lg;
+}
+
+void InstrumentView::clearPlot() {
+  // Panel legends first: QCustomPlot only unlinks deleted plottables from its main legend.
+  for (QCPAxisRect* r : plot_->axisRects())
+    for (QCPLayoutElement* e : r->insetLayout()->elements(false))
+      if (auto* lg = qobject_cast<QCPLegend*>(e)) lg->clearItems();
+  plot_->clearPlottables();
+  plot_->clearItems();
+}
+
+QCPGraph* InstrumentView::addGraph(QCPAxisRect* rect, const QString& name, const QColor& c, bool runB, double width) {
+  QCPGraph* g = plot_->addGraph(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+  g->setName(name);
+  g->setPen(runPen(c, runB, width));
+  return g;
+}
+
+QCPItemStraightLine* InstrumentView::addVLine(QCPAxisRect* rect, double x, const QPen& pen) {
+  auto* l = new QCPItemStraightLine(plot_);
+  l->setClipAxisRect(rect);
+  for (QCPItemPosition* p : {l->point1, l->point2}) {
+    p->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+    p->setAxisRect(rect);
+  }
+  l->point1->setCoords(x, 0);
+  l->point2->setCoords(x, 1);
+  l->setPen(pen);
+  return l;
+}
+
+QCPItemStraightLine* InstrumentView::addHLine(QCPAxisRect* rect, double y, const QPen& pen) {
+  QCPItemStraightLine* l = addVLine(rect, 0, pen);
+  l->point1->setCoords(0, y);
+  l->point2->setCoords(1, y);
+  return l;
+}
+
+QCPItemRect* InstrumentView::addHBand(QCPAxisRect* rect, double lo, double hi, const QColor& fill) {
+  auto* r = new QCPItemRect(plot_);
+  r->setClipAxisRect(rect);
+  for (QCPItemPosition* p : {r->topLeft, r->bottomRight}) {
+    p->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+    p->setAxisRect(rect);
+    p->setTypeX(QCPItemPosition::ptAxisRectRatio);
+    p->setTypeY(QCPItemPosition::ptPlotCoords);
+  }
+  r->topLeft->setCoords(0, hi);
+  r->bottomRight->setCoords(1, lo);
+  r->setBrush(QBrush(fill));
+  r->setPen(Qt::NoPen);
+  r->setLayer(QStringLiteral("main"));  // panels draw their background on "main": add bands before curves
+  r->setSelectable(false);
+  return r;
+}
+
+QCPItemText* InstrumentView::addLabel(QCPAxisRect* rect, double x, double y, const QString& text, Qt::Alignment align) {
+  auto* t = new QCPItemText(plot_);
+  t->setClipAxisRect(rect);
+  t->position->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+  t->position->setAxisRect(rect);
+  t->position->setCoords(x, y);
+  t->setPositionAlignment(align);
+  t->setText(text);
+  t->setColor(th().foreground);
+  t->setFont(QFont(font().family(), 8));
+  return t;
+}
+
+void InstrumentView::setHomeRange(QCPAxis* axis, double lo, double hi) {
+  if (!(hi > lo)) hi = lo + 1;
+  axis->setProperty("hlHomeLo", lo);
+  axis->setProperty("hlHomeHi", hi);
+  if (userRange_.value(axis, false)) return;
+  axis->setRange(lo, hi);
+}
+
+// ---- lookup ----
+
+namespace {
+template <typename T>
+T* findPlottable(QCustomPlot* plot, const QString& name) {
+  for (int i = 0; i < plot->plottableCount(); ++i)
+    if (auto* p = qobject_cast<T*>(plot->plottable(i)); p && p->name() == name) return p;
+  return nullptr;
+}
+}  // namespace
+
+QCPGraph* InstrumentView::graph(const QString& name) const {
+  return findPlottable<QCPGraph>(plot_, name);
+}
+QCPBars* InstrumentView::bars(const QString& name) const {
+  return findPlottable<QCPBars>(plot_, name);
+}
+HeatmapPlottable* InstrumentView::heatmap(const QString& name) const {
+  return findPlottable<HeatmapPlottable>(plot_, name);
+}
+
+// ---- tooltips and clicks ----
+
+QString InstrumentView::describePoint(QCPAbstractPlottable* p, int index) const {
+  if (auto* g = qobject_cast<QCPGraph*>(p)) {
+    const auto it = g->data()->at(index);
+    return QStringLiteral("%1\n%2 = %3\n%4 = %5")
+        .arg(g->name(), g->keyAxis()->label().isEmpty() ? "x" : g->keyAxis()->label(), num(it->key),
+             g->valueAxis()->label().isEmpty() ? "y" : g->valueAxis()->label(), num(it->value));
+  }
+  if (auto* c = qobject_cast<QCPCurve*>(p)) {
+    const auto it = c->data()->at(index);
+    return QStringLiteral("%1\n%2 = %3\n%4 = %5")
+        .arg(c->name(), c->keyAxis()->label().isEmpty() ? "x" : c->keyAxis()->label(), num(it->key),
+             c->valueAxis()->label().isEmpty() ? "y" : c->valueAxis()->label(), num(it->value));
+  }
+  if (auto* b = qobject_cast<QCPBars*>(p)) {
+    const auto it = b->data()->at(index);
+    return QStringLiteral("%1\n%2 = %3\nvalue = %4")
+        .arg(b->name(), b->keyAxis()->label().isEmpty() ? "x" : b->keyAxis()->label(), num(it->key), num(it->value));
+  }
+  return p->name();
+}
+
+QString InstrumentView::describeCell(HeatmapPlottable* h, int row, int col) const {
+  return QStringLiteral("%1\nrow %2, column %3\nvalue = %4")
+      .arg(h->name())
+      .arg(row)
+      .arg(col)
+      .arg(num(h->heatmap()->value(row, col)));
+}
+
+QString InstrumentView::tooltipAt(const QPoint& pos) const {
+  double best = kPickRadiusPx;
+  QString text;
+  for (int i = 0; i < plot_->plottableCount(); ++i) {
+    QCPAbstractPlottable* p = plot_->plottable(i);
+    if (!p->visible() || !p->keyAxis() || !p->keyAxis()->axisRect()->rect().contains(pos)) continue;
+    QVariant details;
+    const double d = p->selectTest(pos, false, &details);
+    if (d < 0 || d > best) continue;
+    if (auto* h = qobject_cast<HeatmapPlottable*>(p)) {
+      const QPoint cell = details.toPoint();
+      text = describeCell(h, cell.y(), cell.x());
+      best = d;
+      continue;
+    }
+    const QCPDataSelection sel = details.value<QCPDataSelection>();
+    if (sel.isEmpty()) continue;
+    text = describePoint(p, sel.dataRange().begin());
+    best = d;
+  }
+  return text;
+}
+
+void InstrumentView::handleClick(QCPAxisRect* rect, double x, double y) {
+  for (QCPAxis* a : {rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft)}) {
+    const double v = a->orientation() == Qt::Horizontal ? x : y;
+    const AxisKind k = kinds_.value(a, AxisKind::None);
+    const int i = static_cast<int>(std::lround(v));
+    if (k == AxisKind::Token && state_.a && i >= 0 && i < static_cast<int>(state_.a->records.size())) {
+      emit stepClicked(i);
+      return;
+    }
+    if (k == AxisKind::Layer && state_.rec && i >= 0 && i < state_.rec->config.num_hidden_layers) {
+      emit layerClicked(i);
+      return;
+    }
+  }
+}
+
+bool InstrumentView::clickAt(const QPoint& pos) {
+  QCPAxisRect* rect = plot_->axisRectAt(pos);
+  if (!rect) return false;
+  // Did a signal fire? Count emissions through a local connection.
+  int fired = 0;
+  auto c1 = connect(this, &InstrumentView::layerClicked, this, [&fired] { ++fired; });
+  auto c2 = connect(this, &InstrumentView::stepClicked, this, [&fired] { ++fired; });
+  auto c3 = connect(this, &InstrumentView::headClicked, this, [&fired] { ++fired; });
+  handleClick(rect, rect->axis(QCPAxis::atBottom)->pixelToCoord(pos.x()),
+              rect->axis(QCPAxis::atLeft)->pixelToCoord(pos.y()));
+  disconnect(c1);
+  disconnect(c2);
+  disconnect(c3);
+  return fired > 0;
+}
+
+bool InstrumentView::eventFilter(QObject* obj, QEvent* ev) {
+  if (obj != plot_) return QWidget::eventFilter(obj, ev);
+  switch (ev->type()) {
+    case QEvent::ToolTip: {
+      auto* he = static_cast<QHelpEvent*>(ev);
+      const QString t = tooltipAt(he->pos());
+      if (t.isEmpty())
+        QToolTip::hideText();
+      else
+        QToolTip::showText(he->globalPos(), t, plot_);
+      return true;
+    }
+    case QEvent::MouseButtonPress:
+      pressPos_ = static_cast<QMouseEvent*>(ev)->pos();
+      break;
+    case QEvent::MouseButtonRelease: {
+      auto* me = static_cast<QMouseEvent*>(ev);
+      if (me->button() == Qt::LeftButton && (me->pos() - pressPos_).manhattanLength() < kClickSlopPx)
+        clickAt(me->pos());
+      break;
+    }
+    case QEvent::Wheel:
+    case QEvent::MouseMove: {
+      const bool wheel = ev->type() == QEvent::Wheel;
+      if (!wheel && !(static_cast<QMouseEvent*>(ev)->buttons() & Qt::LeftButton)) break;
+      const QPointF p = wheel ? static_cast<QWheelEvent*>(ev)->position() : static_cast<QMouseEvent*>(ev)->position();
+      if (QCPAxisRect* r = plot_->axisRectAt(p)) {
+        const Qt::Orientations o = wheel ? r->rangeZoom() : r->rangeDrag();
+        if (o & Qt::Horizontal) userRange_[r->axis(QCPAxis::atBottom)] = true;
+        if (o & Qt::Vertical) userRange_[r->axis(QCPAxis::atLeft)] = true;
+      }
+      break;
+    }
+    case QEvent::MouseButtonDblClick:
+      userRange_.clear();
+      rebuild();
+      plot_->replot();
+      return true;
+    default:
+      break;
+  }
+  return QWidget::eventFilter(obj, ev);
+}
+
+// ---- export ----
+
+bool InstrumentView::exportFigure(const QString& path, const QString& format, int widthPx, int heightPx, double dpi,
+                                  QString* error) const {
+  auto fail = [error](const QString& m) {
+    if (error) *error = m;
+    return false;
+  };
+  const QString fmt = format.toLower();
+  if (fmt != "png" && fmt != "svg" && fmt != "pdf")
+    return fail(tr("format '%1': expected png, svg or pdf").arg(format));
+  if (widthPx < 64 || heightPx < 64 || widthPx > 16384 || heightPx > 16384)
+    return fail(tr("size %1 x %2 px: each side must be in [64, 16384]").arg(widthPx).arg(heightPx));
+  if (!(dpi >= 36 && dpi <= 2400)) return fail(tr("dpi %1: expected a value in [36, 2400]").arg(dpi));
+  // Logical layout at 96 dpi: text in points and pens in pixels keep their physical size.
+  const double scale = dpi / 96.0;
+  const int lw = std::max(32, static_cast<int>(std::lround(widthPx / scale)));
+  const int lh = std::max(32, static_cast<int>(std::lround(heightPx / scale)));
+  constexpr int kDpm96 = 3780;  // dots per metre at 96 dpi
+
+  if (fmt == "png") {
+    QImage img(widthPx, heightPx, QImage::Format_ARGB32_Premultiplied);
+    img.setDotsPerMeterX(kDpm96);
+    img.setDotsPerMeterY(kDpm96);
+    img.fill(th().background);
+    QCPPainter painter(&img);
+    painter.setRenderHint(QPainter::Antialiasing, true);
+    painter.scale(static_cast<double>(widthPx) / lw, static_cast<double>(heightPx) / lh);
+    plot_->toPainter(&painter, lw, lh);
+    painter.end();
+    const int dpm = static_cast<int>(std::lround(dpi / 0.0254));
+    img.setDotsPerMeterX(dpm);
+    img.setDotsPerMeterY(dpm);
+    if (!img.convertToFormat(QImage::Format_ARGB32).save(path, "PNG"))
+      return fail(tr("%1: cannot write the PNG file").arg(path));
+  } else if (fmt == "svg") {
+    QSvgGenerator gen;
+    gen.setFileName(path);
+    gen.setSize(QSize(lw, lh));
+    gen.setViewBox(QRect(0, 0, lw, lh));
+    gen.setResolution(96);
+    gen.setTitle(figureTitle());
+    gen.setDescription(QStringLiteral("HybridLens %1 (%2)").arg(title(), reference()));
+    QCPPainter painter;
+    if (!painter.begin(&gen)) return fail(tr("%1: cannot write the SVG file").arg(path));
+    painter.setMode(QCPPainter::pmVectorized);
+    plot_->toPainter(&painter, lw, lh);
+    painter.end();
+  } else {
+    QPdfWriter pdf(path);
+    pdf.setResolution(96);
+    pdf.setPageSize(QPageSize(QSizeF(widthPx / dpi * 72.0, heightPx / dpi * 72.0), QPageSize::Point));
+    pdf.setPageMargins(QMarginsF(0, 0, 0, 0));
+    pdf.setTitle(figureTitle());
+    pdf.setCreator(QStringLiteral("HybridLens"));
+    QCPPainter painter;
+    if (!painter.begin(&pdf)) return fail(tr("%1: cannot write the PDF file").arg(path));
+    painter.setMode(QCPPainter::pmVectorized);
+    painter.setWindow(0, 0, lw, lh);
+    plot_->toPainter(&painter, lw, lh);
+    painter.end();
+  }
+  plot_->replot(QCustomPlot::rpQueuedReplot);  // the layout was changed for the export size
+  const QFileInfo fi(path);
+  if (!fi.exists() || fi.size() == 0) return fail(tr("%1: the %2 file is empty").arg(path, fmt));
+  return true;
+}
+
+}  // namespace hl::views

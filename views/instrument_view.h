@@ -1,0 +1,126 @@
+// InstrumentView: the base of every instrument view (issue 5 items 3, 5, 6) — one QCustomPlot
+// (several panels as axis rects, so a figure exports whole), setState → plot data, exact-value
+// tooltips, click → layerClicked / stepClicked, light and dark themes, PNG/SVG/PDF export at a
+// chosen size and DPI, CSV of the data. Views are thin: no file I/O but export, no engine calls.
+#pragma once
+#include <qcustomplot.h>
+#include <QHash>
+#include <QPointer>
+#include <QString>
+#include <QWidget>
+
+#include "views/heatmap_widget.h"
+#include "views/view_state.h"
+#include "views/view_util.h"
+
+namespace hl::views {
+
+class InstrumentView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit InstrumentView(QWidget* parent = nullptr);
+  ~InstrumentView() override;
+
+  virtual QString viewId() const = 0;     // stable id: "entropy", "router", ... (file names, settings)
+  virtual QString title() const = 0;      // "Attention entropy"
+  virtual QString reference() const = 0;  // the seed figure it follows: "DL0172 Figure 1 (right)"
+
+  // Redraws from `s` (copied; the pointers must stay valid until the next setState). The plot is
+  // replotted at once; views cache what does not change with the step.
+  void setState(const ViewState& s);
+  const ViewState& state() const { return state_; }
+  // False when the state has nothing this view can draw (no DoRA rows, no --full tensors, ...);
+  // the plot then shows why in its title.
+  virtual bool hasData() const;
+  // False for views that do not follow the step or the runs (layer ribbon, DoRA): their titles
+  // then name neither.
+  virtual bool followsStep() const { return true; }
+
+  // Writes the figure: format "png" (raster, exactly widthPx × heightPx, DPI in the file), "svg" or
+  // "pdf" (vector; heatmap images embedded). The layout is that of a (widthPx, heightPx) · 96 / dpi
+  // window scaled up, so text and lines keep their physical size at the DPI. False + *error on failure.
+  bool exportFigure(const QString& path, const QString& format, int widthPx, int heightPx, double dpi,
+                    QString* error) const;
+  // The view's data as CSV text (header + one line per plotted value, as of the current step).
+  virtual QString csv() const = 0;
+
+  void applyTheme(bool dark);
+  bool isDark() const { return dark_; }
+  const Theme& th() const { return theme(dark_); }
+
+  QCustomPlot* plot() const { return plot_; }
+  // Plottables by name (QCPAbstractPlottable::name), for tests and tooltips; null if absent.
+  QCPGraph* graph(const QString& name) const;
+  QCPBars* bars(const QString& name) const;
+  HeatmapPlottable* heatmap(const QString& name) const;
+  // The tooltip text at a position of plot(): exact values of the nearest point, bar or cell.
+  virtual QString tooltipAt(const QPoint& pos) const;
+  // What a click at `pos` would do: emits layerClicked / stepClicked; true if it did.
+  bool clickAt(const QPoint& pos);
+  // Figure title text (with the "no data" reason when hasData() is false).
+  QString figureTitle() const;
+
+ signals:
+  void layerClicked(int layer);
+  void stepClicked(int step);
+  void headClicked(int head);  // attention views: a head column was clicked
+
+ protected:
+  // Turns state() into plot data; called by setState and applyTheme. Must not replot.
+  virtual void rebuild() = 0;
+  // Text for point `index` of plottable `p` (graphs, bars) and for heatmap cells.
+  virtual QString describePoint(QCPAbstractPlottable* p, int index) const;
+  virtual QString describeCell(HeatmapPlottable* h, int row, int col) const;
+  // Maps a click in `rect` at plot coordinates (x, y) to a layer or step; default: axis kinds.
+  virtual void handleClick(QCPAxisRect* rect, double x, double y);
+
+  enum class AxisKind { None, Token, Layer };
+  void setAxisKind(QCPAxis* axis, AxisKind k) { kinds_[axis] = k; }
+  // Sets the axis range unless the user zoomed or panned it (double-click restores).
+  void setHomeRange(QCPAxis* axis, double lo, double hi);
+  // Panels (axis rects) in creation order; panel(0) exists from the start at body() (0, 0).
+  QCPAxisRect* panel(int i) const { return i >= 0 && i < panels_.size() ? panels_[i].data() : nullptr; }
+  int panelCount() const { return static_cast<int>(panels_.size()); }
+  // A new panel placed at (row, col) of body(), or in `grid` when given. Zoom/drag off.
+  QCPAxisRect* addPanel(int row, int col = 0, QCPLayoutGrid* grid = nullptr);
+  // A legend inside `rect` (created once; plottables are added to it explicitly).
+  QCPLegend* panelLegend(QCPAxisRect* rect, Qt::Alignment where = Qt::AlignTop | Qt::AlignRight);
+  void setTitleText(const QString& t);
+  // The grid under the title that holds the panels (for nested layouts).
+  QCPLayoutGrid* body() const;
+  // Removes every plottable and item (panels stay).
+  void clearPlot();
+  // Styles axes, grids, legend, colour scales and text elements with the theme (after creating panels).
+  void styleAll();
+  // A graph in `rect` named `name` with the pen of run A or B.
+  QCPGraph* addGraph(QCPAxisRect* rect, const QString& name, const QColor& c, bool runB = false, double width = 1.0);
+  // A vertical (x = v) or horizontal (y = v) marker line in `rect`.
+  QCPItemStraightLine* addVLine(QCPAxisRect* rect, double x, const QPen& pen);
+  QCPItemStraightLine* addHLine(QCPAxisRect* rect, double y, const QPen& pen);
+  // A horizontal band lo ≤ y ≤ hi across the whole width of `rect` (the healthy band).
+  QCPItemRect* addHBand(QCPAxisRect* rect, double lo, double hi, const QColor& fill);
+  QCPItemText* addLabel(QCPAxisRect* rect, double x, double y, const QString& text, Qt::Alignment align);
+  // The step shown for run A / B (see effectiveStep) and whether B is drawn.
+  int stepA() const { return effectiveStep(state_, state_.a); }
+  int stepB() const { return effectiveStep(state_, state_.b); }
+  bool diffMode() const { return state_.showDiff && state_.b && !state_.b->records.empty(); }
+  // Per-view text shown instead of the figure when hasData() is false.
+  QString noDataReason_;
+  // Appended to the figure title (e.g. "L2 attn, head 1"); set by rebuild().
+  QString subtitle_;
+
+  bool eventFilter(QObject* obj, QEvent* ev) override;
+
+ private:
+  QCustomPlot* plot_ = nullptr;
+  QCPTextElement* title_ = nullptr;
+  ViewState state_;
+  bool dark_ = false;
+  QVector<QPointer<QCPAxisRect>> panels_;
+  QHash<QCPAxis*, AxisKind> kinds_;
+  QHash<QCPAxis*, bool> userRange_;
+  QPoint pressPos_;
+};
+
+}  // namespace hl::views

@@ -1,0 +1,220 @@
+// The instrument views of issue 5 item 3, one class per instrument, each following its seed figure
+// (see reference()). Every view overlays run A (solid) and run B (dashed), can draw B − A, shows
+// the current step and the selected layer, and exports its figure and CSV (InstrumentView).
+// Implementations: one .cpp per view in this folder.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "views/instrument_view.h"
+
+namespace hl::views {
+
+// Which layers are attention or Mamba mixers, dense MLP or MoE feed-forwards (DL0171 Figure 1):
+// the whole ribbon with block boundaries, and the block of the selected layer expanded.
+class LayerRibbonView : public InstrumentView {
+  Q_OBJECT
+ public:
+  using InstrumentView::InstrumentView;
+  QString viewId() const override { return QStringLiteral("ribbon"); }
+  QString title() const override { return tr("Layer ribbon"); }
+  QString reference() const override { return QStringLiteral("DL0171 Figure 1"); }
+  bool hasData() const override;
+  bool followsStep() const override { return false; }
+  QString csv() const override;
+  QString tooltipAt(const QPoint& pos) const override;
+
+ protected:
+  void rebuild() override;
+};
+
+// attn_entropy_norm: layers × heads heatmap at the current token, entropy against layer and
+// per-layer curves over tokens with the healthy band (DL0172 Figure 1 right).
+class EntropyView : public InstrumentView {
+  Q_OBJECT
+ public:
+  using InstrumentView::InstrumentView;
+  QString viewId() const override { return QStringLiteral("entropy"); }
+  QString title() const override { return tr("Attention entropy"); }
+  QString reference() const override { return QStringLiteral("DL0172 Figure 1 (right), DL0168"); }
+  bool hasData() const override;
+  QString csv() const override;
+  // The healthy band of normalized entropy: below is collapse (→ 0), above over-smoothing (→ 1).
+  static constexpr double kBandLow = 0.2, kBandHigh = 0.9;
+
+ protected:
+  void rebuild() override;
+  QString describeCell(HeatmapPlottable* h, int row, int col) const override;
+  void handleClick(QCPAxisRect* rect, double x, double y) override;
+};
+
+// The selected attention layer and head: rows = query tokens, columns = keys (registers first), the
+// null share as an extra column; the current row as bars over keys plus the null slot (DL0169 Fig. 1).
+class AttentionPatternView : public InstrumentView {
+  Q_OBJECT
+ public:
+  using InstrumentView::InstrumentView;
+  QString viewId() const override { return QStringLiteral("attention"); }
+  QString title() const override { return tr("Attention pattern"); }
+  QString reference() const override { return QStringLiteral("DL0169 Figure 1, DL0172"); }
+  bool hasData() const override;
+  QString csv() const override;
+  int shownLayer() const;  // decoder layer index drawn (the selected one if it is attention)
+
+ protected:
+  void rebuild() override;
+  QString describeCell(HeatmapPlottable* h, int row, int col) const override;
+  void handleClick(QCPAxisRect* rect, double x, double y) override;
+
+ private:
+  struct DiffCache;
+  std::shared_ptr<DiffCache> diff_;
+};
+
+// rank1_distance against depth (log y) at the current token, and over tokens (DL0172 Figure 1 left).
+class Rank1View : public InstrumentView {
+  Q_OBJECT
+ public:
+  using InstrumentView::InstrumentView;
+  QString viewId() const override { return QStringLiteral("rank1"); }
+  QString title() const override { return tr("Distance to rank 1"); }
+  QString reference() const override { return QStringLiteral("DL0172 Figure 1 (left)"); }
+  QString csv() const override;
+
+ protected:
+  void rebuild() override;
+  void handleClick(QCPAxisRect* rect, double x, double y) override;
+};
+
+// SSM Δ of a Mamba layer: tokens × channels heatmap, mean Δ per layer, retained state and the
+// write / skip marks per token (DL0170 Figure 1).
+class SsmDeltaView : public InstrumentView {
+  Q_OBJECT
+ public:
+  using InstrumentView::InstrumentView;
+  QString viewId() const override { return QStringLiteral("ssm_delta"); }
+  QString title() const override { return tr("SSM Δ gates"); }
+  QString reference() const override { return QStringLiteral("DL0170 Figure 1"); }
+  bool hasData() const override;
+  QString csv() const override;
+  int shownLayer() const;
+  // Token t writes when its mean Δ ≥ kWrite × the median over tokens 0..step, skips when ≤ kSkip ×.
+  static constexpr double kWrite = 2.0, kSkip = 0.5;
+
+ protected:
+  void rebuild() override;
+  QString describeCell(HeatmapPlottable* h, int row, int col) const override;
+  void handleClick(QCPAxisRect* rect, double x, double y) override;
+
+ private:
+  struct RangeCache;
+  std::shared_ptr<RangeCache> range_;
+};
+
+// Router of a MoE layer over the window 0..step: load f_i and importance P_i per expert, balance
+// loss, z-loss and max load over tokens, the current token's probabilities with its top-k (DL0130).
+class RouterView : public InstrumentView {
+  Q_OBJECT
+ public:
+  using InstrumentView::InstrumentView;
+  QString viewId() const override { return QStringLiteral("router"); }
+  QString title() const override { return tr("Router load"); }
+  QString reference() const override { return QStringLiteral("DL0130 Figure 2"); }
+  bool hasData() const override;
+  QString csv() const override;
+  int shownLayer() const;
+
+ protected:
+  void rebuild() override;
+  void handleClick(QCPAxisRect* rect, double x, double y) override;
+};
+
+// KV cache and Mamba state bytes against context, log-log: measured points on the analytic lines of
+// this model, its all-attention counterfactual, pure Mamba and the device memory (DL0171 Figure 2).
+class MemoryView : public InstrumentView {
+  Q_OBJECT
+ public:
+  using InstrumentView::InstrumentView;
+  QString viewId() const override { return QStringLiteral("memory"); }
+  QString title() const override { return tr("KV memory vs context"); }
+  QString reference() const override { return QStringLiteral("DL0171 Figure 2, DL0170 Figure 2"); }
+  QString csv() const override;
+
+ protected:
+  void rebuild() override;
+};
+
+// ΔM against ΔD per adapted matrix with the least-squares slope, and per-layer bars (DL0131 Fig. 2).
+class DoraView : public InstrumentView {
+  Q_OBJECT
+ public:
+  using InstrumentView::InstrumentView;
+  QString viewId() const override { return QStringLiteral("dora"); }
+  QString title() const override { return tr("DoRA magnitude / direction"); }
+  QString reference() const override { return QStringLiteral("DL0131 Figure 2"); }
+  bool hasData() const override;
+  bool followsStep() const override { return false; }
+  QString csv() const override;
+
+ protected:
+  void rebuild() override;
+  QString describePoint(QCPAbstractPlottable* p, int index) const override;
+  void handleClick(QCPAxisRect* rect, double x, double y) override;
+};
+
+// Outliers and sinks: the largest residual activation per layer and the token holding it, over
+// tokens; the largest attention logit per head; non-finite markers (DL0169, DL0201).
+class OutliersView : public InstrumentView {
+  Q_OBJECT
+ public:
+  using InstrumentView::InstrumentView;
+  QString viewId() const override { return QStringLiteral("outliers"); }
+  QString title() const override { return tr("Outliers and sinks"); }
+  QString reference() const override { return QStringLiteral("DL0169, DL0201 Figure 1"); }
+  QString csv() const override;
+
+ protected:
+  void rebuild() override;
+  QString describePoint(QCPAbstractPlottable* p, int index) const override;
+  void handleClick(QCPAxisRect* rect, double x, double y) override;
+};
+
+// Time to first token and time per token (p50, p99) against the floor bytes-per-token / bandwidth
+// (DL0132).
+class LatencyView : public InstrumentView {
+  Q_OBJECT
+ public:
+  using InstrumentView::InstrumentView;
+  QString viewId() const override { return QStringLiteral("latency"); }
+  QString title() const override { return tr("Latency"); }
+  QString reference() const override { return QStringLiteral("DL0132"); }
+  bool hasData() const override;
+  QString csv() const override;
+
+ protected:
+  void rebuild() override;
+};
+
+// Next-token candidates: the top 10 of softmax(logits) at the current step, with token text.
+class CandidatesView : public InstrumentView {
+  Q_OBJECT
+ public:
+  using InstrumentView::InstrumentView;
+  QString viewId() const override { return QStringLiteral("candidates"); }
+  QString title() const override { return tr("Next-token candidates"); }
+  QString reference() const override { return QStringLiteral("logits (trace-format.md §3)"); }
+  bool hasData() const override;
+  QString csv() const override;
+  static constexpr int kTop = 10;
+  // Token ids shown, top first (run A's top-k, then B's extra ones).
+  const std::vector<int>& shownIds() const { return ids_; }
+
+ protected:
+  void rebuild() override;
+  QString describePoint(QCPAbstractPlottable* p, int index) const override;
+
+ private:
+  std::vector<int> ids_;
+};
+
+}  // namespace hl::views

@@ -1,0 +1,154 @@
+// Layer ribbon (DL0171 Figure 1): one cell per layer for the mixer (attention / Mamba) over one
+// for the feed-forward (dense MLP / MoE), block boundaries every attn_layer_period layers, and the
+// block holding the selected layer expanded below with each cell named. Click selects a layer.
+#include <cmath>
+
+#include "views/instrument_views.h"
+
+namespace hl::views {
+
+bool LayerRibbonView::hasData() const {
+  return state().rec && state().rec->config.num_hidden_layers > 0;
+}
+
+namespace {
+
+struct CellText {
+  QString mixer, ffn;
+};
+
+CellText cellText(const hl::JambaConfig& c, int layer, bool longForm) {
+  CellText t;
+  const bool attn = c.is_attention_layer(layer), moe = c.is_moe_layer(layer);
+  if (!longForm) {
+    t.mixer = attn ? "A" : "M";
+    t.ffn = moe ? "E" : "D";
+  } else {
+    t.mixer = attn ? QStringLiteral("attention\n%1 heads, %2 kv").arg(c.num_attention_heads).arg(c.num_key_value_heads)
+                   : QStringLiteral("Mamba\nDi %1, N %2").arg(c.mamba_inner()).arg(c.mamba_d_state);
+    t.ffn = moe ? QStringLiteral("MoE\n%1 experts, top-%2").arg(c.num_experts).arg(c.num_experts_per_tok)
+                : QStringLiteral("MLP\n%1").arg(c.intermediate_size);
+  }
+  return t;
+}
+
+}  // namespace
+
+void LayerRibbonView::rebuild() {
+  clearPlot();
+  if (panelCount() < 2) addPanel(1, 0);
+  QCPAxisRect* ribbon = panel(0);
+  QCPAxisRect* block = panel(1);
+  styleAll();
+  if (!hasData()) return;
+  const hl::JambaConfig& c = state().rec->config;
+  const Theme& t = th();
+  const int L = static_cast<int>(c.num_hidden_layers);
+  const int period = static_cast<int>(std::max<int64_t>(1, c.attn_layer_period));
+  const int sel = state().layer;
+
+  auto drawCells = [&](QCPAxisRect* rect, int first, int count, bool longForm) {
+    for (int i = first; i < first + count && i < L; ++i) {
+      const CellText txt = cellText(c, i, longForm);
+      for (int row = 0; row < 2; ++row) {
+        auto* r = new QCPItemRect(plot());
+        r->setClipAxisRect(rect);
+        for (QCPItemPosition* p : {r->topLeft, r->bottomRight}) {
+          p->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+          p->setAxisRect(rect);
+        }
+        const double y0 = row == 0 ? 1.05 : 0.05;  // row 0: mixer on top
+        r->topLeft->setCoords(i - 0.45, y0 + 0.9);
+        r->bottomRight->setCoords(i + 0.45, y0);
+        const QColor fill =
+            row == 0 ? (c.is_attention_layer(i) ? t.attention : t.mamba) : (c.is_moe_layer(i) ? t.moe : t.dense);
+        r->setBrush(QBrush(fill));
+        r->setPen(i == sel ? QPen(t.foreground, 3) : QPen(t.background, 1));
+        if (longForm || L <= 48) {
+          QCPItemText* lab = addLabel(rect, i, y0 + 0.45, row == 0 ? txt.mixer : txt.ffn, Qt::AlignCenter);
+          lab->setColor(row == 1 && !c.is_moe_layer(i) && !t.dark ? QColor(30, 30, 30) : QColor(250, 250, 250));
+        }
+      }
+    }
+  };
+
+  // The whole ribbon.
+  QCPAxis* x = ribbon->axis(QCPAxis::atBottom);
+  QCPAxis* y = ribbon->axis(QCPAxis::atLeft);
+  setAxisKind(x, AxisKind::Layer);
+  x->setLabel(tr("layer"));
+  QSharedPointer<QCPAxisTickerText> yt(new QCPAxisTickerText);
+  yt->addTick(1.5, tr("mixer"));
+  yt->addTick(0.5, tr("FFN"));
+  y->setTicker(yt);
+  y->grid()->setVisible(false);
+  x->grid()->setVisible(false);
+  QSharedPointer<QCPAxisTickerFixed> xt(new QCPAxisTickerFixed);
+  xt->setTickStep(L > 40 ? 4 : 1);
+  x->setTicker(xt);
+  setHomeRange(x, -0.6, L - 0.4);
+  y->setRange(0, 2);
+  drawCells(ribbon, 0, L, false);
+  for (int b = period; b < L; b += period) addVLine(ribbon, b - 0.5, QPen(t.foreground, 1, Qt::DashLine));
+  const int attnCount = static_cast<int>(c.num_attention_layers()), moeCount = static_cast<int>(c.num_moe_layers());
+  QCPItemText* legend = addLabel(ribbon, L - 0.4, 2.0,
+                                 tr("A attention (%1)  M Mamba (%2)  E MoE (%3)  D dense MLP (%4)")
+                                     .arg(attnCount)
+                                     .arg(L - attnCount)
+                                     .arg(moeCount)
+                                     .arg(L - moeCount),
+                                 Qt::AlignRight | Qt::AlignBottom);
+  legend->setClipToAxisRect(false);
+
+  // The block that holds the selected layer (or the first), expanded.
+  const int shown = std::min(period, 16);
+  const int first = sel >= 0 && sel < L ? (sel / period) * period : 0;
+  QCPAxis* bx = block->axis(QCPAxis::atBottom);
+  QCPAxis* by = block->axis(QCPAxis::atLeft);
+  setAxisKind(bx, AxisKind::Layer);
+  bx->setLabel(tr("layers %1–%2 (one block of %3)").arg(first).arg(std::min(L, first + shown) - 1).arg(period));
+  QSharedPointer<QCPAxisTickerFixed> bt(new QCPAxisTickerFixed);
+  bt->setTickStep(1);
+  bx->setTicker(bt);
+  by->setTicker(yt);
+  by->grid()->setVisible(false);
+  bx->grid()->setVisible(false);
+  bx->setRange(first - 0.6, first + shown - 0.4);
+  by->setRange(0, 2);
+  drawCells(block, first, shown, true);
+  body()->setRowStretchFactors({1.0, 1.6});
+}
+
+QString LayerRibbonView::tooltipAt(const QPoint& pos) const {
+  if (!hasData()) return {};
+  QCPAxisRect* rect = plot()->axisRectAt(pos);
+  if (!rect) return {};
+  const hl::JambaConfig& c = state().rec->config;
+  const int layer = static_cast<int>(std::lround(rect->axis(QCPAxis::atBottom)->pixelToCoord(pos.x())));
+  if (layer < 0 || layer >= c.num_hidden_layers) return {};
+  const CellText txt = cellText(c, layer, true);
+  QString s = tr("layer %1\nmixer: %2\nfeed-forward: %3")
+                  .arg(layer)
+                  .arg(QString(txt.mixer).replace('\n', ", "), QString(txt.ffn).replace('\n', ", "));
+  if (hasRecords(state())) {
+    const hl::TokenTrace& r = state().a->records[stepA()];
+    if (static_cast<size_t>(layer + 1) < r.rank1_distance.size())
+      s += tr("\nat step %1: rank-1 distance after = %2, max |x| after = %3")
+               .arg(stepA())
+               .arg(num(r.rank1_distance[layer + 1]), num(r.resid_max_abs[layer + 1]));
+  }
+  return s;
+}
+
+QString LayerRibbonView::csv() const {
+  CsvBuilder b({"layer", "mixer", "ffn", "block"});
+  if (!hasData()) return b.text();
+  const hl::JambaConfig& c = state().rec->config;
+  const int64_t period = std::max<int64_t>(1, c.attn_layer_period);
+  for (int i = 0; i < c.num_hidden_layers; ++i)
+    b.addRow({QString::number(i), c.is_attention_layer(i) ? "attention" : "mamba", c.is_moe_layer(i) ? "moe" : "dense",
+              QString::number(i / period)});
+  return b.text();
+}
+
+}  // namespace hl::views

@@ -1,0 +1,293 @@
+// Router load of the selected MoE layer (DL0130, trace-format.md §3 derived quantities): load f_i
+// and importance P_i per expert over the window 0..step (router_window), the current token's
+// probabilities with its top-k, and over tokens the balance loss E·Σf_iP_i, the z-loss mean(lse²)
+// and the largest load of the growing window 0..t against the uniform 1/E (DL0130 Figure 2 left).
+#include <algorithm>
+#include <cmath>
+
+#include "engine/probes/router_probe.h"
+#include "views/instrument_views.h"
+
+namespace hl::views {
+
+namespace {
+
+bool hasRouter(const hl::Run* run, const ModelShape& s) {
+  return run && !run->records.empty() && s.Xn > 0 &&
+         run->records[0].router_probs.size() == static_cast<size_t>(s.Xn) * static_cast<size_t>(s.E) &&
+         run->records[0].router_topk.size() == static_cast<size_t>(s.Xn) * static_cast<size_t>(s.k);
+}
+
+// router_window over tokens 0..n-1 of MoE layer `ord` (copies the layer's slices contiguously).
+hl::RouterWindowStats windowStats(const hl::Run& run, const ModelShape& s, int ord, int n) {
+  std::vector<float> probs(static_cast<size_t>(n) * s.E), lse(static_cast<size_t>(n));
+  std::vector<int32_t> topk(static_cast<size_t>(n) * s.k);
+  for (int t = 0; t < n; ++t) {
+    const hl::TokenTrace& r = run.records[t];
+    std::copy_n(r.router_probs.data() + static_cast<int64_t>(ord) * s.E, s.E,
+                probs.data() + static_cast<int64_t>(t) * s.E);
+    std::copy_n(r.router_topk.data() + static_cast<int64_t>(ord) * s.k, s.k,
+                topk.data() + static_cast<int64_t>(t) * s.k);
+    lse[t] = r.router_lse.size() > static_cast<size_t>(ord) ? r.router_lse[ord] : 0.0f;
+  }
+  return hl::router_window(probs.data(), s.E, topk.data(), s.k, lse.data(), 1, n, s.E, s.k);
+}
+
+struct Curves {
+  QVector<double> keys, balance, zloss, maxLoad;
+};
+
+// Balance loss, z-loss and max load of the windows 0..t for t < n, in one pass.
+Curves growingWindow(const hl::Run& run, const ModelShape& s, int ord, int n) {
+  Curves c;
+  std::vector<double> count(static_cast<size_t>(s.E), 0.0), psum(static_cast<size_t>(s.E), 0.0);
+  double z = 0;
+  for (int t = 0; t < n; ++t) {
+    const hl::TokenTrace& r = run.records[t];
+    for (int j = 0; j < s.k; ++j) {
+      const int e = r.router_topk[static_cast<size_t>(ord * s.k + j)];
+      if (e >= 0 && e < s.E) count[e] += 1;
+    }
+    for (int e = 0; e < s.E; ++e) psum[e] += r.router_probs[static_cast<size_t>(ord * s.E + e)];
+    const double l = r.router_lse.size() > static_cast<size_t>(ord) ? r.router_lse[ord] : 0.0;
+    z += l * l;
+    const double tokens = t + 1.0, assignments = tokens * s.k;
+    double bal = 0, mx = 0;
+    for (int e = 0; e < s.E; ++e) {
+      bal += (count[e] / assignments) * (psum[e] / tokens);
+      mx = std::max(mx, count[e] / assignments);
+    }
+    c.keys << t;
+    c.balance << s.E * bal;
+    c.zloss << z / tokens;
+    c.maxLoad << mx;
+  }
+  return c;
+}
+
+}  // namespace
+
+bool RouterView::hasData() const {
+  if (!hasRecords(state())) return false;
+  const ModelShape s = modelShape(state().rec->config);
+  return hasRouter(state().a, s);
+}
+
+int RouterView::shownLayer() const {
+  if (!state().rec) return -1;
+  const ModelShape s = modelShape(state().rec->config);
+  if (s.Xn == 0) return -1;
+  return s.moeOrdinal(state().layer) >= 0 ? state().layer : s.moeLayers[0];
+}
+
+void RouterView::rebuild() {
+  noDataReason_ = tr("the model has no MoE layer");
+  clearPlot();
+  if (panelCount() < 4) {
+    addPanel(0, 1);
+    addPanel(1, 0);
+    addPanel(1, 1);
+    installZoomPan(plot(), panel(2), Qt::Horizontal);
+    installZoomPan(plot(), panel(3), Qt::Horizontal);
+  }
+  styleAll();
+  if (!hasData()) return;
+  const Theme& t = th();
+  const ModelShape s = modelShape(state().rec->config);
+  const hl::Run* a = state().a;
+  const hl::Run* b = hasRouter(state().b, s) ? state().b : nullptr;
+  const bool diff = diffMode() && b;
+  const int sa = stepA(), sb = b ? stepB() : -1;
+  const int layer = shownLayer(), ord = s.moeOrdinal(layer);
+  subtitle_ = tr("MoE layer %1 (%2 experts, top-%3), window 0..%4").arg(layer).arg(s.E).arg(s.k).arg(sa);
+
+  QSharedPointer<QCPAxisTickerText> et(new QCPAxisTickerText);
+  for (int e = 0; e < s.E; e += (s.E > 32 ? 4 : 1)) et->addTick(e, QString::number(e));
+
+  // f_i and P_i over the window.
+  const hl::RouterWindowStats wa = windowStats(*a, s, ord, sa + 1);
+  hl::RouterWindowStats wb;
+  if (b) wb = windowStats(*b, s, ord, sb + 1);
+  QCPAxisRect* fr = panel(0);
+  QCPAxis* fx = fr->axis(QCPAxis::atBottom);
+  QCPAxis* fy = fr->axis(QCPAxis::atLeft);
+  fx->setLabel(tr("expert"));
+  fy->setLabel(diff ? tr("B − A") : tr("fraction"));
+  fx->setTicker(et);
+  auto* group = new QCPBarsGroup(plot());
+  auto expertBars = [&](const QString& name, const std::vector<double>& v, const std::vector<double>* sub,
+                        const QColor& c, bool outline, bool isB) {
+    auto* bars = new QCPBars(fx, fy);
+    bars->setName(name);
+    for (int e = 0; e < s.E; ++e) bars->addData(e, v[e] - (sub ? (*sub)[e] : 0.0));
+    bars->setWidth(0.2);
+    QColor fill = c;
+    fill.setAlpha(outline ? 60 : 200);
+    bars->setBrush(fill);
+    bars->setPen(runPen(c, isB, 1));
+    bars->setBarsGroup(group);
+    return bars;
+  };
+  if (diff) {
+    expertBars("f B-A", wb.load, &wa.load, t.diff, false, false);
+    expertBars("P B-A", wb.importance, &wa.importance, t.diff, true, false);
+  } else {
+    expertBars("f A", wa.load, nullptr, t.runA, false, false);
+    expertBars("P A", wa.importance, nullptr, t.runA, true, false);
+    if (b) {
+      expertBars("f B", wb.load, nullptr, t.runB, false, true);
+      expertBars("P B", wb.importance, nullptr, t.runB, true, true);
+    }
+    addHLine(fr, 1.0 / s.E, QPen(t.floorLine, 1, Qt::DashLine));
+  }
+  setHomeRange(fx, -0.6, s.E - 0.4);
+  fy->rescale();
+  if (!diff) fy->setRange(0, std::max(fy->range().upper * 1.1, 1.5 / s.E));
+  QCPLegend* fl = panelLegend(fr);
+  for (int i = 0; i < plot()->plottableCount(); ++i)
+    if (plot()->plottable(i)->keyAxis() == fx) plot()->plottable(i)->addToLegend(fl);
+  addLabel(fr, -0.5, fy->range().upper,
+           tr(" balance %1, z-loss %2, max f %3")
+               .arg(QString::number(wa.balance_loss, 'g', 4), QString::number(wa.z_loss, 'g', 4),
+                    QString::number(wa.max_load, 'g', 4)),
+           Qt::AlignLeft | Qt::AlignTop);
+
+  // The current token's probabilities, top-k marked.
+  QCPAxisRect* pr = panel(1);
+  QCPAxis* px = pr->axis(QCPAxis::atBottom);
+  QCPAxis* py = pr->axis(QCPAxis::atLeft);
+  px->setLabel(tr("expert (token %1: %2)").arg(sa).arg(tokenLabel(*state().rec, sa)));
+  py->setLabel(diff ? tr("p B − A") : tr("router probability"));
+  px->setTicker(et);
+  auto* pgroup = new QCPBarsGroup(plot());
+  auto probBars = [&](const hl::Run* run, int step, const QString& label, const QColor& c, bool isB, bool sub) {
+    const hl::TokenTrace& r = run->records[step];
+    auto* all = new QCPBars(px, py);
+    all->setName("probs " + label);
+    auto* top = new QCPBars(px, py);
+    top->setName("topk " + label);
+    for (int e = 0; e < s.E; ++e) {
+      double v = r.router_probs[static_cast<size_t>(ord * s.E + e)];
+      if (sub) v -= a->records[sa].router_probs[static_cast<size_t>(ord * s.E + e)];
+      bool chosen = false;
+      for (int j = 0; j < s.k; ++j) chosen |= r.router_topk[static_cast<size_t>(ord * s.k + j)] == e;
+      (chosen ? top : all)->addData(e, v);
+      (chosen ? all : top)->addData(e, 0);
+    }
+    for (QCPBars* bars : {all, top}) {
+      bars->setWidth(0.35);
+      bars->setBarsGroup(pgroup);
+    }
+    top->moveAbove(all);
+    QColor fill = c;
+    fill.setAlpha(90);
+    all->setBrush(fill);
+    all->setPen(runPen(c, isB, 1));
+    top->setBrush(t.highlight);
+    top->setPen(runPen(c, isB, 1));
+  };
+  if (diff) {
+    probBars(b, sb, "B-A", t.diff, false, true);
+  } else {
+    probBars(a, sa, "A", t.runA, false, false);
+    if (b) probBars(b, sb, "B", t.runB, true, false);
+  }
+  setHomeRange(px, -0.6, s.E - 0.4);
+  py->rescale();
+  if (!diff) py->setRange(0, std::max(0.05, py->range().upper * 1.1));
+
+  // Over tokens: balance loss (left) and z-loss (right), and the largest load.
+  QCPAxisRect* lr = panel(2);
+  QCPAxis* lx = lr->axis(QCPAxis::atBottom);
+  QCPAxis* ly = lr->axis(QCPAxis::atLeft);
+  QCPAxis* lz = lr->axis(QCPAxis::atRight);
+  lz->setVisible(true);
+  lz->setTickLabels(true);
+  lz->setTickLabelColor(t.foreground);
+  lz->setBasePen(QPen(t.foreground));
+  lz->setTickPen(QPen(t.foreground));
+  lz->setLabelColor(t.foreground);
+  setAxisKind(lx, AxisKind::Token);
+  lx->setLabel(tr("token (window 0..t)"));
+  ly->setLabel(diff ? tr("balance B − A") : tr("balance loss E·Σ f·P"));
+  lz->setLabel(diff ? tr("z-loss B − A") : tr("z-loss (dotted)"));
+  QCPAxisRect* mr = panel(3);
+  QCPAxis* mx = mr->axis(QCPAxis::atBottom);
+  QCPAxis* my = mr->axis(QCPAxis::atLeft);
+  setAxisKind(mx, AxisKind::Token);
+  mx->setLabel(tr("token (window 0..t)"));
+  my->setLabel(diff ? tr("max f B − A") : tr("max load max_i f_i"));
+  const Curves ca = growingWindow(*a, s, ord, sa + 1);
+  auto curves = [&](const Curves& c, const Curves* sub, const QString& label, const QColor& col, bool isB) {
+    auto minus = [&](QVector<double> v, const QVector<double>& w) {
+      v.resize(std::min(v.size(), w.size()));
+      for (int i = 0; i < v.size(); ++i) v[i] -= w[i];
+      return v;
+    };
+    QVector<double> keys = c.keys.mid(0, sub ? std::min(c.keys.size(), sub->keys.size()) : c.keys.size());
+    addGraph(lr, "balance " + label, col, isB)->setData(keys, sub ? minus(c.balance, sub->balance) : c.balance, true);
+    QCPGraph* z = plot()->addGraph(lx, lz);
+    z->setName("z-loss " + label);
+    QPen zp = runPen(col, isB, 1.0);
+    zp.setStyle(Qt::DotLine);
+    z->setPen(zp);
+    z->setData(keys, sub ? minus(c.zloss, sub->zloss) : c.zloss, true);
+    addGraph(mr, "max load " + label, col, isB)->setData(keys, sub ? minus(c.maxLoad, sub->maxLoad) : c.maxLoad, true);
+  };
+  if (diff) {
+    curves(growingWindow(*b, s, ord, sb + 1), &ca, "B-A", t.diff, false);
+  } else {
+    curves(ca, nullptr, "A", t.runA, false);
+    if (b) curves(growingWindow(*b, s, ord, sb + 1), nullptr, "B", t.runB, true);
+    addHLine(lr, 1.0, QPen(t.floorLine, 1, Qt::DashLine));
+    addHLine(mr, 1.0 / s.E, QPen(t.floorLine, 1, Qt::DashLine));
+    addLabel(mr, 0, 1.0 / s.E, tr("uniform 1/E"), Qt::AlignLeft | Qt::AlignBottom);
+  }
+  const double T = std::max<double>(1.0, a->records.size() - 0.5);
+  for (QCPAxis* x : {lx, mx}) setHomeRange(x, -0.5, T);
+  ly->rescale();
+  lz->rescale();
+  my->rescale();
+  if (!diff) {
+    ly->setRange(std::min(ly->range().lower, 0.9), std::max(ly->range().upper * 1.05, 1.1));
+    my->setRange(0, std::max(my->range().upper * 1.1, 2.0 / s.E));
+  }
+  addVLine(lr, sa, QPen(t.highlight, 1.5));
+  addVLine(mr, sa, QPen(t.highlight, 1.5));
+  QCPLegend* ll = panelLegend(lr);
+  for (int i = 0; i < plot()->plottableCount(); ++i)
+    if (plot()->plottable(i)->keyAxis() == lx) plot()->plottable(i)->addToLegend(ll);
+}
+
+void RouterView::handleClick(QCPAxisRect* rect, double x, double y) {
+  InstrumentView::handleClick(rect, x, y);
+}
+
+// CSV: per run, per MoE layer, per expert: f_i and P_i over the window 0..step, the current token's
+// probability and whether it is in the top-k; the window's balance loss and z-loss on every row.
+QString RouterView::csv() const {
+  CsvBuilder out({"run", "layer", "expert", "load_f", "importance_P", "prob_at_step", "in_topk", "balance_loss",
+                  "z_loss", "max_load", "window_tokens"});
+  if (!hasData()) return out.text();
+  const ModelShape s = modelShape(state().rec->config);
+  auto dump = [&](const hl::Run* run, const char* label) {
+    if (!hasRouter(run, s)) return;
+    const int n = std::min<int>(stepA() + 1, static_cast<int>(run->records.size()));
+    const hl::TokenTrace& r = run->records[n - 1];
+    for (int o = 0; o < s.Xn; ++o) {
+      const hl::RouterWindowStats w = windowStats(*run, s, o, n);
+      for (int e = 0; e < s.E; ++e) {
+        bool chosen = false;
+        for (int j = 0; j < s.k; ++j) chosen |= r.router_topk[static_cast<size_t>(o * s.k + j)] == e;
+        out.addRow({label, QString::number(s.moeLayers[o]), QString::number(e), num(w.load[e]), num(w.importance[e]),
+                    num(r.router_probs[static_cast<size_t>(o * s.E + e)]), chosen ? "1" : "0", num(w.balance_loss),
+                    num(w.z_loss), num(w.max_load), QString::number(n)});
+      }
+    }
+  };
+  dump(state().a, "A");
+  dump(state().b, "B");
+  return out.text();
+}
+
+}  // namespace hl::views

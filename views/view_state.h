@@ -1,0 +1,71 @@
+// ViewState: everything an instrument view draws from — the recording, run A and the optional
+// compare run B, the current step, the selected layer and head, B − A, DoRA rows and the hardware
+// numbers of the latency floor. Plain values and non-owning pointers filled by the app (or by
+// `hybridlens export`); views never call the engine. Reference: issue 5 items 3–4, DESIGN.md.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/probes/dora_probe.h"
+#include "sessions/recording.h"
+
+namespace hl::views {
+
+// What the latency and memory views need from the machine and the loaded model (the app fills it
+// from hl::Model::weight_bytes_per_token and the bandwidth measured by `hybridlens bench`).
+struct HardwareInfo {
+  int64_t weightBytesPerToken = 0;  // bytes one decode step reads (0: unknown, no floor drawn)
+  double bandwidthGBs = 0;          // memory bandwidth in GB/s (1e9 bytes/s; 0: unknown)
+  double deviceMemoryBytes = 0;     // memory of the device that holds the KV cache (0: unknown)
+  std::string deviceName;           // "CPU", "NVIDIA H200", ... (legend text)
+};
+
+struct ViewState {
+  const hl::Recording* rec = nullptr;  // null: the view shows "no data"
+  const hl::Run* a = nullptr;          // run A (usually &rec->runs[0]); null: no data
+  const hl::Run* b = nullptr;          // compare run B (same tokens, other toggles) or null
+  // Current token index t (0-based, into a->records). Views show the state "as of" this step:
+  // curves over tokens run 0..step, window statistics use tokens 0..step. -1 (or past the end)
+  // means the last record.
+  int step = -1;
+  int layer = -1;                                   // selected decoder layer index 0..L-1, or -1 for none
+  int head = 0;                                     // selected attention head 0..nh-1
+  bool showDiff = false;                            // with B: draw B − A instead of overlaying A and B
+  const std::vector<hl::DoraRow>* dora = nullptr;   // rows of `hybridlens dora` (A), or null
+  const std::vector<hl::DoraRow>* doraB = nullptr;  // a second set to compare (e.g. LoRA), or null
+  std::string doraLabel = "DoRA", doraLabelB = "LoRA";
+  HardwareInfo hw;
+  // Token text by id for the next-token candidates (the app fills it from the tokenizer); null or
+  // short: candidates are labelled "#id".
+  const std::vector<std::string>* vocab = nullptr;
+  // Bump when a run's records change other than by appending (a run replaced, a recording
+  // reloaded): views cache per-run data keyed on it. Appending records needs no bump.
+  uint64_t dataVersion = 0;
+};
+
+// The dimensions of the recorded model (trace-format.md §2 notation) and its layer schedule.
+struct ModelShape {
+  int L = 0;  // decoder layers
+  int An = 0, Mn = 0, Xn = 0;
+  int nh = 0, nkv = 0, headDim = 0;
+  int E = 0, k = 0;  // experts, experts per token
+  int Di = 0, dState = 0, dConv = 0;
+  int V = 0;
+  std::vector<int> attnLayers, mambaLayers, moeLayers;  // layer indices of each kind, increasing
+  // Ordinal of layer `layer` among its kind (index into a record's (A_n, ...) axis), or -1.
+  int attnOrdinal(int layer) const;
+  int mambaOrdinal(int layer) const;
+  int moeOrdinal(int layer) const;
+};
+
+ModelShape modelShape(const hl::JambaConfig& c);
+
+// Registers of a run: the resolved count, checked against the record's attn_rows length.
+int runRegisters(const hl::Run& run, const ModelShape& s);
+// The step a view shows for `run`: clamp(state.step, 0, records − 1), or -1 when there are none.
+int effectiveStep(const ViewState& st, const hl::Run* run);
+// True when the state carries a recording and a run A with at least one record.
+bool hasRecords(const ViewState& st);
+
+}  // namespace hl::views

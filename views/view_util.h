@@ -1,0 +1,65 @@
+// Shared helpers of the instrument views: the light and dark themes (colours of runs A and B, the
+// B − A curve, highlights, the healthy band), number formatting for tooltips and CSV, percentiles
+// and a small CSV builder. Not a view; no QCustomPlot objects are created here.
+#pragma once
+#include <QColor>
+#include <QPen>
+#include <QString>
+#include <QStringList>
+#include <QVector>
+#include <vector>
+
+#include "views/view_state.h"
+
+namespace hl::views {
+
+struct Theme {
+  bool dark = false;
+  QColor background, foreground, grid, subGrid, axisRectBg;
+  QColor runA, runB, diff;              // run A solid, run B dashed, B − A
+  QColor highlight;                     // current step / selected layer
+  QColor band;                          // healthy band fill (translucent)
+  QColor attention, mamba, dense, moe;  // layer ribbon cells
+  QColor floorLine, deviceLine;         // latency floor, device memory
+  QVector<QColor> series;               // per-layer / per-head curve colours (cycled)
+};
+
+const Theme& theme(bool dark);
+// Colour `i` of the cycled palette.
+QColor seriesColor(const Theme& t, int i);
+// Pen of run A (solid) or B (dashed) in `c`.
+// Width 1 by default: the raster engine strokes pens of at most one pixel on its fast path, which
+// matters for curves of thousands of tokens.
+QPen runPen(const QColor& c, bool runB, double width = 1.0);
+
+// Exact-value text for tooltips and CSV: %.9g (shortest round-trip for floats).
+QString num(double v);
+// Human bytes: "12.5 MiB".
+QString humanBytes(double bytes);
+// Percentile p in [0, 100] of `v` by linear interpolation between order statistics (numpy's
+// default); NaN for an empty vector. `v` is copied.
+double percentile(std::vector<double> v, double p);
+
+// Builds CSV text: a header and rows of cells; cells with commas or quotes are quoted.
+class CsvBuilder {
+ public:
+  explicit CsvBuilder(const QStringList& header);
+  void addRow(const QStringList& cells);
+  QString text() const;
+  int rows() const { return rows_; }
+
+ private:
+  static QString cell(const QString& s);
+  QString text_;
+  int rows_ = 0;
+};
+
+// A fresh HeatmapData version number (process-wide, increasing).
+uint64_t newDataVersion();
+
+// Text of token t of the recording for labels and tooltips: its text when known, else "#id".
+QString tokenLabel(const hl::Recording& rec, int t);
+// Short name of a decoder layer: "L3 attn", "L4 mamba".
+QString layerName(const ModelShape& s, int layer);
+
+}  // namespace hl::views
