@@ -129,6 +129,66 @@ AdapterModule build_module(const std::string& path, const Parts& p, const Adapte
   return m;
 }
 
+// The modules of adapter_model.safetensors (already validated as a file), checked against a.config.
+Adapter adapter_from(Adapter a, const SafetensorsFile& file) {
+  std::map<std::string, Parts> parts;  // by module path
+  struct Suffix {
+    const char* text;
+    const TensorInfo* Parts::*slot;
+  };
+  const Suffix suffixes[] = {{".lora_A.weight", &Parts::A},
+                             {".lora_B.weight", &Parts::B},
+                             {".lora_B.bias", &Parts::bias},
+                             {".lora_magnitude_vector.weight", &Parts::mag},
+                             {".lora_magnitude_vector", &Parts::mag}};
+  for (const TensorInfo& t : file.tensors()) {
+    const std::string& name = t.name;
+    if (name.rfind(kPrefix, 0) != 0)
+      throw LoadError(where(name) + ": name does not start with '" + kPrefix + "' (not a PEFT LoRA tensor)");
+    const std::string rest = name.substr(std::char_traits<char>::length(kPrefix));
+    const Suffix* hit = nullptr;
+    for (const Suffix& s : suffixes) {
+      const size_t n = std::char_traits<char>::length(s.text);
+      if (rest.size() > n && rest.compare(rest.size() - n, n, s.text) == 0) {
+        hit = &s;
+        break;
+      }
+    }
+    if (!hit) {
+      std::string why =
+          "unexpected tensor (expected base_model.model.{module}.lora_A.weight, lora_B.weight, "
+          "lora_B.bias or lora_magnitude_vector)";
+      if (rest.find("lora_embedding_") != std::string::npos)
+        why = "LoRA on embeddings is not supported";
+      else if (rest.find(".lora_A.") != std::string::npos || rest.find(".lora_B.") != std::string::npos ||
+               rest.find(".lora_magnitude_vector.") != std::string::npos)
+        why = "the key carries an adapter name (in-memory layout); PEFT's saved layout has none";
+      throw LoadError(where(name) + ": " + why);
+    }
+    const std::string path = rest.substr(0, rest.size() - std::char_traits<char>::length(hit->text));
+    if (!valid_module_path(path))
+      throw LoadError(where(name) + ": module path must be 1 to " + std::to_string(kMaxModulePath) +
+                      " characters of [A-Za-z0-9_.]");
+    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+      throw LoadError(where(name) + ": dtype " + dtype_name(t.dtype) + ", expected F32, F16 or BF16");
+    const TensorInfo*& slot = parts[path].*(hit->slot);
+    if (slot) throw LoadError(where(name) + ": module '" + path + "' already has '" + slot->name + "'");
+    slot = &t;
+  }
+  if (parts.empty()) throw LoadError(std::string(Adapter::kWeightsName) + ": holds no LoRA tensors");
+  const auto start = std::chrono::steady_clock::now();
+  for (const auto& [path, p] : parts) {
+    a.modules.push_back(build_module(path, p, a.config));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (seconds > AdapterConfig::kMaxMatchSeconds)
+      throw LoadError(std::string(Adapter::kConfigName) + ": matching rank_pattern / alpha_pattern / target_modules " +
+                      "against the module names took more than " +
+                      std::to_string(int(AdapterConfig::kMaxMatchSeconds)) +
+                      " s; use plain module names or simpler regular expressions");
+  }
+  return a;
+}
+
 }  // namespace
 
 const AdapterModule* Adapter::find(const std::string& path) const {
@@ -195,65 +255,19 @@ Adapter read_adapter(const std::string& dir) {
                       "safe_serialization=True to get adapter_model.safetensors");
     throw LoadError(dir + ": " + Adapter::kWeightsName + " is missing");
   }
-  const SafetensorsFile file = SafetensorsFile::open(st_path);
-
-  std::map<std::string, Parts> parts;  // by module path
-  struct Suffix {
-    const char* text;
-    const TensorInfo* Parts::*slot;
-  };
-  const Suffix suffixes[] = {{".lora_A.weight", &Parts::A},
-                             {".lora_B.weight", &Parts::B},
-                             {".lora_B.bias", &Parts::bias},
-                             {".lora_magnitude_vector.weight", &Parts::mag},
-                             {".lora_magnitude_vector", &Parts::mag}};
-  for (const TensorInfo& t : file.tensors()) {
-    const std::string& name = t.name;
-    if (name.rfind(kPrefix, 0) != 0)
-      throw LoadError(where(name) + ": name does not start with '" + kPrefix + "' (not a PEFT LoRA tensor)");
-    const std::string rest = name.substr(std::char_traits<char>::length(kPrefix));
-    const Suffix* hit = nullptr;
-    for (const Suffix& s : suffixes) {
-      const size_t n = std::char_traits<char>::length(s.text);
-      if (rest.size() > n && rest.compare(rest.size() - n, n, s.text) == 0) {
-        hit = &s;
-        break;
-      }
-    }
-    if (!hit) {
-      std::string why =
-          "unexpected tensor (expected base_model.model.{module}.lora_A.weight, lora_B.weight, "
-          "lora_B.bias or lora_magnitude_vector)";
-      if (rest.find("lora_embedding_") != std::string::npos)
-        why = "LoRA on embeddings is not supported";
-      else if (rest.find(".lora_A.") != std::string::npos || rest.find(".lora_B.") != std::string::npos ||
-               rest.find(".lora_magnitude_vector.") != std::string::npos)
-        why = "the key carries an adapter name (in-memory layout); PEFT's saved layout has none";
-      throw LoadError(where(name) + ": " + why);
-    }
-    const std::string path = rest.substr(0, rest.size() - std::char_traits<char>::length(hit->text));
-    if (!valid_module_path(path))
-      throw LoadError(where(name) + ": module path must be 1 to " + std::to_string(kMaxModulePath) +
-                      " characters of [A-Za-z0-9_.]");
-    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
-      throw LoadError(where(name) + ": dtype " + dtype_name(t.dtype) + ", expected F32, F16 or BF16");
-    const TensorInfo*& slot = parts[path].*(hit->slot);
-    if (slot) throw LoadError(where(name) + ": module '" + path + "' already has '" + slot->name + "'");
-    slot = &t;
-  }
-  if (parts.empty()) throw LoadError(std::string(Adapter::kWeightsName) + ": holds no LoRA tensors");
-  const auto start = std::chrono::steady_clock::now();
-  for (const auto& [path, p] : parts) {
-    a.modules.push_back(build_module(path, p, a.config));
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (seconds > AdapterConfig::kMaxMatchSeconds)
-      throw LoadError(std::string(Adapter::kConfigName) + ": matching rank_pattern / alpha_pattern / target_modules " +
-                      "against the module names took more than " +
-                      std::to_string(int(AdapterConfig::kMaxMatchSeconds)) +
-                      " s; use plain module names or simpler regular expressions");
-  }
-  return a;
+  return adapter_from(std::move(a), SafetensorsFile::open(st_path));
 }
+
+Adapter parse_adapter(const std::string& config_text, const uint8_t* weights, uint64_t size, const std::string& dir) {
+  if (config_text.size() > AdapterConfig::kMaxBytes)
+    throw LoadError(dir + ": " + Adapter::kConfigName + " is " + std::to_string(config_text.size()) +
+                    " bytes, allowed at most " + std::to_string(AdapterConfig::kMaxBytes));
+  Adapter a;
+  a.dir = dir;
+  a.config = parse_adapter_config(config_text, Adapter::kConfigName);
+  return adapter_from(std::move(a), SafetensorsFile::parse(weights, size, Adapter::kWeightsName));
+}
+
 
 void check_adapter(const Adapter& a, const Model& base) {
   std::map<std::string, const LinearModule*> by_path;

@@ -120,6 +120,10 @@ std::vector<LinearModule> linear_modules(const Model& m, bool include_lm_head = 
 // Reads and validates the folder on its own: config keys, tensor names, ranks, A/B pairing, DoRA
 // magnitude presence, finite values. Throws LoadError naming the file and the tensor.
 Adapter read_adapter(const std::string& dir);
+// The same checks on in-memory contents (fuzzers, tests): the text of adapter_config.json and the
+// bytes of adapter_model.safetensors; `dir` names the adapter in messages and in Adapter::dir.
+// Every tensor is copied out, so the bytes need not outlive the call.
+Adapter parse_adapter(const std::string& config_text, const uint8_t* weights, uint64_t size, const std::string& dir);
 // Checks the adapter against a base model: every module exists as a linear module with the adapter's
 // (out, in), a lora_B.bias only where the base has a bias. Throws LoadError naming the tensor.
 void check_adapter(const Adapter& a, const Model& base);

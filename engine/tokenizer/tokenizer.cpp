@@ -80,13 +80,20 @@ Tokenizer::Tokenizer() : impl_(std::make_unique<Impl>()) {}
 Tokenizer::~Tokenizer() = default;
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& model_path) {
-  const std::string bytes = read_model_file(model_path);
+  return from_bytes(read_model_file(model_path), model_path);
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::from_bytes(const std::string& bytes, const std::string& name) {
+  if (bytes.empty()) throw LoadError(name + ": tokenizer model is empty");
+  if (bytes.size() > kMaxModelBytes)
+    throw LoadError(name + ": tokenizer model is " + std::to_string(bytes.size()) + " bytes, allowed at most " +
+                    std::to_string(kMaxModelBytes));
   std::unique_ptr<Tokenizer> t(new Tokenizer());
   const auto status = t->impl_->sp.LoadFromSerializedProto(bytes);
-  if (!status.ok()) throw LoadError(model_path + ": not a SentencePiece model: " + status.ToString());
-  t->impl_->path = model_path;
+  if (!status.ok()) throw LoadError(name + ": not a SentencePiece model: " + status.ToString());
+  t->impl_->path = name;
   t->impl_->size = t->impl_->sp.GetPieceSize();
-  if (t->impl_->size <= 0) throw LoadError(model_path + ": SentencePiece model has an empty vocabulary");
+  if (t->impl_->size <= 0) throw LoadError(name + ": SentencePiece model has an empty vocabulary");
   return t;
 }
 

@@ -12,6 +12,8 @@ class Tokenizer {
  public:
   // Loads a SentencePiece model file; throws LoadError (names the file) on failure.
   static std::unique_ptr<Tokenizer> load(const std::string& model_path);
+  // The same from the file's bytes (fuzzers, tests); `name` names it in messages.
+  static std::unique_ptr<Tokenizer> from_bytes(const std::string& bytes, const std::string& name);
   ~Tokenizer();
 
   // Text → ids (no BOS added here; callers prepend bos_token_id unless --no-bos).

@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+# Writes the seed corpora of the libFuzzer targets (tests/fuzz/corpus/<target>/): small valid files
+# and near-valid ones (one field or byte wrong), so the fuzzer starts next to every check of
+# reliability-checklist.md. Not the session seeds (tools/bench_session.cpp writes corpus/session).
+# Deterministic: run from the repository root, `python3 tests/fuzz/make_seeds.py`; no third-party modules.
+import json
+import os
+import struct
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = os.path.join(ROOT, "tests", "fuzz", "corpus")
+
+
+def safetensors(tensors, metadata=None, pad_to=8):
+    """tensors: list of (name, dtype, shape, raw bytes), laid out in order. Returns the file bytes."""
+    header, offset, data = {}, 0, b""
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        data += raw
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((-(8 + len(text))) % pad_to)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def raw_with_header(header_obj_or_text, data=b""):
+    text = header_obj_or_text if isinstance(header_obj_or_text, bytes) else json.dumps(header_obj_or_text).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def f32(*v):
+    return struct.pack("<%df" % len(v), *v)
+
+
+def bf16(*v):
+    return b"".join(struct.pack("<f", x)[2:] for x in v)
+
+
+def f16(*v):
+    return struct.pack("<%de" % len(v), *v)
+
+
+def write(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def safetensors_seeds():
+    w = lambda n, b: write("safetensors", n, b)
+    w("valid_f32.safetensors", safetensors([("w", "F32", [2, 3], f32(*range(6)))]))
+    w("valid_mixed.safetensors", safetensors([
+        ("a.weight", "F32", [2, 2], f32(1, 2, 3, 4)),
+        ("b.weight", "BF16", [3], bf16(1, -2, 0.5)),
+        ("c.bias", "F16", [2], f16(0.25, -1)),
+        ("ids", "I64", [2], struct.pack("<2q", 7, -1)),
+        ("n", "I32", [1], struct.pack("<i", 3)),
+        ("scalar", "F32", [], f32(9)),
+        ("empty", "F32", [0, 4], b""),
+    ], metadata={"format": "pt", "note": "seed"}))
+    w("valid_unpadded_odd.safetensors", safetensors([("h", "BF16", [3], bf16(1, 2, 3)), ("f", "F32", [1], f32(5))], pad_to=1))
+    w("valid_rank8.safetensors", safetensors([("r8", "F32", [1] * 8, f32(1))]))
+    # Near-valid: each breaks one rule of the checklist.
+    good = safetensors([("w", "F32", [2], f32(1, 2))])
+    w("bad_truncated.safetensors", good[:-3])
+    w("bad_trailing.safetensors", good + b"\0\0\0\0")
+    w("bad_header_len_huge.safetensors", struct.pack("<Q", 2**63 + 5) + good[8:])
+    w("bad_header_len_past_end.safetensors", struct.pack("<Q", len(good)) + good[8:])
+    w("bad_short.safetensors", b"\x05\0\0")
+    hdr = lambda h, data=b"": raw_with_header(h, data)
+    w("bad_shape_mismatch.safetensors", hdr({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, f32(1, 2)))
+    w("bad_dtype.safetensors", hdr({"w": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}}, b"ab"))
+    w("bad_overlap.safetensors", hdr({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                                      "b": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, f32(1)))
+    w("bad_hole.safetensors", hdr({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, f32(1, 2)))
+    w("bad_negative_dim.safetensors", hdr({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}}, f32(1)))
+    w("bad_numel_overflow.safetensors", hdr({"a": {"dtype": "F32", "shape": [2**62, 8], "data_offsets": [0, 4]}}, f32(1)))
+    w("bad_rank9.safetensors", hdr({"a": {"dtype": "F32", "shape": [1] * 9, "data_offsets": [0, 4]}}, f32(1)))
+    w("bad_extra_field.safetensors", hdr({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "x": 1}}, f32(1)))
+    w("bad_metadata_value.safetensors", hdr({"__metadata__": {"k": 1}, "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, f32(1)))
+    w("bad_duplicate.safetensors", hdr(b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+                                       b'"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', f32(1, 2)))
+    w("bad_deep.safetensors", hdr(b'{"__metadata__":{"a":[[[[[[1]]]]]]}}'))
+    w("bad_not_utf8.safetensors", hdr(b'{"\xff\xfe":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', f32(1)))
+    w("bad_top_array.safetensors", hdr(b'[1,2,3]'))
+
+
+def config_seeds():
+    w = lambda n, b: write("config", n, b)
+    for src in ["tests/data/jamba-v0.1-config.json", "tests/golden/gqa_basic/config.json",
+                "tests/golden/mqa_tied_bias/config.json", "tests/golden/extensions/config.json",
+                "tests/golden/dense_no_moe/config.json"]:
+        with open(os.path.join(ROOT, src), "rb") as f:
+            w("valid_" + src.split("/")[-2].replace("data", "jamba_v0_1") + ".json", f.read())
+    with open(os.path.join(ROOT, "tests/golden/gqa_basic/config.json")) as f:
+        base = json.load(f)
+    def variant(name, **changes):
+        c = dict(base)
+        for k, v in changes.items():
+            if v is None:
+                c.pop(k, None)
+            else:
+                c[k] = v
+        w(name, json.dumps(c, indent=1))
+    variant("bad_heads_not_dividing.json", num_attention_heads=5)
+    variant("bad_offset_ge_period.json", attn_layer_offset=2)
+    variant("bad_topk_gt_experts.json", num_experts_per_tok=8)
+    variant("bad_negative_layers.json", num_hidden_layers=-1)
+    variant("bad_huge_hidden.json", hidden_size=2**62)
+    variant("bad_dt_rank_string.json", mamba_dt_rank="bogus")
+    variant("valid_dt_rank_auto.json", mamba_dt_rank="auto")
+    variant("bad_missing_vocab.json", vocab_size=None)
+    variant("bad_float_layers.json", num_hidden_layers=4.5)
+    variant("valid_layers_block_type.json", layers_block_type=["mamba", "attention", "mamba", "attention"])
+    variant("bad_layers_block_type_len.json", layers_block_type=["mamba", "attention"])
+    variant("valid_auto_map.json", auto_map={"AutoModel": "modeling_jamba.JambaModel"})
+    variant("valid_eos_list.json", eos_token_id=[2, 3])
+    variant("valid_softmax1.json", attention_normalizer="softmax1", num_register_tokens=2)
+    w("bad_truncated.json", json.dumps(base)[:200])
+    w("bad_empty.json", "")
+    w("bad_array.json", "[1, 2]")
+
+
+def adapter_seeds():
+    # Input of fuzz_adapter: adapter_config.json text, then optionally a NUL byte and the bytes of
+    # adapter_model.safetensors.
+    w = lambda n, b: write("adapter", n, b)
+    cfg = {"peft_type": "LORA", "r": 2, "lora_alpha": 4, "target_modules": ["q_proj", "in_proj"],
+           "use_dora": False, "use_rslora": False, "lora_bias": False}
+    def mod(path, r, out, inp, dtype="F32", dora=False, bias=False):
+        enc = {"F32": f32, "BF16": bf16, "F16": f16}[dtype]
+        t = [("base_model.model.%s.lora_A.weight" % path, dtype, [r, inp], enc(*[0.1 * (i % 7 - 3) for i in range(r * inp)])),
+             ("base_model.model.%s.lora_B.weight" % path, dtype, [out, r], enc(*[0.05 * (i % 5 - 2) for i in range(out * r)]))]
+        if dora:
+            t.append(("base_model.model.%s.lora_magnitude_vector" % path, dtype, [out], enc(*[1.0 + 0.1 * i for i in range(out)])))
+        if bias:
+            t.append(("base_model.model.%s.lora_B.bias" % path, dtype, [out], enc(*[0.01 * i for i in range(out)])))
+        return t
+    lora = mod("model.layers.1.self_attn.q_proj", 2, 4, 4) + mod("model.layers.0.mamba.in_proj", 2, 8, 4, "BF16")
+    w("valid_lora.bin", json.dumps(cfg).encode() + b"\0" + safetensors(lora))
+    dcfg = dict(cfg, use_dora=True, use_rslora=True, rank_pattern={"in_proj": 3}, alpha_pattern={"q_proj": 2},
+                exclude_modules=["router"], layers_to_transform=[0, 1])
+    dora = mod("model.layers.1.self_attn.q_proj", 2, 4, 4, "F16", dora=True) + \
+        mod("model.layers.0.mamba.in_proj", 3, 8, 4, dora=True)
+    w("valid_dora.bin", json.dumps(dcfg).encode() + b"\0" + safetensors(dora))
+    bcfg = dict(cfg, lora_bias=True, target_modules="model\\.layers\\.\\d+\\.mamba\\.(in|out)_proj")
+    w("valid_bias_regex.bin", json.dumps(bcfg).encode() + b"\0" +
+      safetensors(mod("model.layers.0.mamba.out_proj", 2, 4, 8, bias=True)))
+    w("valid_all_linear.bin", json.dumps(dict(cfg, target_modules="all-linear")).encode() + b"\0" + safetensors(lora, pad_to=1))
+    with open(os.path.join(ROOT, "tests/golden/adapters/dora_fused/adapter_config.json"), "rb") as f:
+        golden_cfg = f.read()
+    with open(os.path.join(ROOT, "tests/golden/adapters/dora_fused/adapter_model.safetensors"), "rb") as f:
+        golden_st = f.read()
+    w("valid_golden_dora_fused.bin", golden_cfg + b"\0" + golden_st)
+    with open(os.path.join(ROOT, "tests/golden/adapters/dora/adapter_config.json"), "rb") as f:
+        w("valid_config_only_dora.json", f.read())
+    # Near-valid.
+    w("bad_rank_mismatch.bin", json.dumps(dict(cfg, r=3)).encode() + b"\0" + safetensors(lora))
+    w("bad_dora_missing_mag.bin", json.dumps(dict(cfg, use_dora=True)).encode() + b"\0" + safetensors(lora))
+    w("bad_missing_B.bin", json.dumps(cfg).encode() + b"\0" + safetensors(lora[:1]))
+    w("bad_nan.bin", json.dumps(cfg).encode() + b"\0" +
+      safetensors([(lora[0][0], "F32", [2, 4], f32(*([float("nan")] + [0.0] * 7))), lora[1]]))
+    w("bad_prefix.bin", json.dumps(cfg).encode() + b"\0" + safetensors([("model.x.lora_A.weight", "F32", [1, 1], f32(1))]))
+    w("bad_regex.json", json.dumps(dict(cfg, target_modules="(a+)+$", rank_pattern={"(x{100}){100}": 2})))
+    w("bad_rank_zero.json", json.dumps(dict(cfg, r=0)))
+    w("bad_alpha_huge.json", json.dumps(dict(cfg, lora_alpha=1e300)))
+    w("bad_layers_type.json", json.dumps(dict(cfg, layers_to_transform="0")))
+    w("bad_truncated.bin", json.dumps(cfg).encode() + b"\0" + safetensors(lora)[:-5])
+
+
+def tokenizer_seeds():
+    # Input of fuzz_tokenizer: a mode byte (0 id list, 1 text to encode, 2 a SentencePiece model
+    # file), then the payload.
+    w = lambda n, b: write("tokenizer", n, b)
+    w("ids_valid.txt", b"\x00" + b"1, 2,3 ,2147483647")
+    w("ids_bad.txt", b"\x00" + b"1,,-2,x,99999999999")
+    w("ids_empty.txt", b"\x00")
+    w("text_ascii.txt", b"\x01" + b"Hello world, the quick brown fox.\n\tTabs and 123 numbers.")
+    w("text_utf8.txt", b"\x01" + "Grüße, 世界! ▁ — emoji 🙂 and combining é".encode())
+    w("text_invalid_utf8.txt", b"\x01" + b"abc\xff\xfe\xc3(\xe2\x82 \xf0\x9f\x99 end\x00nul")
+    with open(os.path.join(ROOT, "tests/data/tiny_spm.model"), "rb") as f:
+        model = f.read()
+    w("model_valid.bin", b"\x02" + model)
+    w("model_truncated.bin", b"\x02" + model[: len(model) // 2])
+    flipped = bytearray(model)
+    flipped[len(flipped) // 3] ^= 0x40
+    w("model_flipped.bin", b"\x02" + bytes(flipped))
+
+
+def main():
+    safetensors_seeds()
+    config_seeds()
+    adapter_seeds()
+    tokenizer_seeds()
+    total = 0
+    for t in ["safetensors", "config", "adapter", "tokenizer"]:
+        d = os.path.join(CORPUS, t)
+        files = sorted(os.listdir(d))
+        size = sum(os.path.getsize(os.path.join(d, f)) for f in files)
+        total += size
+        print("%-12s %3d files, %7d bytes" % (t, len(files), size))
+    print("total %d bytes" % total)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
