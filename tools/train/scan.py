@@ -1,0 +1,139 @@
+"""Selective scan of the Mamba mixer (jamba-spec.md §3.5 step 6), vectorized over time.
+
+    h_t = exp(dt_t * A) * h_{t-1} + dt_t * B_t * u_t        (per channel d, state n; h_{-1} = 0)
+    y_t = sum_n h_t[:, n] * C_t[n]
+
+The sequence is cut into chunks of `chunk` steps. Inside a chunk the decay from the chunk start is
+a cumulative sum in log space, exp(cumsum(dt * A)) (always <= 1, so it cannot overflow); the
+zero-start states of all chunks are computed together, `chunk` vectorized steps for the whole
+batch; one short loop over the chunks carries each chunk's final state into the next one:
+
+    h_t = h_t^(chunk, zero start) + exp(L_t) * H_(chunk start)
+
+The result equals the sequential recurrence up to floating-point summation order.
+"""
+import torch
+
+
+def selective_scan_chunked(u, dt, A, Bm, Cm, chunk=16):
+    """u, dt: (B, S, Di); A: (Di, N) (negative); Bm, Cm: (B, S, N). Returns y (B, S, Di) without
+    the D skip and the gate."""
+    Bsz, S, Di = u.shape
+    N = A.shape[1]
+    c = min(chunk, S)
+    pad = (-S) % c
+    if pad:
+        # dt = 0 past the end: decay exp(0) = 1 and input 0, so padding changes nothing before it.
+        u = torch.nn.functional.pad(u, (0, 0, 0, pad))
+        dt = torch.nn.functional.pad(dt, (0, 0, 0, pad))
+        Bm = torch.nn.functional.pad(Bm, (0, 0, 0, pad))
+        Cm = torch.nn.functional.pad(Cm, (0, 0, 0, pad))
+    Sp = S + pad
+    nc = Sp // c
+    # (c, B, nc, Di, N) layout so that one step of the chunk loop is a contiguous slice.
+    dtc = dt.view(Bsz, nc, c, Di).permute(2, 0, 1, 3)
+    log_a = dtc.unsqueeze(-1) * A                                      # dt * A <= 0
+    dbu = (dtc * u.view(Bsz, nc, c, Di).permute(2, 0, 1, 3)).unsqueeze(-1) * \
+        Bm.view(Bsz, nc, c, N).permute(2, 0, 1, 3).unsqueeze(-2)       # dt * u * B
+    log_cum = torch.cumsum(log_a, dim=0)                               # log decay since chunk start
+    decay = torch.exp(log_cum)
+    a = torch.exp(log_a)
+    # unbind (not indexing): its backward stacks the slices instead of zero-filling a full-size
+    # gradient per slice.
+    a_steps = a.unbind(0)
+    dbu_steps = dbu.unbind(0)
+    h = dbu_steps[0]
+    hs = [h]
+    for i in range(1, c):
+        h = a_steps[i] * h + dbu_steps[i]
+        hs.append(h)
+    h_zero = torch.stack(hs, 0)                                        # (c, B, nc, Di, N)
+    # Carry across chunks.
+    last_decay = decay[c - 1].unbind(1)                                # nc x (B, Di, N)
+    last_h = hs[-1].unbind(1)
+    carry = [torch.zeros_like(last_h[0])]
+    for k in range(1, nc):
+        carry.append(last_decay[k - 1] * carry[-1] + last_h[k - 1])
+    H0 = torch.stack(carry, 1)                                         # (B, nc, Di, N)
+    h_full = h_zero + decay * H0.unsqueeze(0)
+    Cc = Cm.view(Bsz, nc, c, N).permute(2, 0, 1, 3)                    # (c, B, nc, N)
+    y = torch.einsum("cbkdn,cbkn->bkcd", h_full, Cc).reshape(Bsz, Sp, Di)
+    return y[:, :S]
+
+
+def selective_scan_sequential(u, dt, A, Bm, Cm):
+    """Reference: one step at a time (jamba-spec.md §6.1 selective_scan_ref)."""
+    Bsz, S, Di = u.shape
+    h = torch.zeros(Bsz, Di, A.shape[1], dtype=u.dtype, device=u.device)
+    ys = []
+    for t in range(S):
+        h = torch.exp(dt[:, t, :, None] * A) * h + (dt[:, t] * u[:, t])[:, :, None] * Bm[:, t, None, :]
+        ys.append((h * Cm[:, t, None, :]).sum(-1))
+    return torch.stack(ys, 1)
+
+
+class _ScanFn(torch.autograd.Function):
+    """The recurrence as one autograd node with a hand-written backward. Each time step works on a
+    (B, Di, N) tile that stays in cache; the states are written once (forward) and read once
+    (backward); everything that does not need the recurrence is batched over time."""
+
+    @staticmethod
+    def forward(ctx, u, dt, A, Bm, Cm):
+        Bsz, S, Di = u.shape
+        N = A.shape[1]
+        H = torch.empty(S, Bsz, Di, N, dtype=u.dtype)
+        dtu = (dt * u).transpose(0, 1).contiguous()              # (S, B, Di)
+        dtT = dt.transpose(0, 1).contiguous()
+        BT = Bm.transpose(0, 1).contiguous()                     # (S, B, N)
+        a = torch.empty(Bsz, Di, N, dtype=u.dtype)
+        for t in range(S):
+            torch.mul(dtT[t].unsqueeze(-1), A, out=a)
+            a.exp_()
+            if t == 0:
+                torch.mul(dtu[0].unsqueeze(-1), BT[0].unsqueeze(1), out=H[0])
+            else:
+                torch.mul(H[t - 1], a, out=H[t])
+                H[t].addcmul_(dtu[t].unsqueeze(-1), BT[t].unsqueeze(1))
+        CT = Cm.transpose(0, 1).contiguous()
+        y = torch.matmul(H, CT.unsqueeze(-1)).squeeze(-1).transpose(0, 1)   # sum_n h_t C_t
+        ctx.save_for_backward(u, dt, A, Bm, Cm, H)
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        u, dt, A, Bm, Cm, H = ctx.saved_tensors
+        Bsz, S, Di = u.shape
+        N = A.shape[1]
+        gyT = gy.transpose(0, 1).contiguous()                    # (S, B, Di)
+        dtT = dt.transpose(0, 1).contiguous()
+        CT = Cm.transpose(0, 1).contiguous()
+        G = torch.empty(S, Bsz, Di, N, dtype=u.dtype)            # dL/dh_t (total)
+        T = torch.empty(S, Bsz, Di, N, dtype=u.dtype)            # dL/d(dt_t * A) per (b, d, n)
+        T[0].zero_()
+        a = torch.empty(Bsz, Di, N, dtype=u.dtype)
+        for t in range(S - 1, -1, -1):
+            if t == S - 1:
+                torch.mul(gyT[t].unsqueeze(-1), CT[t].unsqueeze(1), out=G[t])
+            else:
+                torch.mul(G[t + 1], a, out=G[t])                 # a = exp(dt_{t+1} A)
+                G[t].addcmul_(gyT[t].unsqueeze(-1), CT[t].unsqueeze(1))
+            if t > 0:
+                torch.mul(dtT[t].unsqueeze(-1), A, out=a)
+                a.exp_()
+                torch.mul(G[t], H[t - 1], out=T[t])
+                T[t].mul_(a)
+        dA = (T * dtT.unsqueeze(-1)).sum(dim=(0, 1))
+        ddt_decay = (T.mul_(A)).sum(-1).transpose(0, 1)
+        # Input terms, batched over time: h_t += (dt_t u_t)[d] B_t[n]; y_t = sum_n h_t C_t.
+        dC = torch.matmul(gyT.unsqueeze(-2), H).squeeze(-2).transpose(0, 1)
+        dtuT = (dt * u).transpose(0, 1).contiguous()
+        dB = torch.matmul(dtuT.unsqueeze(-2), G).squeeze(-2).transpose(0, 1)
+        BT = Bm.transpose(0, 1).contiguous()
+        d_dtu = torch.matmul(G, BT.unsqueeze(-1)).squeeze(-1).transpose(0, 1)
+        ddt = d_dtu * u + ddt_decay
+        du = d_dtu * dt
+        return du, ddt, dA, dB, dC
+
+
+def selective_scan_fused(u, dt, A, Bm, Cm):
+    return _ScanFn.apply(u.contiguous(), dt.contiguous(), A.contiguous(), Bm.contiguous(), Cm.contiguous())
