@@ -190,6 +190,24 @@ TEST(CliUsage, NoDisplay_GuiFailsWithOneLine) {
   EXPECT_EQ(lineCount(r.err), 1) << r.err;
 }
 
+
+TEST(CliUsage, SessionFileAndAppOptions_GoToTheApp) {
+  // A .hlsession argument and the app's own options (--session, --theme, ...) open the app, not the
+  // command dispatcher: without a display the app answers, never "unknown command/option".
+  for (std::vector<std::string> args : {std::vector<std::string>{"missing.hlsession"},
+                                        {"--session", "missing.hlsession"},
+                                        {"--theme", "dark"},
+                                        {"--prompt=hello"}}) {
+    RunResult r = runHybridlens(args, {"PATH=/usr/bin:/bin", "HOME=/tmp"}, /*replaceEnv=*/true);
+    EXPECT_NE(r.status, 0) << args[0];
+    EXPECT_LT(r.status, 128) << r.err;
+    EXPECT_EQ(lineCount(r.err), 1) << r.err;
+    EXPECT_EQ(r.err.find("unknown"), std::string::npos) << args[0] << ": " << r.err;
+  }
+  RunResult r = runHybridlens({"--sesion", "x"});  // a typo is still the dispatcher's one-line error
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unknown option --sesion"), std::string::npos) << r.err;
+}
 // `info` and `trace` on a generated random-weight checkpoint (the demo preset: 8 layers, attention at
 // i % 4 == 2, MoE on odd layers, vocabulary 4096).
 class CliOnCheckpoint : public ::testing::Test {
