@@ -103,7 +103,7 @@ void linear_blas(const Mat& W, int64_t row0, int64_t nrows, const float* X, int6
   blas_single_threaded();
   const int64_t in = W.cols;
   const int threads = ThreadPool::global().size();
-  int64_t pr = std::max<int64_t>(16, (int64_t{1} << 20) / (4 * in));          // ~1 MiB of fp32 per panel
+  int64_t pr = std::max<int64_t>(16, (int64_t{1} << 22) / (4 * in));          // ~4 MiB of fp32 per panel
   pr = std::min(pr, std::max<int64_t>(16, (nrows + threads - 1) / threads));  // ≥ one panel per thread
   const int64_t panels = (nrows + pr - 1) / pr;
   const simd::Kernels& k = simd::kernels();
