@@ -47,27 +47,20 @@ struct V256 {
     }
   }
 
-  // exp as in cpu_simd_avx512.cpp: 2^n · p(r) with a degree-7 polynomial, 2^n in two factors.
-  static f exp(f x) {
-    const f nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-    const f xc = _mm256_min_ps(_mm256_max_ps(x, set1(-104.0f)), set1(88.8f));
-    const f n = _mm256_round_ps(mul(xc, set1(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    f r = _mm256_fnmadd_ps(n, set1(0.693145751953125f), xc);
-    r = _mm256_fnmadd_ps(n, set1(1.428606765330187045e-06f), r);
-    f p = set1(1.0f / 5040.0f);
-    p = fmadd(p, r, set1(1.0f / 720.0f));
-    p = fmadd(p, r, set1(1.0f / 120.0f));
-    p = fmadd(p, r, set1(1.0f / 24.0f));
-    p = fmadd(p, r, set1(1.0f / 6.0f));
-    p = fmadd(p, r, set1(0.5f));
-    p = fmadd(p, r, set1(1.0f));
-    p = fmadd(p, r, set1(1.0f));
+  // The primitives of the shared exp (Kern::exp in cpu_simd_impl.h).
+  static f fnmadd(f a, f b, f c) { return _mm256_fnmadd_ps(a, b, c); }
+  static f min(f a, f b) { return _mm256_min_ps(a, b); }
+  static f max(f a, f b) { return _mm256_max_ps(a, b); }
+  static f round(f v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static f isnan(f v) { return _mm256_cmp_ps(v, v, _CMP_UNORD_Q); }
+  // p · 2^n for integral n in [-151, 128], as two exact power-of-two factors.
+  static f scale2(f p, f n) {
     const __m256i ni = _mm256_cvtps_epi32(n);
     const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
     const __m256i bias = _mm256_set1_epi32(127);
     const f s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
     const f s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
-    return _mm256_blendv_ps(mul(mul(p, s1), s2), x, nan);
+    return mul(mul(p, s1), s2);
   }
 };
 

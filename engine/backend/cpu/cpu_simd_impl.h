@@ -5,13 +5,28 @@
 // differ, so results agree within fp32 rounding.
 //
 // V provides: f (register type), kLanes, zero, set1, load, store, add, sub, mul, div, fmadd(a, b, c) =
-// a·b + c, abs, max0, gt (a lane mask), blend(mask, a, b) = mask ? b : a, hsum, exp, and loadw<T>(p):
-// kLanes weights of dtype T at p widened to fp32.
+// a·b + c, fnmadd(a, b, c) = c − a·b, min, max, abs, max0, round (to nearest), isnan and gt (lane
+// masks), blend(mask, a, b) = mask ? b : a, hsum, scale2(p, n) = p·2^n (n integral, in two exact
+// factors), and loadw<T>(p): kLanes weights of dtype T at p widened to fp32.
 
 template <class V>
 struct Kern {
   using f = typename V::f;
   static constexpr int L = V::kLanes;
+
+  // exp(x) = 2^n · p(r), x = n·ln2 + r, |r| ≤ ln2/2 (ln2 in two parts, Cody–Waite), p of degree 7;
+  // 2^n applied as two factors so that results down in the subnormal range round once, like expf.
+  // NaN stays NaN; ±inf give inf and 0.
+  static f exp(f x) {
+    const f xc = V::min(V::max(x, V::set1(-104.0f)), V::set1(88.8f));
+    const f n = V::round(V::mul(xc, V::set1(1.44269504088896341f)));
+    f r = V::fnmadd(n, V::set1(0.693145751953125f), xc);
+    r = V::fnmadd(n, V::set1(1.428606765330187045e-06f), r);
+    f p = V::set1(1.0f / 5040.0f);
+    for (float c : {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f})
+      p = V::fmadd(p, r, V::set1(c));
+    return V::blend(V::isnan(x), V::scale2(p, n), x);
+  }
 
   // y (rows,) = W (rows, cols) · x (cols,), one row after another: the matrix is read as one
   // sequential stream (rows are contiguous), which the hardware prefetchers follow best —
@@ -113,7 +128,7 @@ struct Kern {
       for (int64_t j = 0; j < m; ++j) o[c] += p[j] * Vr[j * ldv + c];
   }
 
-  static f silu(f v) { return V::div(v, V::add(V::set1(1.0f), V::exp(V::sub(V::zero(), v)))); }
+  static f silu(f v) { return V::div(v, V::add(V::set1(1.0f), exp(V::sub(V::zero(), v)))); }
 
   static void silu_mul(float* g, const float* u, int64_t n) {
     int64_t i = 0;
@@ -135,7 +150,7 @@ struct Kern {
     int64_t i = 0;
     for (; i + L <= n; i += L) {
       const f v = V::load(x + i);
-      const f t = V::exp(V::sub(V::zero(), V::abs(v)));
+      const f t = exp(V::sub(V::zero(), V::abs(v)));
       const f y = V::add(one, t);
       const f c = V::sub(t, V::sub(y, one));
       const f big = V::gt(y, V::set1(1.41421356237f));  // then e = 1, m = y/2
@@ -176,7 +191,7 @@ struct Kern {
         const float* C = a.C + s * N;
         f acc = V::zero(), keep = V::zero();
         for (int64_t n = 0; n < N; ++n) {
-          const f dA = V::exp(V::mul(delta, V::load(AT + n * kTile)));
+          const f dA = exp(V::mul(delta, V::load(AT + n * kTile)));
           const f dBu = V::mul(V::mul(delta, V::set1(B[n])), ud);
           const f hn = V::fmadd(dA, V::load(hT + n * kTile), dBu);
           V::store(hT + n * kTile, hn);
