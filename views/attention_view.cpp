@@ -44,10 +44,7 @@ bool AttentionPatternView::hasData() const {
 }
 
 int AttentionPatternView::shownLayer() const {
-  if (!state().rec) return -1;
-  const ModelShape s = modelShape(state().rec->config);
-  if (s.An == 0) return -1;
-  return s.attnOrdinal(state().layer) >= 0 ? state().layer : s.attnLayers[0];
+  return state().rec ? layerOrFirst(modelShape(state().rec->config).attnLayers, state().layer) : -1;
 }
 
 void AttentionPatternView::rebuild() {
@@ -55,12 +52,7 @@ void AttentionPatternView::rebuild() {
   clearPlot();
   if (panelCount() < 5) {
     // [keys A | null A | keys B | null B | scale] over [current row as bars].
-    QCPAxisRect* first = panel(0);
-    body()->take(first);
-    body()->simplify();
-    auto* top = new QCPLayoutGrid;
-    body()->addElement(0, 0, top);
-    top->addElement(0, 0, first);
+    QCPLayoutGrid* top = nestFirstPanel();
     addPanel(0, 1, top);
     addPanel(0, 2, top);
     addPanel(0, 3, top);

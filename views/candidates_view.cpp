@@ -90,11 +90,7 @@ void CandidatesView::rebuild() {
     auto* bars = new QCPBars(key, val);
     bars->setName(name);
     for (size_t i = 0; i < ids_.size(); ++i) bars->addData(static_cast<double>(i), value(ids_[i]));
-    QColor fill = c;
-    fill.setAlpha(isB ? 110 : 200);
-    bars->setBrush(fill);
-    bars->setPen(runPen(c, isB, 1));
-    bars->setWidth(0.4);
+    styleRunBars(bars, c, isB, 0.4);
     bars->setBarsGroup(group);
     bars->addToLegend(panelLegend(r, Qt::AlignBottom | Qt::AlignRight));
   };

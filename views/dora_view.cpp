@@ -97,13 +97,7 @@ void DoraView::rebuild() {
       bd->addData(ls.layer, ls.mean_delta_d);
       bm->addData(ls.layer, ls.mean_delta_m);
     }
-    for (QCPBars* bars : {bd, bm}) {
-      QColor fill = col;
-      fill.setAlpha(isB ? 110 : 200);
-      bars->setBrush(fill);
-      bars->setPen(runPen(col, isB, 1));
-      bars->setWidth(0.35);
-    }
+    for (QCPBars* bars : {bd, bm}) styleRunBars(bars, col, isB, 0.35);
     bd->setBarsGroup(gd);
     bm->setBarsGroup(gm);
   };

@@ -33,12 +33,7 @@ void EntropyView::rebuild() {
   clearPlot();
   // Layout: [heatmap | colour scale | entropy vs layer] over [entropy over tokens].
   if (panelCount() < 3) {
-    QCPAxisRect* heat = panel(0);
-    body()->take(heat);
-    body()->simplify();
-    auto* top = new QCPLayoutGrid;
-    body()->addElement(0, 0, top);
-    top->addElement(0, 0, heat);
+    QCPLayoutGrid* top = nestFirstPanel();
     auto* scale = new QCPColorScale(plot());
     top->addElement(0, 1, scale);
     addPanel(0, 2, top);

@@ -118,10 +118,7 @@ QImage HeatmapRenderer::render(const float* data, int rows, int cols, float lo, 
   return render(d, QRectF(0, 0, cols, rows), s, size);
 }
 
-namespace {
-
-// Cell span [begin, end) covered by each of n pixels over [w0, w1) in cell units, clipped to [0, limit).
-void pixelSpans(double w0, double w1, int n, int limit, std::vector<int>* begin, std::vector<int>* end) {
+void heatmapPixelSpans(double w0, double w1, int n, int limit, std::vector<int>* begin, std::vector<int>* end) {
   begin->resize(static_cast<size_t>(n));
   end->resize(static_cast<size_t>(n));
   const double step = (w1 - w0) / n;
@@ -137,8 +134,6 @@ void pixelSpans(double w0, double w1, int n, int limit, std::vector<int>* begin,
   }
 }
 
-}  // namespace
-
 QImage CpuHeatmapRenderer::render(const HeatmapData& data, const QRectF& window, const HeatmapStyle& style,
                                   QSize size) {
   const int W = std::max(1, size.width()), H = std::max(1, size.height());
@@ -147,8 +142,8 @@ QImage CpuHeatmapRenderer::render(const HeatmapData& data, const QRectF& window,
   if (data.rows() == 0 || data.cols() == 0 || window.width() <= 0 || window.height() <= 0) return img;
 
   std::vector<int> cb, ce, rb, re;
-  pixelSpans(window.left(), window.right(), W, data.cols(), &cb, &ce);
-  pixelSpans(window.top(), window.bottom(), H, data.rows(), &rb, &re);
+  heatmapPixelSpans(window.left(), window.right(), W, data.cols(), &cb, &ce);
+  heatmapPixelSpans(window.top(), window.bottom(), H, data.rows(), &rb, &re);
   const QVector<QRgb>& lut = colormapLut(style.cmap);
   const float lo = style.lo, span = style.hi > style.lo ? style.hi - style.lo : 1.0f;
   const bool absPool = style.pool == Pooling::MaxAbs;

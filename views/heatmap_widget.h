@@ -75,6 +75,10 @@ class HeatmapRenderer {
   QImage render(const float* data, int rows, int cols, float lo, float hi, QSize size, Colormap cmap);
 };
 
+// The cell span [begin, end) covered by each of n pixels over [w0, w1) in cell units, clipped to
+// [0, limit): the cells every renderer pools into a pixel (the same on the CPU and the GPU).
+void heatmapPixelSpans(double w0, double w1, int n, int limit, std::vector<int>* begin, std::vector<int>* end);
+
 // The CPU fallback: visits only the cells inside the window, writes only `size` pixels.
 class CpuHeatmapRenderer : public HeatmapRenderer {
  public:

@@ -47,6 +47,10 @@ InstrumentView::~InstrumentView() = default;
 
 void InstrumentView::setState(const ViewState& s) {
   state_ = s;
+  redraw();
+}
+
+void InstrumentView::redraw() {
   subtitle_.clear();
   rebuild();
   setTitleText(figureTitle());
@@ -87,15 +91,7 @@ void InstrumentView::setTitleText(const QString& t) {
 void InstrumentView::applyTheme(bool dark) {
   dark_ = dark;
   styleAll();
-  subtitle_.clear();
-  rebuild();
-  setTitleText(figureTitle());
-  // A hidden view's layout is not active: size the plot to the view (offscreen export, tests).
-  if (!isVisible() && plot_->viewport().size() != size()) {
-    plot_->resize(size());
-    plot_->setViewport(QRect(QPoint(0, 0), size()));
-  }
-  plot_->replot(QCustomPlot::rpImmediateRefresh);
+  redraw();
 }
 
 void InstrumentView::styleAll() {
@@ -140,6 +136,21 @@ QCPAxisRect* InstrumentView::addPanel(int row, int col, QCPLayoutGrid* grid) {
   r->setRangeDrag(Qt::Orientations());
   r->setRangeZoom(Qt::Orientations());
   return r;
+}
+
+void InstrumentView::addPanelGrid(int rows, int cols) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = r == 0 ? 1 : 0; c < cols; ++c) addPanel(r, c);
+}
+
+QCPLayoutGrid* InstrumentView::nestFirstPanel() {
+  QCPAxisRect* first = panel(0);
+  body()->take(first);
+  body()->simplify();
+  auto* top = new QCPLayoutGrid;
+  body()->addElement(0, 0, top);
+  top->addElement(0, 0, first);
+  return top;
 }
 
 QCPLegend* InstrumentView::panelLegend(QCPAxisRect* rect, Qt::Alignment where) {
@@ -456,6 +467,14 @@ bool InstrumentView::exportFigure(const QString& path, const QString& format, in
   const QFileInfo fi(path);
   if (!fi.exists() || fi.size() == 0) return fail(tr("%1: the %2 file is empty").arg(path, fmt));
   return true;
+}
+
+void styleRunBars(QCPBars* bars, const QColor& c, bool runB, double width) {
+  QColor fill = c;
+  fill.setAlpha(runB ? 110 : 200);
+  bars->setBrush(fill);
+  bars->setPen(runPen(c, runB, 1));
+  bars->setWidth(width);
 }
 
 }  // namespace hl::views

@@ -84,6 +84,11 @@ class InstrumentView : public QWidget {
   int panelCount() const { return static_cast<int>(panels_.size()); }
   // A new panel placed at (row, col) of body(), or in `grid` when given. Zoom/drag off.
   QCPAxisRect* addPanel(int row, int col = 0, QCPLayoutGrid* grid = nullptr);
+  // Panels at every cell of a rows × cols grid of body() but (0, 0), which panel(0) holds, row by row.
+  void addPanelGrid(int rows, int cols);
+  // Moves panel(0) from body() (0, 0) into a new grid there, at the grid's (0, 0), and returns the
+  // grid: for a top row of several panels and colour scales over full-width rows.
+  QCPLayoutGrid* nestFirstPanel();
   // A legend inside `rect` (created once; plottables are added to it explicitly).
   QCPLegend* panelLegend(QCPAxisRect* rect, Qt::Alignment where = Qt::AlignTop | Qt::AlignRight);
   void setTitleText(const QString& t);
@@ -113,6 +118,8 @@ class InstrumentView : public QWidget {
   bool eventFilter(QObject* obj, QEvent* ev) override;
 
  private:
+  // rebuild() from state() with a fresh subtitle, the title, and an immediate replot.
+  void redraw();
   QCustomPlot* plot_ = nullptr;
   QCPTextElement* title_ = nullptr;
   ViewState state_;
@@ -122,5 +129,8 @@ class InstrumentView : public QWidget {
   QHash<QCPAxis*, bool> userRange_;
   QPoint pressPos_;
 };
+
+// Styles bars of run A (fill alpha 200) or B (fill alpha 110, dashed outline) in colour `c`.
+void styleRunBars(QCPBars* bars, const QColor& c, bool runB, double width);
 
 }  // namespace hl::views

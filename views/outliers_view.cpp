@@ -55,9 +55,7 @@ void fitLog(QCPAxis* a) {
 void OutliersView::rebuild() {
   clearPlot();
   if (panelCount() < 4) {
-    addPanel(0, 1);
-    addPanel(1, 0);
-    addPanel(1, 1);
+    addPanelGrid(2, 2);
     installZoomPan(plot(), panel(1), Qt::Horizontal);
     installZoomPan(plot(), panel(3), Qt::Horizontal);
   }
@@ -191,11 +189,7 @@ void OutliersView::rebuild() {
     bars->setName(name);
     for (int i = 0; i < s.An * s.nh; ++i)
       bars->addData(i, run->records[step].attn_max_logit[i] - (sub ? a->records[sa].attn_max_logit[i] : 0.0f));
-    QColor fill = c;
-    fill.setAlpha(isB ? 110 : 200);
-    bars->setBrush(fill);
-    bars->setPen(runPen(c, isB, 1));
-    bars->setWidth(0.4);
+    styleRunBars(bars, c, isB, 0.4);
     bars->setBarsGroup(group);
   };
   if (diff) {

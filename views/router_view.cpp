@@ -74,19 +74,14 @@ bool RouterView::hasData() const {
 }
 
 int RouterView::shownLayer() const {
-  if (!state().rec) return -1;
-  const ModelShape s = modelShape(state().rec->config);
-  if (s.Xn == 0) return -1;
-  return s.moeOrdinal(state().layer) >= 0 ? state().layer : s.moeLayers[0];
+  return state().rec ? layerOrFirst(modelShape(state().rec->config).moeLayers, state().layer) : -1;
 }
 
 void RouterView::rebuild() {
   noDataReason_ = tr("the model has no MoE layer");
   clearPlot();
   if (panelCount() < 4) {
-    addPanel(0, 1);
-    addPanel(1, 0);
-    addPanel(1, 1);
+    addPanelGrid(2, 2);
     installZoomPan(plot(), panel(2), Qt::Horizontal);
     installZoomPan(plot(), panel(3), Qt::Horizontal);
   }

@@ -49,22 +49,14 @@ bool SsmDeltaView::hasData() const {
 }
 
 int SsmDeltaView::shownLayer() const {
-  if (!state().rec) return -1;
-  const ModelShape s = modelShape(state().rec->config);
-  if (s.Mn == 0) return -1;
-  return s.mambaOrdinal(state().layer) >= 0 ? state().layer : s.mambaLayers[0];
+  return state().rec ? layerOrFirst(modelShape(state().rec->config).mambaLayers, state().layer) : -1;
 }
 
 void SsmDeltaView::rebuild() {
   noDataReason_ = tr("the model has no Mamba layer");
   clearPlot();
   if (panelCount() < 4) {
-    QCPAxisRect* first = panel(0);
-    body()->take(first);
-    body()->simplify();
-    auto* top = new QCPLayoutGrid;
-    body()->addElement(0, 0, top);
-    top->addElement(0, 0, first);
+    QCPLayoutGrid* top = nestFirstPanel();
     top->addElement(0, 1, new QCPColorScale(plot()));
     addPanel(0, 2, top);
     top->setColumnStretchFactors({1.4, 0.05, 1.0});

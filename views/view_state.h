@@ -60,6 +60,9 @@ struct ModelShape {
 };
 
 ModelShape modelShape(const hl::JambaConfig& c);
+// The layer a view of one kind shows: `layer` when it is one of `layers` (increasing), else the
+// first of them; -1 when there are none.
+int layerOrFirst(const std::vector<int>& layers, int layer);
 
 // Registers of a run: the resolved count, checked against the record's attn_rows length.
 int runRegisters(const hl::Run& run, const ModelShape& s);

@@ -28,6 +28,11 @@ int ModelShape::moeOrdinal(int layer) const {
   return ordinalOf(moeLayers, layer);
 }
 
+int layerOrFirst(const std::vector<int>& layers, int layer) {
+  if (layers.empty()) return -1;
+  return ordinalOf(layers, layer) >= 0 ? layer : layers[0];
+}
+
 ModelShape modelShape(const hl::JambaConfig& c) {
   ModelShape s;
   s.L = static_cast<int>(c.num_hidden_layers);

@@ -2,7 +2,8 @@
 // from the first row and column the window touches), the pixel spans, row lengths and colour map go
 // to host-visible buffers, shaders/heatmap.comp pools one pixel per thread, and the image comes back
 // in one readback. Cells are re-sent only when the data version or the window's cells change.
-// Reference: CpuHeatmapRenderer in heatmap_widget.cpp (pixel spans, pooling order, colour index).
+// Reference: CpuHeatmapRenderer in heatmap_widget.cpp (pooling order, colour index; the pixel spans
+// are the same function, heatmapPixelSpans).
 #include "views/vulkan_heatmap_renderer.h"
 
 #include <algorithm>
@@ -16,28 +17,6 @@
 #endif
 
 namespace hl::views {
-
-namespace {
-
-// Cell span [begin, end) of each of n pixels over [w0, w1) in cell units, clipped to [0, limit): the
-// same arithmetic as the CPU renderer's, so both pick the same cells for every pixel.
-void spans(double w0, double w1, int n, int limit, std::vector<int>* begin, std::vector<int>* end) {
-  begin->resize(static_cast<size_t>(n));
-  end->resize(static_cast<size_t>(n));
-  const double step = (w1 - w0) / n;
-  for (int i = 0; i < n; ++i) {
-    const double a = w0 + i * step, b = a + step;
-    int cb = static_cast<int>(std::floor(a + 1e-9));
-    int ce = static_cast<int>(std::ceil(b - 1e-9));
-    if (ce <= cb) ce = cb + 1;
-    cb = std::max(cb, 0);
-    ce = std::min(ce, limit);
-    (*begin)[i] = cb;
-    (*end)[i] = std::max(ce, cb);
-  }
-}
-
-}  // namespace
 
 #ifdef HL_HAVE_VULKAN
 
@@ -159,8 +138,8 @@ QImage VulkanHeatmapRenderer::render(const HeatmapData& data, const QRectF& wind
   img.fill(Qt::transparent);
   if (data.rows() == 0 || data.cols() == 0 || window.width() <= 0 || window.height() <= 0) return img;
   std::vector<int> cb, ce, rb, re;
-  spans(window.left(), window.right(), W, data.cols(), &cb, &ce);
-  spans(window.top(), window.bottom(), H, data.rows(), &rb, &re);
+  heatmapPixelSpans(window.left(), window.right(), W, data.cols(), &cb, &ce);
+  heatmapPixelSpans(window.top(), window.bottom(), H, data.rows(), &rb, &re);
   // The cells the window touches. Pixels past the data have empty spans whose begin can lie beyond
   // it (as in the CPU renderer): clip to the data so only existing rows are read.
   const int c0 = std::min(cb[0], data.cols()), c1 = std::min(std::max(c0, ce[W - 1]), data.cols());

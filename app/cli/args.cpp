@@ -69,6 +69,10 @@ uint64_t parseByteSize(const std::string& text, const std::string& what) {
   return v << shift;
 }
 
+void requireOneOf(const ParsedArgs& a, const std::string& x, const std::string& y, const std::string& missing) {
+  if (a.has(x) == a.has(y)) throw UsageError(a.has(x) ? "--" + x + " and --" + y + " exclude each other" : missing);
+}
+
 ArgParser::ArgParser(std::string command, std::string synopsis, std::string summary)
     : command_(std::move(command)), synopsis_(std::move(synopsis)), summary_(std::move(summary)) {}
 

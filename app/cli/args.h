@@ -65,5 +65,8 @@ int64_t parseInt(const std::string& text, int64_t lo, int64_t hi, const std::str
 // Parses a byte count: a positive integer with an optional binary suffix K, M, G or T (also KB/KiB
 // and so on, case-insensitive; 1K = 1024), e.g. "4096", "512M", "16GiB". Throws UsageError naming `what`.
 uint64_t parseByteSize(const std::string& text, const std::string& what);
+// Exactly one of --`x` / --`y`: throws UsageError "--x and --y exclude each other" when both are
+// given, `missing` when neither is.
+void requireOneOf(const ParsedArgs& a, const std::string& x, const std::string& y, const std::string& missing);
 
 }  // namespace hl::cli

@@ -13,9 +13,9 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/run_args.h"
 #include "engine/backend/backend.h"
 #include "engine/core/error.h"
-#include "engine/io/adapter.h"
 #include "engine/model/loader.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "sessions/identity.h"
@@ -25,7 +25,7 @@
 namespace hl::cli {
 namespace {
 
-constexpr int64_t kMaxGenerate = 1 << 20;
+static_assert(kMaxRegisters == kSessionMaxRegisters, "--registers and the session format agree");
 
 ArgParser recordParser() {
   ArgParser p("record",
@@ -38,47 +38,18 @@ ArgParser recordParser() {
               "identity, tokens and every per-token record (attention rows and per-channel delta included).\n"
               "--compare-normalizer / --compare-registers add a run B over the same tokens with that toggle\n"
               "changed (see `hybridlens compare`).");
-  p.option("checkpoint", "DIR", "checkpoint folder", true)
-      .option("ids", "LIST", "token ids to feed, comma-separated (e.g. 1,2,3)")
-      .option("prompt", "TEXT", "text to tokenize with the checkpoint's tokenizer.model")
-      .flag("no-bos", "with --prompt: do not prepend bos_token_id")
-      .option("generate", "N", "append up to N generated tokens (stops after an EOS)")
-      .flag("ignore-eos", "with --generate: do not stop at an EOS token")
-      .option("temperature", "T", "with --generate: sampling temperature (default 0: greedy)")
+  addInputOptions(p, "append up to N generated tokens (stops after an EOS)");
+  p.option("temperature", "T", "with --generate: sampling temperature (default 0: greedy)")
       .option("top-p", "P", "with --temperature: nucleus sampling mass in (0, 1] (default 1)")
-      .option("seed", "S", "with --temperature: random seed (default 0)")
-      .option("normalizer", "NAME", "override every attention layer: softmax, softmax1 or sink")
-      .option("registers", "N", "use N register tokens (default: the trained count)")
-      .option("adapter", "DIR", "PEFT LoRA/DoRA adapter to merge into the base weights")
-      .option("backend", "NAME", "auto (default), cpu, vulkan or cuda")
-      .option("compare-normalizer", "NAME", "also record run B with this normalizer over the same tokens")
+      .option("seed", "S", "with --temperature: random seed (default 0)");
+  addModelOptions(p);
+  p.option("compare-normalizer", "NAME", "also record run B with this normalizer over the same tokens")
       .option("compare-registers", "N", "also record run B with N registers over the same tokens")
       .flag("no-full", "leave out attn_rows, ssm_delta and ssm_retained (much smaller files)")
       .option("logits-dtype", "T", "storage of the logits: f32 (default, exact), f16 or bf16")
       .option("full-dtype", "T", "storage of attn_rows, ssm_delta, ssm_retained: f16 (default), bf16 or f32")
       .option("out", "FILE", "session file to write (.hlsession)", true);
   return p;
-}
-
-bool isDirectory(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-void checkOutputPath(const std::string& out) {
-  if (out.empty()) throw UsageError("--out: empty file name");
-  if (isDirectory(out)) throw UsageError("--out: '" + out + "' is a folder, expected a file name");
-  const auto slash = out.find_last_of('/');
-  const std::string parent = slash == std::string::npos ? "." : (slash == 0 ? "/" : out.substr(0, slash));
-  if (!isDirectory(parent)) throw Error("--out: folder '" + parent + "' does not exist");
-}
-
-Normalizer normalizerOption(const ParsedArgs& a, const std::string& name) {
-  Normalizer n = Normalizer::Softmax;
-  if (!parse_normalizer(a.get(name), &n)) {
-    throw UsageError("--" + name + ": expected softmax, softmax1 or sink, got '" + a.get(name) + "'");
-  }
-  return n;
 }
 
 DType dtypeOption(const ParsedArgs& a, const std::string& name, DType fallback) {
@@ -102,34 +73,6 @@ double realOption(const ParsedArgs& a, const std::string& name, double fallback,
   return x;
 }
 
-// The tokens to feed: --ids as given, or --prompt through tokenizer.model with BOS unless --no-bos.
-std::vector<int32_t> inputTokens(const ParsedArgs& a, const Model& model, const Tokenizer* tok) {
-  const int64_t V = model.config.vocab_size;
-  std::vector<int32_t> ids;
-  if (a.has("ids")) {
-    try {
-      ids = parse_id_list(a.get("ids"));
-    } catch (const Error& e) {
-      throw UsageError(std::string("--ids: ") + e.what());
-    }
-    if (ids.empty()) throw UsageError("--ids: no token ids given");
-  } else {
-    if (!tok) throw Error("--prompt needs a tokenizer, but " + model.dir + " has no tokenizer.model (use --ids)");
-    if (!a.has("no-bos") && model.config.bos_token_id >= 0)
-      ids.push_back(static_cast<int32_t>(model.config.bos_token_id));
-    for (int32_t id : tok->encode(a.get("prompt"))) ids.push_back(id);
-    if (ids.empty()) throw Error("--prompt: the text gives no tokens (and --no-bos adds none)");
-  }
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= V) {
-      throw Error(std::string(a.has("ids") ? "--ids" : "--prompt (tokenizer.model)") + ": token id " +
-                  std::to_string(ids[i]) + " at position " + std::to_string(i) + " is outside the vocabulary [0, " +
-                  std::to_string(V) + ") of config.json");
-    }
-  }
-  return ids;
-}
-
 }  // namespace
 
 int runRecord(const std::vector<std::string>& args) {
@@ -140,11 +83,7 @@ int runRecord(const std::vector<std::string>& args) {
     return 0;
   }
   // Everything that can be checked without the model, before loading it.
-  if (a.has("ids") == a.has("prompt")) {
-    throw UsageError(a.has("ids") ? "--ids and --prompt exclude each other" : "give the tokens with --ids or --prompt");
-  }
-  if (a.has("no-bos") && !a.has("prompt")) throw UsageError("--no-bos applies to --prompt only");
-  if (a.has("ignore-eos") && !a.has("generate")) throw UsageError("--ignore-eos applies to --generate only");
+  checkInputOptions(a);
   if ((a.has("top-p") || a.has("seed")) && !a.has("temperature")) {
     throw UsageError("--top-p and --seed apply to sampling: give --temperature too");
   }
@@ -154,11 +93,7 @@ int runRecord(const std::vector<std::string>& args) {
   const int64_t generate = a.getIntOr("generate", 0, 0, kMaxGenerate);
   RunOptions opts;
   opts.full = !a.has("no-full");
-  opts.registers = static_cast<int>(a.getIntOr("registers", -1, 0, kSessionMaxRegisters));
-  if (a.has("normalizer")) {
-    opts.normalizer_override = true;
-    opts.normalizer = normalizerOption(a, "normalizer");
-  }
+  applyToggleOptions(a, &opts);
   RunOptions optsB = opts;
   const bool hasB = a.has("compare-normalizer") || a.has("compare-registers");
   if (a.has("compare-normalizer")) {
@@ -177,17 +112,13 @@ int runRecord(const std::vector<std::string>& args) {
   SessionSaveOptions save;
   save.logits_dtype = dtypeOption(a, "logits-dtype", DType::F32);
   save.full_dtype = dtypeOption(a, "full-dtype", DType::F16);
-  const std::string backendName = a.getOr("backend", "auto");
-  if (backendName != "auto" && backendName != "cpu" && backendName != "vulkan" && backendName != "cuda") {
-    throw UsageError("--backend: expected auto, cpu, vulkan or cuda, got '" + backendName + "'");
-  }
+  const std::string backendName = backendOption(a);
   const std::string out = a.get("out");
   checkOutputPath(out);
 
   const std::string dir = a.get("checkpoint");
   const auto t0 = std::chrono::steady_clock::now();
-  std::shared_ptr<Model> model = load_model(dir);
-  if (a.has("adapter")) merge_adapter(*model, load_adapter(a.get("adapter"), *model));
+  std::shared_ptr<Model> model = loadModelOptions(a);
   const double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const CheckpointIdentity identity = identify_checkpoint(dir);
   std::unique_ptr<Tokenizer> tok;

@@ -80,9 +80,7 @@ int runExport(const std::vector<std::string>& args) {
     std::fputs(p.usage().c_str(), stdout);
     return 0;
   }
-  if (a.has("trace") == a.has("session"))
-    throw UsageError(a.has("trace") ? "--trace and --session exclude each other"
-                                    : "give --trace FILE or --session FILE");
+  requireOneOf(a, "trace", "session", "give --trace FILE or --session FILE");
   if (a.has("checkpoint") && !a.has("trace")) throw UsageError("--checkpoint applies to --trace only");
   views::FigureExportOptions o;
   o.dir = QString::fromStdString(a.get("out"));

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <QApplication>
+#include <QCheckBox>
 #include <QElapsedTimer>
 #include <QString>
 #include <QStringList>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "app/main_window.h"
+#include "app/run_panel.h"
 #include "engine/model/generator.h"
 
 namespace hl::test {
@@ -99,6 +101,23 @@ inline bool Harness::step(int64_t n) {
   const bool ok = w->stepRun(n) && waitFor([&] { return idle; });
   QObject::disconnect(c);
   return ok && settle();
+}
+
+// One demo checkpoint for every test of the process (ctest runs each test in its own): the temp
+// folder holding it as "demo-random", made on first use and removed at exit.
+inline const TempDir& demo() {
+  static const TempDir d("demo");
+  static const bool made = (makeDemo(d.path / "demo-random"), true);
+  (void)made;
+  return d;
+}
+inline QString demoDir() {
+  return demo().q("demo-random");
+}
+
+// Ticks the run panel's "ignore EOS", so that stepping n tokens gives n tokens.
+inline void ignoreEos(Harness& h) {
+  h->runPanel()->findChild<QCheckBox*>("ignoreEos")->setChecked(true);
 }
 
 }  // namespace hl::test

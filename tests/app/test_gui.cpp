@@ -34,32 +34,15 @@
 #include "gui_test_util.h"
 #include "views/instrument_view.h"
 
-using hl::test::Harness;
-using hl::test::TempDir;
-using hl::test::waitFor;
+using namespace hl::test;  // Harness, TempDir, waitFor, demoDir, ignoreEos, ...
 using hl::test::fs::path;
 
 namespace {
-
-// One demo checkpoint for every test of this file.
-const TempDir& demo() {
-  static const TempDir d("demo");  // removed at exit
-  static const bool made = (hl::test::makeDemo(d.path / "demo-random"), true);
-  (void)made;
-  return d;
-}
-QString demoDir() {
-  return demo().q("demo-random");
-}
 
 QString menuTitles(QMenuBar* bar) {
   QString s;
   for (QAction* a : bar->actions()) s += a->text() + ";";
   return s;
-}
-
-void ignoreEos(Harness& h) {
-  h->runPanel()->findChild<QCheckBox*>("ignoreEos")->setChecked(true);
 }
 
 // The rank-1 view's depth curve at the shown step equals that record's rank1_distance (log axis:

@@ -15,26 +15,9 @@
 #include "sessions/session_file.h"
 #include "views/instrument_view.h"
 
-using hl::test::Harness;
-using hl::test::TempDir;
-using hl::test::waitFor;
-namespace fs = hl::test::fs;
+using namespace hl::test;  // Harness, TempDir, waitFor, demoDir, ignoreEos, fs, ...
 
 namespace {
-
-const TempDir& demo() {
-  static const TempDir d("sess_demo");  // removed at exit
-  static const bool made = (hl::test::makeDemo(d.path / "demo-random"), true);
-  (void)made;
-  return d;
-}
-QString demoDir() {
-  return demo().q("demo-random");
-}
-
-void ignoreEos(Harness& h) {
-  h->runPanel()->findChild<QCheckBox*>("ignoreEos")->setChecked(true);
-}
 
 bool save(Harness& h, const QString& path) {
   bool saved = false;

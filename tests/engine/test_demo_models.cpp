@@ -16,6 +16,7 @@
 #include "engine/io/adapter.h"
 #include "engine/io/safetensors.h"
 #include "engine/model/loader.h"
+#include "tests/engine/golden_util.h"
 
 namespace fs = std::filesystem;
 using namespace hl;
@@ -46,12 +47,8 @@ std::vector<DemoRun> demo_runs() {
     if (!r.at("adapter").is_null()) d.adapter = (fs::path(HL_SOURCE_DIR) / r.at("adapter").get<std::string>()).string();
     d.file = r.at("file").get<std::string>();
     d.tensor = r.at("tensor").get<std::string>();
-    for (const auto& id : r.at("token_ids")) d.ids.push_back(id.get<int32_t>());
-    if (!r.at("normalizer").is_null()) {
-      d.opts.normalizer_override = true;
-      EXPECT_TRUE(parse_normalizer(r["normalizer"].get<std::string>(), &d.opts.normalizer)) << d.name;
-    }
-    if (!r.at("registers").is_null()) d.opts.registers = r["registers"].get<int>();
+    d.ids = golden_test::token_ids(r);
+    golden_test::apply_toggles(r, &d.opts, d.name);
     d.tolerance = tol;
     runs.push_back(d);
   }
@@ -66,13 +63,7 @@ std::shared_ptr<Model> load_run_model(const DemoRun& r) {
 
 std::vector<TokenTrace> run_cpu(const std::shared_ptr<Model>& model, const DemoRun& r, bool prefill) {
   auto backend = make_backend("cpu", model);
-  backend->start(r.opts);
-  std::vector<TokenTrace> recs;
-  if (prefill)
-    backend->forward(r.ids.data(), static_cast<int64_t>(r.ids.size()), &recs);
-  else
-    for (int32_t id : r.ids) backend->forward(&id, 1, &recs);
-  return recs;
+  return golden_test::run_tokens(*backend, r.ids, r.opts, prefill);
 }
 
 }  // namespace

@@ -8,56 +8,20 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "engine/backend/backend.h"
 #include "engine/io/safetensors.h"
 #include "engine/model/loader.h"
 #include "engine/trace/trace_file.h"
+#include "tests/engine/golden_util.h"
 
 namespace fs = std::filesystem;
 using namespace hl;
+using hl::golden_test::golden_runs;
+using hl::golden_test::GoldenRun;
 
 namespace {
-
-struct GoldenRun {
-  std::string case_dir, name;
-  std::vector<int32_t> ids;
-  RunOptions opts;
-};
-
-void PrintTo(const GoldenRun& g, std::ostream* os) { *os << g.case_dir << " run " << g.name; }
-
-std::vector<GoldenRun> golden_runs() {
-  std::vector<GoldenRun> runs;
-  const fs::path root = HL_GOLDEN_DIR;
-  if (!fs::exists(root)) return runs;
-  std::vector<fs::path> cases;
-  for (const auto& e : fs::directory_iterator(root))
-    if (e.is_directory() && fs::exists(e.path() / "expected" / "runs.json")) cases.push_back(e.path());
-  std::sort(cases.begin(), cases.end());
-  for (const fs::path& c : cases) {
-    std::ifstream in(c / "expected" / "runs.json");
-    const nlohmann::json j = nlohmann::json::parse(in);
-    const nlohmann::json& list = j.is_array() ? j : j.at("runs");
-    for (const auto& r : list) {
-      GoldenRun g;
-      g.case_dir = c.string();
-      g.name = r.at("name").get<std::string>();
-      for (const auto& id : r.at("token_ids")) g.ids.push_back(id.get<int32_t>());
-      g.opts.full = true;
-      if (r.contains("normalizer") && !r["normalizer"].is_null()) {
-        g.opts.normalizer_override = true;
-        EXPECT_TRUE(parse_normalizer(r["normalizer"].get<std::string>(), &g.opts.normalizer));
-      }
-      if (r.contains("registers") && !r["registers"].is_null()) g.opts.registers = r["registers"].get<int>();
-      runs.push_back(g);
-    }
-  }
-  return runs;
-}
 
 std::vector<double> as_doubles(const TensorInfo& t) {
   const int64_t n = t.numel();
@@ -83,13 +47,7 @@ std::string temp_path(const std::string& leaf) {
 // Runs the engine token by token (or as one prefill) and returns the trace it writes.
 std::vector<TokenTrace> run_engine(const std::shared_ptr<Model>& model, const GoldenRun& g, bool prefill) {
   auto backend = make_backend("cpu", model);
-  backend->start(g.opts);
-  std::vector<TokenTrace> recs;
-  if (prefill)
-    backend->forward(g.ids.data(), static_cast<int64_t>(g.ids.size()), &recs);
-  else
-    for (int32_t id : g.ids) backend->forward(&id, 1, &recs);
-  return recs;
+  return golden_test::run_tokens(*backend, g.ids, g.opts, prefill);
 }
 
 }  // namespace

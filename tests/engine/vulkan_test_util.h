@@ -1,5 +1,5 @@
-// Helpers of the Vulkan backend tests (test_vulkan*.cpp): the golden runs, running a backend,
-// and the field-by-field comparison of two record sequences with a stated tolerance.
+// Helpers of the Vulkan backend tests (test_vulkan*.cpp): the golden runs and running a backend
+// (golden_util.h), and the field-by-field comparison of two record sequences with a stated tolerance.
 #pragma once
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -16,61 +14,22 @@
 #include "engine/backend/vulkan/vulkan_backend.h"
 #include "engine/io/safetensors.h"
 #include "engine/model/loader.h"
+#include "tests/engine/golden_util.h"
 
 namespace hl::vktest {
 
 namespace fs = std::filesystem;
 
-struct VkRun {
-  std::string case_dir, name;
-  std::vector<int32_t> ids;
-  RunOptions opts;
-};
+using VkRun = golden_test::GoldenRun;
+using golden_test::golden_runs;
 
-inline void PrintTo(const VkRun& g, std::ostream* os) {
-  *os << g.case_dir << " run " << g.name;
-}
-
-inline std::vector<VkRun> golden_runs() {
-  std::vector<VkRun> runs;
-  const fs::path root = HL_GOLDEN_DIR;
-  if (!fs::exists(root)) return runs;
-  std::vector<fs::path> cases;
-  for (const auto& e : fs::directory_iterator(root))
-    if (e.is_directory() && fs::exists(e.path() / "expected" / "runs.json")) cases.push_back(e.path());
-  std::sort(cases.begin(), cases.end());
-  for (const fs::path& c : cases) {
-    std::ifstream in(c / "expected" / "runs.json");
-    const nlohmann::json j = nlohmann::json::parse(in);
-    for (const auto& r : (j.is_array() ? j : j.at("runs"))) {
-      VkRun g;
-      g.case_dir = c.string();
-      g.name = r.at("name").get<std::string>();
-      for (const auto& id : r.at("token_ids")) g.ids.push_back(id.get<int32_t>());
-      g.opts.full = true;
-      if (r.contains("normalizer") && !r["normalizer"].is_null()) {
-        g.opts.normalizer_override = true;
-        parse_normalizer(r["normalizer"].get<std::string>(), &g.opts.normalizer);
-      }
-      if (r.contains("registers") && !r["registers"].is_null()) g.opts.registers = r["registers"].get<int>();
-      runs.push_back(g);
-    }
-  }
-  return runs;
+// golden_test::run_tokens under the short name the backend tests (Vulkan, CUDA) use.
+inline std::vector<TokenTrace> run(Backend& b, const std::vector<int32_t>& ids, const RunOptions& opts, bool prefill) {
+  return golden_test::run_tokens(b, ids, opts, prefill);
 }
 
 inline bool have_vulkan() {
   return vulkan_available(false);
-}
-
-inline std::vector<TokenTrace> run(Backend& b, const std::vector<int32_t>& ids, const RunOptions& opts, bool prefill) {
-  b.start(opts);
-  std::vector<TokenTrace> recs;
-  if (prefill)
-    b.forward(ids.data(), static_cast<int64_t>(ids.size()), &recs);
-  else
-    for (int32_t id : ids) b.forward(&id, 1, &recs);
-  return recs;
 }
 
 using FloatField = std::vector<float> TokenTrace::*;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tests/views/heatmap_test_util.h"
 #include "views/heatmap_widget.h"
 
 using namespace hl::views;
@@ -30,20 +31,8 @@ TEST(CpuHeatmapRenderer, OneCellPerPixel_ColoursAreTheLut) {
 }
 
 TEST(CpuHeatmapRenderer, Downsampling_KeepsTheMaxOfEachPixel) {
-  const int n = 1000;
-  std::vector<float> m(n * n, 0.0f);
-  m[537 * n + 911] = 1.0f;  // one hot cell
   CpuHeatmapRenderer r;
-  const QImage img = r.render(m.data(), n, n, 0.0f, 1.0f, QSize(100, 100), Colormap::Gray);
-  int hot = 0;
-  for (int y = 0; y < 100; ++y)
-    for (int x = 0; x < 100; ++x)
-      if (qRed(img.pixel(x, y)) == 255) {
-        ++hot;
-        EXPECT_EQ(x, 91);
-        EXPECT_EQ(y, 53);
-      }
-  EXPECT_EQ(hot, 1);
+  hl::test::expectHotCellSurvivesDownsampling(r);
 }
 
 TEST(CpuHeatmapRenderer, MaxAbsPooling_KeepsTheSign) {

@@ -1,0 +1,108 @@
+// The options shared by `trace` and `record` (see run_args.h): their declarations, checks and the
+// token list. Messages name the option and the allowed values, as the rest of the command line.
+#include "app/cli/run_args.h"
+
+#include <sys/stat.h>
+
+#include "engine/core/error.h"
+#include "engine/io/adapter.h"
+
+namespace hl::cli {
+
+void addInputOptions(ArgParser& p, const std::string& generateHelp) {
+  p.option("checkpoint", "DIR", "checkpoint folder", true)
+      .option("ids", "LIST", "token ids to feed, comma-separated (e.g. 1,2,3)")
+      .option("prompt", "TEXT", "text to tokenize with the checkpoint's tokenizer.model")
+      .flag("no-bos", "with --prompt: do not prepend bos_token_id")
+      .option("generate", "N", generateHelp)
+      .flag("ignore-eos", "with --generate: do not stop at an EOS token");
+}
+
+void addModelOptions(ArgParser& p) {
+  p.option("normalizer", "NAME", "override every attention layer: softmax, softmax1 or sink")
+      .option("registers", "N", "use N register tokens (default: the trained count)")
+      .option("adapter", "DIR", "PEFT LoRA/DoRA adapter folder, merged into the base weights")
+      .option("backend", "NAME", "auto (default), cpu, vulkan or cuda");
+}
+
+void checkInputOptions(const ParsedArgs& a) {
+  requireOneOf(a, "ids", "prompt", "give the tokens with --ids or --prompt");
+  if (a.has("no-bos") && !a.has("prompt")) throw UsageError("--no-bos applies to --prompt only");
+  if (a.has("ignore-eos") && !a.has("generate")) throw UsageError("--ignore-eos applies to --generate only");
+}
+
+void applyToggleOptions(const ParsedArgs& a, RunOptions* opts) {
+  opts->registers = static_cast<int>(a.getIntOr("registers", -1, 0, kMaxRegisters));
+  if (a.has("normalizer")) {
+    opts->normalizer_override = true;
+    opts->normalizer = normalizerOption(a, "normalizer");
+  }
+}
+
+Normalizer normalizerOption(const ParsedArgs& a, const std::string& name) {
+  Normalizer n = Normalizer::Softmax;
+  if (!parse_normalizer(a.get(name), &n)) {
+    throw UsageError("--" + name + ": expected softmax, softmax1 or sink, got '" + a.get(name) + "'");
+  }
+  return n;
+}
+
+std::string backendOption(const ParsedArgs& a) {
+  const std::string name = a.getOr("backend", "auto");
+  if (name != "auto" && name != "cpu" && name != "vulkan" && name != "cuda") {
+    throw UsageError("--backend: expected auto, cpu, vulkan or cuda, got '" + name + "'");
+  }
+  return name;
+}
+
+namespace {
+
+bool isDirectory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+void checkOutputPath(const std::string& out) {
+  if (out.empty()) throw UsageError("--out: empty file name");
+  if (isDirectory(out)) throw UsageError("--out: '" + out + "' is a folder, expected a file name");
+  const auto slash = out.find_last_of('/');
+  const std::string parent = slash == std::string::npos ? "." : (slash == 0 ? "/" : out.substr(0, slash));
+  if (!isDirectory(parent)) throw Error("--out: folder '" + parent + "' does not exist");
+}
+
+std::shared_ptr<Model> loadModelOptions(const ParsedArgs& a, const LoadOptions& o) {
+  std::shared_ptr<Model> model = load_model(a.get("checkpoint"), o);
+  if (a.has("adapter")) merge_adapter(*model, load_adapter(a.get("adapter"), *model), o.memory_budget_bytes);
+  return model;
+}
+
+std::vector<int32_t> inputTokens(const ParsedArgs& a, const Model& model, const Tokenizer* tok) {
+  const int64_t V = model.config.vocab_size;
+  std::vector<int32_t> ids;
+  if (a.has("ids")) {
+    try {
+      ids = parse_id_list(a.get("ids"));
+    } catch (const Error& e) {
+      throw UsageError(std::string("--ids: ") + e.what());
+    }
+    if (ids.empty()) throw UsageError("--ids: no token ids given");
+  } else {
+    if (!tok) throw Error("--prompt needs a tokenizer, but " + model.dir + " has no tokenizer.model (use --ids)");
+    if (!a.has("no-bos") && model.config.bos_token_id >= 0)
+      ids.push_back(static_cast<int32_t>(model.config.bos_token_id));
+    for (int32_t id : tok->encode(a.get("prompt"))) ids.push_back(id);
+    if (ids.empty()) throw Error("--prompt: the text gives no tokens (and --no-bos adds none)");
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= V) {
+      throw Error(std::string(a.has("ids") ? "--ids" : "--prompt (tokenizer.model)") + ": token id " +
+                  std::to_string(ids[i]) + " at position " + std::to_string(i) + " is outside the vocabulary [0, " +
+                  std::to_string(V) + ") of config.json");
+    }
+  }
+  return ids;
+}
+
+}  // namespace hl::cli

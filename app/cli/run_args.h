@@ -1,0 +1,45 @@
+// The options that `trace` and `record` share (trace-format.md §3–§4): the checkpoint and its
+// adapter, the tokens (--ids or --prompt, --generate), the toggles (--normalizer, --registers),
+// --backend and --out; their checks before the model loads, and the token list once it has.
+// Not the parser (app/cli/args.h) and not the commands' own options (--full, --compare-*, ...).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/cli/args.h"
+#include "engine/backend/backend.h"
+#include "engine/model/loader.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace hl::cli {
+
+constexpr int64_t kMaxGenerate = 1 << 20;
+constexpr int64_t kMaxRegisters = 1 << 16;
+
+// --checkpoint, --ids, --prompt, --no-bos, --generate (help text `generateHelp`), --ignore-eos.
+void addInputOptions(ArgParser& p, const std::string& generateHelp);
+// --normalizer, --registers, --adapter, --backend.
+void addModelOptions(ArgParser& p);
+
+// What addInputOptions' options allow without the model: exactly one of --ids / --prompt,
+// --no-bos only with --prompt, --ignore-eos only with --generate. Throws UsageError.
+void checkInputOptions(const ParsedArgs& a);
+// --registers (default: the trained count) and --normalizer into `opts`. Throws UsageError.
+void applyToggleOptions(const ParsedArgs& a, RunOptions* opts);
+// The normalizer named by option --`name`. Throws UsageError.
+Normalizer normalizerOption(const ParsedArgs& a, const std::string& name);
+// --backend: auto (default), cpu, vulkan or cuda. Throws UsageError.
+std::string backendOption(const ParsedArgs& a);
+// Fails before the (possibly long) run when the output cannot be written where asked.
+void checkOutputPath(const std::string& out);
+
+// Loads --checkpoint with `o` and merges --adapter into it when given (within o's memory budget).
+std::shared_ptr<Model> loadModelOptions(const ParsedArgs& a, const LoadOptions& o = {});
+// The tokens to feed: --ids as given, or --prompt through `tok` (the checkpoint's tokenizer.model,
+// null when it has none) with BOS unless --no-bos or config.json has none; each checked against
+// the vocabulary.
+std::vector<int32_t> inputTokens(const ParsedArgs& a, const Model& model, const Tokenizer* tok);
+
+}  // namespace hl::cli
