@@ -161,7 +161,7 @@ hl::views::InstrumentView* MainWindow::view(const QString& id) const {
 
 void MainWindow::arrangeDefaultDocks() {
   // Top: the ribbon, the run panel with the token strip, the next-token candidates. Below, full
-  // width, a 3 × 2 grid of instruments with more in tabs. A saved layout replaces this
+  // width, a 2 × 2 grid of instruments with more in tabs. A saved layout replaces this
   // (QSettings "window/state"); View > Reset layout comes back here.
   auto dock = [&](const char* id) -> QDockWidget* {
     for (QDockWidget* d : docks_)
@@ -174,21 +174,22 @@ void MainWindow::arrangeDefaultDocks() {
   }
   addDockWidget(Qt::LeftDockWidgetArea, dock("ribbon"));
   addDockWidget(Qt::RightDockWidgetArea, dock("candidates"));
-  // Columns: {top, below it, tabbed with the top, tabbed with the bottom}.
-  const char* columns[][4] = {{"entropy", "ssm_delta", "latency", nullptr},
-                              {"rank1", "router", "memory", nullptr},
-                              {"attention", "outliers", "dora", nullptr}};
-  addDockWidget(Qt::BottomDockWidgetArea, dock(columns[0][0]));
-  for (int c = 1; c < 3; ++c) splitDockWidget(dock(columns[c - 1][0]), dock(columns[c][0]), Qt::Horizontal);
-  for (auto& col : columns) {
-    splitDockWidget(dock(col[0]), dock(col[1]), Qt::Vertical);
-    if (col[2]) tabifyDockWidget(dock(col[0]), dock(col[2]));
-    if (col[3]) tabifyDockWidget(dock(col[1]), dock(col[3]));
-    dock(col[0])->raise();
-    dock(col[1])->raise();
+  // A 2 × 2 grid, each cell a stack of tabs (the first tab raised): big enough that every plot
+  // keeps its labels apart on a 1600 × 1000 window; the others are one click away.
+  const char* grid[2][2][3] = {{{"entropy", "rank1", "latency"}, {"ssm_delta", "memory", nullptr}},
+                               {{"attention", "outliers", nullptr}, {"router", "dora", nullptr}}};
+  addDockWidget(Qt::BottomDockWidgetArea, dock(grid[0][0][0]));
+  splitDockWidget(dock(grid[0][0][0]), dock(grid[1][0][0]), Qt::Horizontal);
+  for (auto& col : grid) {
+    splitDockWidget(dock(col[0][0]), dock(col[1][0]), Qt::Vertical);
+    for (auto& cell : col) {
+      for (int t = 1; t < 3; ++t)
+        if (cell[t]) tabifyDockWidget(dock(cell[0]), dock(cell[t]));
+      dock(cell[0])->raise();
+    }
   }
   resizeDocks({dock("ribbon"), dock("candidates")}, {360, 360}, Qt::Horizontal);
-  resizeDocks({dock("entropy"), dock("ssm_delta")}, {340, 340}, Qt::Vertical);
+  resizeDocks({dock("entropy"), dock("ssm_delta")}, {400, 400}, Qt::Vertical);
 }
 
 void MainWindow::createMenus() {
