@@ -196,7 +196,7 @@ int guiMain(int argc, char** argv) {
     window.runPanel()->setPromptText(QString::fromStdString(g.prompt));
   }
   if (!g.screenshot.empty()) {
-    window.resize(1600, 1000);
+    window.resize(1920, 1200);
     driveScreenshot(window, g);
   }
   window.show();

@@ -77,6 +77,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   strip_->setObjectName("tokenStrip");
   layout->addWidget(panel_);
   layout->addWidget(strip_, 1);
+  // The prompt and the strip (which scrolls) stay compact; a taller window grows the instruments.
+  central->setMaximumHeight(320);
   setCentralWidget(central);
 
   createViews();
@@ -189,7 +191,7 @@ void MainWindow::arrangeDefaultDocks() {
     }
   }
   resizeDocks({dock("ribbon"), dock("candidates")}, {360, 360}, Qt::Horizontal);
-  resizeDocks({dock("entropy"), dock("ssm_delta")}, {400, 400}, Qt::Vertical);
+  resizeDocks({dock("entropy"), dock("ssm_delta")}, {320, 320}, Qt::Vertical);
 }
 
 void MainWindow::createMenus() {

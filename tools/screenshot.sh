@@ -11,5 +11,5 @@ MODEL="$ROOT/resources/models/baseline"
 [[ -f "$MODEL/config.json" ]] || MODEL="$ROOT/resources/demo-random"
 [[ -x "$APP" ]] || { echo "screenshot.sh: $APP was not built (tools/setup.sh --build)" >&2; exit 1; }
 command -v xvfb-run >/dev/null || { echo "screenshot.sh: xvfb-run is missing (apt-get install xvfb xauth)" >&2; exit 1; }
-xvfb-run -a -s "-screen 0 1600x1000x24" "$APP" "$MODEL" --theme light --steps 24 --compare-normalizer softmax1 \
+xvfb-run -a -s "-screen 0 1920x1200x24" "$APP" "$MODEL" --theme light --steps 24 --compare-normalizer softmax1 \
   --screenshot "$OUT"

@@ -148,7 +148,8 @@ void AttentionPatternView::rebuild() {
       y->grid()->setVisible(false);
       setAxisKind(y, AxisKind::Token);
       if (k == 0) {
-        x->setLabel(tr("key (%1 registers, then tokens) — %2").arg(nReg).arg(label));
+        setAxisKind(x, AxisKind::Token);
+        x->setLabel(nReg > 0 ? tr("keys %1 (%2 registers first)").arg(label).arg(nReg) : tr("keys %1").arg(label));
         y->setLabel(tr("query token"));
         setHomeRange(x, 0, std::max(1, nReg + rows));
         setHomeRange(y, 0, std::max(1, rows));

@@ -3,12 +3,15 @@
 // painter path (QImage, QSvgGenerator, QPdfWriter at a 96-dpi logical layout).
 #include "views/instrument_view.h"
 
+#include <typeinfo>
+
 #include <QFileInfo>
 #include <QHelpEvent>
 #include <QPdfWriter>
 #include <QSvgGenerator>
 #include <QToolTip>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 
 namespace hl::views {
@@ -38,6 +41,17 @@ InstrumentView::InstrumentView(QWidget* parent) : QWidget(parent) {
   body->addElement(0, 0, first);
   panels_.push_back(first);
   plot_->setAutoAddPlottableToLegend(false);
+  // Fewer ticks on short axes (a panel 60 px high gets 2, not 5 overlapping labels): every
+  // layout pass, before the ticks are generated.
+  connect(plot_, &QCustomPlot::afterLayout, this, [this] {
+    for (QCPAxisRect* r : plot_->axisRects())
+      for (QCPAxis* ax : r->axes()) {
+        if (!ax->visible() || !ax->ticker()) continue;
+        const bool vertical = ax->orientation() == Qt::Vertical;
+        const int px = vertical ? r->height() : r->width();
+        ax->ticker()->setTickCount(std::clamp(px / (vertical ? 30 : 70), 2, 5));
+      }
+  });
   plot_->installEventFilter(this);
   plot_->setMouseTracking(true);
   styleAll();
@@ -339,6 +353,15 @@ void InstrumentView::handleClick(QCPAxisRect* rect, double x, double y) {
       return;
     }
   }
+}
+
+void InstrumentView::setAxisKind(QCPAxis* axis, AxisKind k) {
+  kinds_[axis] = k;
+  if (k == AxisKind::None || !axis->ticker() || typeid(*axis->ticker()) != typeid(QCPAxisTicker)) return;
+  QSharedPointer<QCPAxisTickerFixed> integers(new QCPAxisTickerFixed);
+  integers->setTickStep(1.0);
+  integers->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);  // 1, 2, 3, … 10, 20: whole numbers
+  axis->setTicker(integers);
 }
 
 bool InstrumentView::clickAt(const QPoint& pos) {

@@ -76,7 +76,9 @@ class InstrumentView : public QWidget {
   virtual void handleClick(QCPAxisRect* rect, double x, double y);
 
   enum class AxisKind { None, Token, Layer };
-  void setAxisKind(QCPAxis* axis, AxisKind k) { kinds_[axis] = k; }
+  // Marks a token or layer axis (clicks select the step or layer) and, unless the axis already has
+  // a ticker of its own (text, log), gives it integer ticks: no "2.5" on a token axis.
+  void setAxisKind(QCPAxis* axis, AxisKind k);
   // Sets the axis range unless the user zoomed or panned it (double-click restores).
   void setHomeRange(QCPAxis* axis, double lo, double hi);
   // Panels (axis rects) in creation order; panel(0) exists from the start at body() (0, 0).

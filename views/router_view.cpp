@@ -137,8 +137,11 @@ void RouterView::rebuild() {
   }
   setHomeRange(fx, -0.6, s.E - 0.4);
   fy->rescale();
-  if (!diff) fy->setRange(0, std::max(fy->range().upper * 1.1, 1.5 / s.E));
+  // Head room over the bars for the figures line and the legend (one row of up to four entries).
+  if (!diff) fy->setRange(0, std::max(fy->range().upper * 1.6, 1.5 / s.E));
   QCPLegend* fl = panelLegend(fr);
+  fl->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  fl->setWrap(4);
   for (int i = 0; i < plot()->plottableCount(); ++i)
     if (plot()->plottable(i)->keyAxis() == fx) plot()->plottable(i)->addToLegend(fl);
   addLabel(fr, -0.5, fy->range().upper,
