@@ -122,9 +122,6 @@ void ThreadPool::worker_loop(int index) {
     // Read the generation before the stop flag: the destructor sets stop_ and then bumps the
     // generation, so a worker that sees stop_ false here has a `seen` older than that bump and will
     // wake for it. (The other order lost the wake-up: the process hung in ~ThreadPool at exit.)
-    // Read the generation before the stop flag: the destructor sets stop_ and then bumps the
-    // generation, so a worker that sees stop_ false here has a `seen` older than that bump and will
-    // wake for it. (The other order lost the wake-up: the process hung in ~ThreadPool at exit.)
     seen = gen_of(state_.load(std::memory_order_acquire));
     if (stop_.load()) return;
     work(seen);
