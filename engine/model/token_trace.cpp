@@ -1,6 +1,7 @@
-// The run-length bound of token_trace.h (RunOptions::max_context): one check shared by every
-// backend's forward(), so a long generation stops with a message instead of growing the KV cache
-// until memory runs out. Not the memory budget of loading (model/loader.cpp).
+// What every backend shares around its records (token_trace.h): the run-length bound
+// (RunOptions::max_context) checked at the top of forward(), so a long generation stops with a
+// message instead of growing the KV cache until memory runs out (not the memory budget of loading,
+// model/loader.cpp), and the sizing of a fresh record.
 #include "engine/model/token_trace.h"
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/probes/memory.h"
 
 namespace hl {
 
@@ -30,6 +32,34 @@ void check_context(const RunOptions& opts, const JambaConfig& c, int64_t positio
                 std::to_string(S) + " more would pass the limit of " + std::to_string(limit) + " tokens (" + source +
                 "); raise it with --max-context N (RunOptions::max_context) or start a new run");
   }
+}
+
+void init_token_trace(TokenTrace& r, const JambaConfig& c, const TraceShape& s, const RunOptions& opts,
+                      int32_t token, int64_t t) {
+  const int64_t nh = c.num_attention_heads, L = c.num_hidden_layers;
+  r.token_id = token;
+  r.position = static_cast<int32_t>(t);
+  r.logits.assign(static_cast<size_t>(c.vocab_size), 0.0f);
+  r.kv_cache_bytes = kv_cache_bytes(c, s.attn_layers, s.registers + t + 1, 4);
+  r.ssm_state_bytes = ssm_state_bytes(c, s.mamba_layers, 4);
+  r.nonfinite_layer = -1;
+  if (!opts.instruments) return;
+  const size_t an = static_cast<size_t>(s.attn_layers * nh);
+  r.attn_entropy.assign(an, 0.0f);
+  r.attn_entropy_norm.assign(an, 0.0f);
+  r.attn_mass.assign(an, 0.0f);
+  r.attn_max_logit.assign(an, 0.0f);
+  r.ssm_delta_mean.assign(static_cast<size_t>(s.mamba_layers), 0.0f);
+  r.router_probs.assign(static_cast<size_t>(s.moe_layers * c.num_experts), 0.0f);
+  r.router_topk.assign(static_cast<size_t>(s.moe_layers * c.num_experts_per_tok), 0);
+  r.router_lse.assign(static_cast<size_t>(s.moe_layers), 0.0f);
+  r.rank1_distance.assign(static_cast<size_t>(L + 1), 0.0f);
+  r.resid_max_abs.assign(static_cast<size_t>(L + 1), 0.0f);
+  if (!opts.full) return;
+  const size_t md = static_cast<size_t>(s.mamba_layers * c.mamba_inner());
+  r.ssm_delta.assign(md, 0.0f);
+  r.ssm_retained.assign(md, 0.0f);
+  r.attn_rows.assign(an * static_cast<size_t>(s.registers + t + 2), 0.0f);
 }
 
 }  // namespace hl

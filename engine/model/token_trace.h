@@ -50,4 +50,17 @@ struct TokenTrace {
   std::vector<float> attn_rows;         // (A_n, nh, n_reg + t + 1 + 1): keys so far, then p_null
 };
 
+// The layer counts a record's shapes follow (trace-format.md §2: A_n, M_n, X_n) and the run's
+// register count.
+struct TraceShape {
+  int64_t attn_layers = 0, mamba_layers = 0, moe_layers = 0, registers = 0;
+};
+
+// Sizes and zero-fills `r` for `token` at position t, as every backend leaves it before its forward
+// pass writes the values: logits, the KV / state byte counters (fp32 cache and state, as every
+// backend keeps them), nonfinite_layer −1, the instruments when opts.instruments and the --full
+// tensors when opts.full too. Fields a backend does not reach stay zero.
+void init_token_trace(TokenTrace& r, const JambaConfig& c, const TraceShape& s, const RunOptions& opts,
+                      int32_t token, int64_t t);
+
 }  // namespace hl

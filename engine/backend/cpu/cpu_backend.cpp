@@ -91,30 +91,7 @@ void CpuBackend::start(const RunOptions& opts) {
 }
 
 void CpuBackend::init_record(TokenTrace& r, int32_t token, int64_t t) const {
-  const int64_t nh = cfg_.num_attention_heads, L = cfg_.num_hidden_layers;
-  r.token_id = token;
-  r.position = static_cast<int32_t>(t);
-  r.logits.assign(static_cast<size_t>(cfg_.vocab_size), 0.0f);
-  r.kv_cache_bytes = kv_cache_bytes(cfg_, n_attn_, n_reg_ + t + 1, 4);
-  r.ssm_state_bytes = ssm_state_bytes(cfg_, n_mamba_, 4);
-  r.nonfinite_layer = -1;
-  if (!opts_.instruments) return;
-  const size_t an = static_cast<size_t>(n_attn_ * nh);
-  r.attn_entropy.assign(an, 0.0f);
-  r.attn_entropy_norm.assign(an, 0.0f);
-  r.attn_mass.assign(an, 0.0f);
-  r.attn_max_logit.assign(an, 0.0f);
-  r.ssm_delta_mean.assign(static_cast<size_t>(n_mamba_), 0.0f);
-  r.router_probs.assign(static_cast<size_t>(n_moe_ * cfg_.num_experts), 0.0f);
-  r.router_topk.assign(static_cast<size_t>(n_moe_ * cfg_.num_experts_per_tok), 0);
-  r.router_lse.assign(static_cast<size_t>(n_moe_), 0.0f);
-  r.rank1_distance.assign(static_cast<size_t>(L + 1), 0.0f);
-  r.resid_max_abs.assign(static_cast<size_t>(L + 1), 0.0f);
-  if (!opts_.full) return;
-  const size_t md = static_cast<size_t>(n_mamba_ * cfg_.mamba_inner());
-  r.ssm_delta.assign(md, 0.0f);
-  r.ssm_retained.assign(md, 0.0f);
-  r.attn_rows.assign(an * static_cast<size_t>(n_reg_ + t + 2), 0.0f);
+  init_token_trace(r, cfg_, TraceShape{n_attn_, n_mamba_, n_moe_, n_reg_}, opts_, token, t);
 }
 
 void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) {
