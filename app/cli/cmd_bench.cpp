@@ -2,6 +2,8 @@
 // decode tokens/s with the instruments on and off, prefill tokens/s of a 512-token prompt, bytes
 // read per token and the memory bandwidth, all measured in the same rounds (decode on and off — on
 // the CPU two runs in lockstep —, a prefill, one bandwidth pass), reported as medians of the rounds.
+// With the CUDA backend also the device's figures (issue 8): its copy bandwidth, the kernels one decode
+// step launches and the cost of one launch inside a CUDA graph, and the step against that floor.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +18,9 @@
 #include "engine/core/bandwidth.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/loader.h"
+#ifdef HL_HAVE_CUDA
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
 
 namespace hl::cli {
 namespace {
@@ -170,6 +175,30 @@ int runBench(const std::vector<std::string>& args) {
                       {"memory_bandwidth_gb_s_best", best(bws)},
                       {"threads", ThreadPool::global().size()},
                       {"cpu_isa", b->name() == "cpu" ? cpu::simd::kernels().name : "n/a"}};
+#ifdef HL_HAVE_CUDA
+  // CUDA (issue 8): the device's own figures next to the host's. The targets: decode GB/s against the
+  // device bandwidth (a device-to-device copy kernel, read + write), and the time per token against the
+  // launch floor (kernels per token × one empty kernel's launch inside a CUDA graph).
+  CudaStepInfo info;
+  const bool cuda = cuda_step_info(*b, &info);
+  CudaDeviceFigures dev;
+  if (cuda) {
+    dev = cuda_measure_device();
+    const double floor_ms = static_cast<double>(info.kernels_per_token) * dev.launch_us_graph * 1e-3;
+    j["cuda_device"] = info.device;
+    j["cuda_graph"] = info.graph;
+    j["cuda_programmatic_launch"] = info.programmatic_launch;
+    j["device_memory_bytes"] = dev.memory_bytes;
+    j["device_bandwidth_gb_s"] = dev.copy_gb_s;
+    j["device_bandwidth_fraction"] = gb_s / dev.copy_gb_s;
+    j["device_bandwidth_fraction_p50"] = static_cast<double>(bytes) / p50_on / 1e9 / dev.copy_gb_s;
+    j["kernels_per_token"] = info.kernels_per_token;
+    j["launch_us_graph"] = dev.launch_us_graph;
+    j["launch_us_stream"] = dev.launch_us_stream;
+    j["launch_floor_ms"] = floor_ms;
+    j["decode_over_launch_floor_p50"] = 1e3 * p50_on / floor_ms;
+  }
+#endif
   if (a.has("json")) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -183,6 +212,15 @@ int runBench(const std::vector<std::string>& args) {
   std::printf("  prefill of %lld tokens:  %.2f tok/s (%.1f x decode)\n", static_cast<long long>(prefill_n), prefill_s,
               prefill_s / on_s);
   std::printf("  weights read at %.2f GB/s; memory read bandwidth %.2f GB/s (%.0f%%)\n", gb_s, bw, 100.0 * gb_s / bw);
+#ifdef HL_HAVE_CUDA
+  if (cuda)
+    std::printf("  %s: device bandwidth %.1f GB/s (decode at %.0f%%); %lld kernels per token%s, launch %.2f us in a "
+                "graph (%.2f us on a stream): floor %.3f ms, decode p50 %.3f ms (%.2f x floor)\n",
+                info.device.c_str(), dev.copy_gb_s, 100.0 * gb_s / dev.copy_gb_s,
+                static_cast<long long>(info.kernels_per_token), info.graph ? " (one CUDA graph)" : "",
+                dev.launch_us_graph, dev.launch_us_stream, j["launch_floor_ms"].get<double>(), 1e3 * p50_on,
+                1e3 * p50_on / j["launch_floor_ms"].get<double>());
+#endif
   return 0;
 }
 

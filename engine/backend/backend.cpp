@@ -1,6 +1,6 @@
 // Backend selection: "auto" picks CUDA, then a Vulkan GPU (not a CPU-emulated device), then the
-// CPU, falling back to the CPU when the GPU backend cannot be set up; a named backend that is not
-// available is an error (trace-format.md §3).
+// CPU, falling back to the next when a GPU backend cannot be set up; a named backend that is not
+// available is an error (trace-format.md §3). "cuda" built but without a device: BackendFailure.
 #include "engine/backend/backend.h"
 
 #include <cstdlib>
@@ -10,6 +10,9 @@
 #include "engine/core/error.h"
 #ifdef HL_HAVE_VULKAN
 #include "engine/backend/vulkan/vulkan_backend.h"
+#endif
+#ifdef HL_HAVE_CUDA
+#include "engine/backend/cuda/cuda_backend.h"
 #endif
 
 namespace hl {
@@ -32,12 +35,25 @@ VulkanOptions vulkan_options(bool gpu_only) {
 }
 #endif
 
+#ifdef HL_HAVE_CUDA
+// HL_CUDA_GRAPHS=0 runs the decode step as plain launches instead of a CUDA graph.
+CudaOptions cuda_options() {
+  CudaOptions o;
+  const char* g = std::getenv("HL_CUDA_GRAPHS");
+  o.graphs = !(g && std::strcmp(g, "0") == 0);
+  return o;
+}
+#endif
+
 }  // namespace
 
 std::vector<std::string> available_backends() {
   std::vector<std::string> b = {"cpu"};
 #ifdef HL_HAVE_VULKAN
   if (vulkan_available(false)) b.push_back("vulkan");
+#endif
+#ifdef HL_HAVE_CUDA
+  if (cuda_available()) b.push_back("cuda");
 #endif
   return b;
 }
@@ -51,10 +67,30 @@ std::unique_ptr<Backend> make_backend(const std::string& which, std::shared_ptr<
     throw Error("backend 'vulkan' is not available in this build (available: cpu)");
 #endif
   }
-  if (which == "cuda")
-    throw Error("backend 'cuda' is not available in this build (available: cpu" +
-                std::string(available_backends().size() > 1 ? ", vulkan)" : ")"));
+  if (which == "cuda") {
+#ifdef HL_HAVE_CUDA
+    return make_cuda_backend(std::move(model), cuda_options());  // BackendFailure without a device
+#else
+    std::string list;
+    for (const std::string& n : available_backends()) list += (list.empty() ? "" : ", ") + n;
+    throw Error("backend 'cuda' is not available in this build (available: " + list + ")");
+#endif
+  }
   if (which == "auto") {
+    (void)note;  // used only when a GPU backend is built
+#ifdef HL_HAVE_CUDA
+    if (cuda_available()) {
+      try {
+        return make_cuda_backend(model, cuda_options());
+      } catch (const BackendFailure& e) {
+        std::string next = "CPU";
+#ifdef HL_HAVE_VULKAN
+        if (vulkan_available(true)) next = "Vulkan";
+#endif
+        if (note) *note = std::string(e.what()) + "; using the " + next + " backend";
+      }
+    }
+#endif
 #ifdef HL_HAVE_VULKAN
     if (vulkan_available(true)) {
       try {

@@ -1,0 +1,52 @@
+// The CUDA backend's public face (no CUDA headers here): options, the factory used by make_backend,
+// run-time detection, the figures `hybridlens bench` reports for it and test hooks. The model runs in
+// the kernels of cuda_kernels.cu with cuBLAS for prefill products; the CPU backend is its
+// reference (issue 8). Built only when CMake finds a CUDA toolkit (HL_HAVE_CUDA).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/backend/backend.h"
+
+namespace hl {
+
+struct CudaOptions {
+  bool graphs = true;       // capture the decode step in a CUDA graph (HL_CUDA_GRAPHS=0: plain launches)
+  int64_t max_block = 256;  // most tokens per prefill block; longer prefills run in blocks
+  int scan_chunk = 64;      // tokens per chunk of the parallel prefill scan
+};
+
+// Throws BackendFailure with the reason: no CUDA device or driver, not enough device memory, a
+// shape beyond the kernels' limits, a failed device.
+std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Model> model, const CudaOptions& opts = {});
+// Whether a CUDA device exists (cudaGetDeviceCount > 0). Cheap after the first call; never throws.
+bool cuda_available();
+// Why no device is usable ("" when one is).
+std::string cuda_unavailable_reason();
+
+// Per-token figures of a CUDA backend's last decode step; false when `b` is not a CUDA backend.
+struct CudaStepInfo {
+  int64_t kernels_per_token = 0;     // kernels launched by one decode step (graph nodes when captured)
+  bool graph = false;                // the decode step runs as a CUDA graph
+  bool programmatic_launch = false;  // kernels overlap the previous one's tail (sm_90+, HL_CUDA_PDL=0: off)
+  std::string device;
+};
+bool cuda_step_info(const Backend& b, CudaStepInfo* out);
+
+// Device figures for the benchmark: bandwidth of a device-to-device copy kernel (bytes read +
+// written per second) and the cost of one empty kernel launched inside a CUDA graph and on a stream.
+struct CudaDeviceFigures {
+  std::string device;
+  double copy_gb_s = 0;
+  double launch_us_graph = 0;
+  double launch_us_stream = 0;
+  int64_t memory_bytes = 0;
+};
+CudaDeviceFigures cuda_measure_device();  // throws BackendFailure without a device
+
+// Test hook: the step after `steps` more (forward blocks) fails as a sticky device error would
+// (BackendFailure). HL_CUDA_FAIL_AFTER=n does the same for a new process.
+void cuda_simulate_failure(int64_t steps);
+
+}  // namespace hl

@@ -1,0 +1,165 @@
+// The per-element math of the CUDA backend as `__host__ __device__` inline functions, so the same
+// lines run in the kernels (cuda_kernels.cu) and in the host tests (tests/engine/test_cuda_math.cpp,
+// built by g++ without nvcc), which check them against the CPU reference: bf16/fp16 widening
+// (core/dtype.h), SiLU and softplus (threshold 20, jamba-spec.md §3.5), the RMSNorm scale (§3.2),
+// the attention normalizers and row instruments (probes/attention_probe.h), one selective-scan
+// update (§3.5), the router's softmax/top-k/lse (probes/router_probe.h) and the rank-to-1 distance
+// (probes/rank1.h). Not a kernel: reductions over rows live in the kernels, these are their terms.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#ifdef __CUDACC__
+#define HL_HD __host__ __device__
+#else
+#define HL_HD
+#endif
+
+namespace hl::cudam {
+
+// Device weight element types (the values are the kernels' runtime dtype codes).
+enum : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
+
+HL_HD inline float bits_to_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// bfloat16: the upper 16 bits of binary32 (exact).
+HL_HD inline float bf16_to_float(uint16_t h) {
+  return bits_to_float(static_cast<uint32_t>(h) << 16);
+}
+
+// IEEE binary16 to binary32 (exact, subnormals and NaN payloads included).
+HL_HD inline float f16_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0x1fu) return bits_to_float(sign | 0x7f800000u | (man << 13));  // inf / NaN
+  if (exp == 0) {
+    if (man == 0) return bits_to_float(sign);  // ±0
+    int e = -1;                                // subnormal: normalise the mantissa
+    do {
+      ++e;
+      man <<= 1;
+    } while ((man & 0x400u) == 0);
+    return bits_to_float(sign | static_cast<uint32_t>(127 - 15 - e) << 23 | ((man & 0x3ffu) << 13));
+  }
+  return bits_to_float(sign | (exp + 112u) << 23 | (man << 13));
+}
+
+// Element i of a row of dtype `t` (kF32, kF16, kBF16).
+HL_HD inline float widen(int t, const void* p, int64_t i) {
+  if (t == kBF16) return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
+  if (t == kF16) return f16_to_float(static_cast<const uint16_t*>(p)[i]);
+  return static_cast<const float*>(p)[i];
+}
+
+// silu(v) = v / (1 + e^-v), as cpu_simd.cpp's silu_ref.
+HL_HD inline float silu(float v) {
+  return v / (1.0f + expf(-v));
+}
+
+// softplus(v) = log1p(e^v) for v ≤ 20, else v (jamba-spec.md §3.5, the CPU's threshold).
+HL_HD inline float softplus(float v) {
+  return v <= 20.0f ? log1pf(expf(v)) : v;
+}
+
+// RMSNorm: from the fp64 sum of squares of n elements, the fp32 factor 1/sqrt(mean + eps); then
+// each output is weight · (x · inv) (cpu_ops.cpp's rmsnorm).
+HL_HD inline float rms_inv(double sum_sq, int64_t n, double eps) {
+  return static_cast<float>(1.0 / sqrt(sum_sq / static_cast<double>(n) + eps));
+}
+HL_HD inline float rms_scale(float weight, float x, float inv) {
+  return weight * (x * inv);
+}
+
+// The attention normalizers (trace-format.md §2): 0 softmax (no null key), 1 softmax-1 (a virtual
+// null key of logit 0), 2 sink (a learned logit s_h). `norm` uses the values of hl::Normalizer.
+HL_HD inline bool attn_has_null(int norm) {
+  return norm != 0;
+}
+HL_HD inline float attn_null_logit(int norm, float sink) {
+  return norm == 1 ? 0.0f : sink;
+}
+
+struct AttnStats {
+  float entropy, entropy_norm, mass, p_null, max_abs_logit;
+};
+
+// The row instruments from the row's reductions (probes/attention_probe.cpp): m the maximum over
+// the keys and the null logit, denom = Σ_j e^(z_j−m) + e^(zn−m) (with e_null its null term),
+// mass = Σ_j p_j and weighted = Σ_j p_j (z_j − m) over the n keys, max_abs = max_j |z_j|.
+// H = ln denom − weighted − p_null (zn − m), clamped at 0; normalised by ln(n + [null]).
+HL_HD inline AttnStats attn_finish(int norm, double denom, double e_null, float zn, float m, double mass,
+                                   double weighted, float max_abs, int64_t n) {
+  const bool has_null = attn_has_null(norm);
+  const double inv = 1.0 / denom;
+  const double p_null = e_null * inv;
+  if (has_null) weighted += p_null * (static_cast<double>(zn) - m);
+  double h = log(denom) - weighted;
+  if (h < 0) h = 0;
+  const double keys = static_cast<double>(n) + (has_null ? 1.0 : 0.0);
+  AttnStats s;
+  s.entropy = static_cast<float>(h);
+  s.entropy_norm = keys > 1.0 ? static_cast<float>(h / log(keys)) : 0.0f;
+  s.mass = has_null ? static_cast<float>(mass) : 1.0f;
+  s.p_null = static_cast<float>(p_null);
+  s.max_abs_logit = max_abs;
+  return s;
+}
+
+// One state lane of the selective scan for one token: h ← e^(Δ·A)·h + (Δ·B)·u; returns e^(Δ·A)
+// (the retained share of this lane). The output is Σ_n h_n·C_n + D·u, gated by silu(z).
+HL_HD inline float scan_update(float& h, float delta, float A, float B, float u) {
+  const float dA = expf(delta * A);
+  h = dA * h + delta * B * u;
+  return dA;
+}
+HL_HD inline float scan_output(float acc, float D, float u, float z) {
+  return (acc + D * u) * silu(z);
+}
+
+// Router (probes/router_probe.cpp, for the small E of a block's one thread): fp32 softmax with
+// an fp64 sum, top-k by probability (ties: lower index first), returns lse = m + ln Σ.
+HL_HD inline float route(const float* logits, int E, int K, float* probs, int32_t* topk) {
+  float m = -INFINITY;
+  for (int e = 0; e < E; ++e) m = fmaxf(m, logits[e]);
+  double sum = 0;
+  for (int e = 0; e < E; ++e) {
+    probs[e] = expf(logits[e] - m);
+    sum += probs[e];
+  }
+  const double inv = 1.0 / sum;
+  for (int e = 0; e < E; ++e) probs[e] = static_cast<float>(probs[e] * inv);
+  for (int r = 0; r < K; ++r) {
+    int32_t best = -1;
+    for (int e = 0; e < E; ++e) {
+      bool taken = false;
+      for (int q = 0; q < r; ++q) taken |= topk[q] == e;
+      if (taken) continue;
+      if (best < 0 || probs[e] > probs[best]) best = e;
+    }
+    topk[r] = best;
+  }
+  return static_cast<float>(m + log(sum));
+}
+
+// The chosen experts in ascending index (the order the CPU sums their outputs, jamba-spec.md §3.9).
+HL_HD inline void sort_ascending(int32_t* v, int K) {
+  for (int i = 1; i < K; ++i)
+    for (int j = i; j > 0 && v[j - 1] > v[j]; --j) {
+      const int32_t t = v[j];
+      v[j] = v[j - 1];
+      v[j - 1] = t;
+    }
+}
+
+// Rank-to-1 distance from Welford's state (probes/rank1.cpp): sqrt(M2 / Σ‖x‖²), 0 for one row.
+HL_HD inline float rank1_distance(double m2, double sq, int64_t n) {
+  if (n < 2 || !(sq > 0)) return 0.0f;
+  return static_cast<float>(sqrt(m2 > 0 ? m2 / sq : 0.0));
+}
+
+}  // namespace hl::cudam

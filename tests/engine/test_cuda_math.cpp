@@ -1,0 +1,294 @@
+// The CUDA backend's per-element math (engine/backend/cuda/cuda_math.h, `__host__ __device__`
+// functions) run on the host and checked against the CPU reference backend's own functions and
+// closed forms: every bf16/fp16 bit pattern widened, SiLU and softplus, the RMSNorm factor, the
+// attention normalizers and row instruments, the scan update (sequential and the chunked parallel
+// composition the prefill kernels use), the router and the rank-to-1 distance. Needs no toolkit and
+// no device: built by the C++ compiler into hl_engine_tests (and into hl_cuda_tests).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cpu/cpu_simd.h"
+#include "engine/backend/cuda/cuda_math.h"
+#include "engine/core/dtype.h"
+#include "engine/probes/attention_probe.h"
+#include "engine/probes/rank1.h"
+#include "engine/probes/router_probe.h"
+
+using namespace hl;
+
+namespace {
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+std::vector<float> randoms(size_t n, float lo, float hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+}  // namespace
+
+TEST(CudaMath, WidensEveryBf16AndF16PatternExactly) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const uint16_t b = static_cast<uint16_t>(h);
+    ASSERT_EQ(bits(cudam::bf16_to_float(b)), bits(bf16_to_float(b))) << "bf16 0x" << std::hex << h;
+    const float want = f16_to_float(b), got = cudam::f16_to_float(b);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << "f16 0x" << std::hex << h;
+      continue;
+    }
+    ASSERT_EQ(bits(got), bits(want)) << "f16 0x" << std::hex << h;
+  }
+  // widen() by dtype code, against core/dtype.h's to_float on a row of each type.
+  const std::vector<float> src = randoms(37, -3, 3, 1);
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    std::vector<uint8_t> raw(src.size() * 4);
+    from_float(t, src.data(), raw.data(), src.size());
+    std::vector<float> ref(src.size());
+    to_float(t, raw.data(), ref.data(), src.size());
+    const int code = t == DType::F32 ? cudam::kF32 : t == DType::F16 ? cudam::kF16 : cudam::kBF16;
+    for (size_t i = 0; i < src.size(); ++i)
+      EXPECT_EQ(cudam::widen(code, raw.data(), static_cast<int64_t>(i)), ref[i]) << dtype_name(t) << " " << i;
+  }
+}
+
+TEST(CudaMath, SiluAndSoftplusMatchTheCpuReference) {
+  std::vector<float> x = randoms(4000, -40, 40, 2);
+  for (float v : {0.0f, -0.0f, 20.0f, 20.000002f, 19.999998f, -87.0f, 88.0f, 1e-30f}) x.push_back(v);
+  std::vector<float> s = x, sp = x;
+  cpu::simd::portable().silu(s.data(), static_cast<int64_t>(s.size()));
+  cpu::simd::portable().softplus(sp.data(), static_cast<int64_t>(sp.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(cudam::silu(x[i]), s[i]) << "silu(" << x[i] << ")";
+    EXPECT_EQ(cudam::softplus(x[i]), sp[i]) << "softplus(" << x[i] << ")";
+  }
+  EXPECT_EQ(cudam::softplus(25.0f), 25.0f);  // the threshold: identity above 20
+}
+
+TEST(CudaMath, RmsNormFactorMatchesTheCpuRmsnorm) {
+  for (int64_t n : {1, 4, 33, 512}) {
+    const std::vector<float> x = randoms(static_cast<size_t>(n), -5, 5, static_cast<uint32_t>(n));
+    const std::vector<float> w = randoms(static_cast<size_t>(n), 0.5f, 1.5f, static_cast<uint32_t>(n + 1));
+    std::vector<float> ref(static_cast<size_t>(n));
+    cpu::rmsnorm(x.data(), w.data(), 1, n, 1e-6, ref.data());
+    double ss = 0;
+    for (float v : x) ss += static_cast<double>(v) * v;
+    const float inv = cudam::rms_inv(ss, n, 1e-6);
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(cudam::rms_scale(w[i], x[i], inv), ref[i]) << n << " " << i;
+  }
+}
+
+// The attention kernel's reductions, done in the kernel's terms, against probes/attention_probe.
+TEST(CudaMath, AttentionNormalizersAndInstrumentsMatchTheProbe) {
+  for (int norm = 0; norm < 3; ++norm) {
+    for (int64_t n : {1, 2, 7, 300}) {
+      std::vector<float> z = randoms(static_cast<size_t>(n), -8, 8, static_cast<uint32_t>(n * 3 + norm));
+      if (n == 7) z[3] = 60.0f;  // one dominant key: entropy near 0, clamped
+      const float sink = 1.25f;
+      std::vector<float> p_ref(static_cast<size_t>(n));
+      AttnRowStats ref;
+      attention_row(z.data(), n, static_cast<Normalizer>(norm), sink, p_ref.data(), &ref);
+      // Kernel order: max and max |z|, e^(z−m) with an fp64 sum, then p, mass and weighted sums.
+      const float zn = cudam::attn_null_logit(norm, sink);
+      float m = -INFINITY, mabs = 0;
+      for (float v : z) {
+        m = std::fmax(m, v);
+        mabs = std::fmax(mabs, std::fabs(v));
+      }
+      if (cudam::attn_has_null(norm)) m = std::fmax(m, zn);
+      std::vector<float> p(static_cast<size_t>(n));
+      double den = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        p[j] = std::exp(z[j] - m);
+        den += p[j];
+      }
+      const double e_null = cudam::attn_has_null(norm) ? std::exp(static_cast<double>(zn) - m) : 0.0;
+      den += e_null;
+      double mass = 0, weighted = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        p[j] = static_cast<float>(p[j] * (1.0 / den));
+        mass += p[j];
+        weighted += static_cast<double>(p[j]) * (static_cast<double>(z[j]) - m);
+      }
+      const cudam::AttnStats st = cudam::attn_finish(norm, den, e_null, zn, m, mass, weighted, mabs, n);
+      for (int64_t j = 0; j < n; ++j) EXPECT_EQ(p[j], p_ref[j]) << "norm " << norm << " n " << n << " key " << j;
+      EXPECT_NEAR(st.entropy, ref.entropy, 1e-6) << norm << " " << n;
+      EXPECT_NEAR(st.entropy_norm, ref.entropy_norm, 1e-6) << norm << " " << n;
+      EXPECT_NEAR(st.mass, ref.mass, 1e-6) << norm << " " << n;
+      EXPECT_NEAR(st.p_null, ref.p_null, 1e-7) << norm << " " << n;
+      EXPECT_EQ(st.max_abs_logit, ref.max_abs_logit);
+      if (norm == 0) EXPECT_EQ(st.mass, 1.0f);
+    }
+  }
+}
+
+namespace {
+
+struct ScanCase {
+  int64_t S = 150, Di = 20, N = 8;
+  std::vector<float> dt, u, z, B, C, A, D;  // A (Di, N) as the model stores it
+  ScanCase() {
+    dt = randoms(static_cast<size_t>(S * Di), 0.001f, 0.3f, 11);
+    u = randoms(static_cast<size_t>(S * Di), -2, 2, 12);
+    z = randoms(static_cast<size_t>(S * Di), -3, 3, 13);
+    B = randoms(static_cast<size_t>(S * N), -1, 1, 14);
+    C = randoms(static_cast<size_t>(S * N), -1, 1, 15);
+    A = randoms(static_cast<size_t>(Di * N), -4, -0.1f, 16);
+    D = randoms(static_cast<size_t>(Di), -1, 1, 17);
+  }
+  // The CPU reference scan (cpu_simd.h) from a given state (Di, N); returns out and retained.
+  void reference(std::vector<float>& h, std::vector<float>& out, std::vector<float>& ret) const {
+    std::vector<float> At(static_cast<size_t>(cpu::simd::tiled_size(Di, N)), 0.0f);
+    std::vector<float> ht(At.size(), 0.0f);
+    for (int64_t d = 0; d < Di; ++d)
+      for (int64_t n = 0; n < N; ++n) {
+        At[cpu::simd::tile_index(d, n, N)] = A[d * N + n];
+        ht[cpu::simd::tile_index(d, n, N)] = h[d * N + n];
+      }
+    out.assign(static_cast<size_t>(S * Di), 0.0f);
+    ret.assign(static_cast<size_t>(S * Di), 0.0f);
+    cpu::simd::ScanArgs a;
+    a.S = S;
+    a.Di = Di;
+    a.N = N;
+    a.dt = dt.data();
+    a.u = u.data();
+    a.z = z.data();
+    a.z_stride = Di;
+    a.B = B.data();
+    a.C = C.data();
+    a.A = At.data();
+    a.D = D.data();
+    a.h = ht.data();
+    a.out = out.data();
+    a.retained = ret.data();
+    cpu::simd::scan_portable(a, 0, Di);
+    for (int64_t d = 0; d < Di; ++d)
+      for (int64_t n = 0; n < N; ++n) h[d * N + n] = ht[cpu::simd::tile_index(d, n, N)];
+  }
+  // The kernel's scan_range over tokens [s0, s1) of channel d from state h (N lanes).
+  void kernel_range(float* h, int64_t s0, int64_t s1, int64_t d, std::vector<float>& out,
+                    std::vector<float>& ret) const {
+    for (int64_t s = s0; s < s1; ++s) {
+      float acc = 0, keep = 0;
+      for (int64_t n = 0; n < N; ++n) {
+        keep += cudam::scan_update(h[n], dt[s * Di + d], A[d * N + n], B[s * N + n], u[s * Di + d]);
+        acc += h[n] * C[s * N + n];
+      }
+      out[s * Di + d] = cudam::scan_output(acc, D[d], u[s * Di + d], z[s * Di + d]);
+      ret[s * Di + d] = keep / static_cast<float>(N);
+    }
+  }
+};
+
+}  // namespace
+
+TEST(CudaMath, ScanUpdateMatchesTheCpuScanExactly) {
+  const ScanCase c;
+  std::vector<float> h0 = randoms(static_cast<size_t>(c.Di * c.N), -1, 1, 18);
+  std::vector<float> h_ref = h0, out_ref, ret_ref;
+  c.reference(h_ref, out_ref, ret_ref);
+  std::vector<float> out(out_ref.size()), ret(ret_ref.size());
+  for (int64_t d = 0; d < c.Di; ++d) {
+    std::vector<float> h(h0.begin() + d * c.N, h0.begin() + (d + 1) * c.N);
+    c.kernel_range(h.data(), 0, c.S, d, out, ret);
+    for (int64_t n = 0; n < c.N; ++n) EXPECT_EQ(h[n], h_ref[d * c.N + n]) << d << " " << n;
+  }
+  EXPECT_EQ(out, out_ref);
+  EXPECT_EQ(ret, ret_ref);
+}
+
+// The three passes of the chunked parallel prefill scan (chunk-local scans from zero with their decay
+// products, the carries, each chunk from its carried-in state) agree with the sequential scan.
+TEST(CudaMath, ChunkedParallelScanCompositionMatchesSequential) {
+  const ScanCase c;
+  std::vector<float> h0 = randoms(static_cast<size_t>(c.Di * c.N), -1, 1, 19);
+  std::vector<float> h_ref = h0, out_ref, ret_ref;
+  c.reference(h_ref, out_ref, ret_ref);
+  for (int64_t T : {1, 7, 64, 149, 150}) {
+    const int64_t chunks = (c.S + T - 1) / T;
+    std::vector<float> out(out_ref.size()), ret(ret_ref.size());
+    for (int64_t d = 0; d < c.Di; ++d) {
+      std::vector<float> carry(static_cast<size_t>(chunks * c.N));
+      for (int64_t n = 0; n < c.N; ++n) {
+        float h = h0[d * c.N + n];
+        for (int64_t k = 0; k < chunks; ++k) {
+          float loc = 0, prod = 1;  // pass 1
+          for (int64_t s = k * T; s < std::min(c.S, (k + 1) * T); ++s)
+            prod *= cudam::scan_update(loc, c.dt[s * c.Di + d], c.A[d * c.N + n], c.B[s * c.N + n], c.u[s * c.Di + d]);
+          carry[k * c.N + n] = h;  // pass 2
+          h = prod * h + loc;
+        }
+        EXPECT_NEAR(h, h_ref[d * c.N + n], 1e-5 * (1 + std::fabs(h_ref[d * c.N + n]))) << "final state, T " << T;
+      }
+      for (int64_t k = 0; k < chunks; ++k)  // pass 3
+        c.kernel_range(&carry[k * c.N], k * T, std::min(c.S, (k + 1) * T), d, out, ret);
+    }
+    for (size_t i = 0; i < out.size(); ++i) {
+      ASSERT_NEAR(out[i], out_ref[i], 1e-5 * (1 + std::fabs(out_ref[i]))) << "T " << T << " at " << i;
+      ASSERT_EQ(ret[i], ret_ref[i]) << "T " << T << " at " << i;
+    }
+  }
+}
+
+TEST(CudaMath, RouterMatchesTheProbeIncludingTies) {
+  for (int E : {1, 4, 8, 16}) {
+    for (int K = 1; K <= std::min(E, 4); ++K) {
+      std::vector<float> logits = randoms(static_cast<size_t>(E), -3, 3, static_cast<uint32_t>(E * 10 + K));
+      if (E >= 4) logits[1] = logits[3];  // a tie: the lower index first
+      std::vector<float> p_ref(static_cast<size_t>(E)), p(static_cast<size_t>(E));
+      std::vector<int32_t> t_ref(static_cast<size_t>(K)), t(static_cast<size_t>(K));
+      const float lse_ref = route(logits.data(), E, K, p_ref.data(), t_ref.data());
+      const float lse = cudam::route(logits.data(), E, K, p.data(), t.data());
+      EXPECT_EQ(lse, lse_ref);
+      EXPECT_EQ(p, p_ref);
+      EXPECT_EQ(t, t_ref);
+      std::vector<int32_t> sorted = t;
+      cudam::sort_ascending(sorted.data(), K);
+      EXPECT_TRUE(std::is_sorted(sorted.begin(), sorted.end()));
+      std::sort(t.begin(), t.end());
+      EXPECT_EQ(sorted, t);
+    }
+  }
+}
+
+// Welford in the rank-to-1 kernel's terms (fp64, Kahan row norms) against probes/rank1.
+TEST(CudaMath, Rank1DistanceMatchesTheTracker) {
+  const int64_t H = 48;
+  Rank1Tracker ref(H);
+  std::vector<double> mean(static_cast<size_t>(H), 0.0);
+  double m2 = 0, sq = 0, sqc = 0;
+  for (int64_t t = 0; t < 40; ++t) {
+    std::vector<float> x = randoms(static_cast<size_t>(H), -2, 2, static_cast<uint32_t>(100 + t));
+    if (t % 7 == 3)
+      for (float& v : x) v += 5.0f;  // a shifted row
+    const float want = ref.add(x.data());
+    const double n = static_cast<double>(t + 1), inv_n = 1.0 / n;
+    double dm2 = 0, s2 = 0;
+    for (int64_t i = 0; i < H; ++i) {
+      const double xi = x[i], delta = xi - mean[i];
+      mean[i] += delta * inv_n;
+      dm2 += delta * (xi - mean[i]);
+      s2 += xi * xi;
+    }
+    m2 += dm2;
+    const double y = s2 - sqc, tt = sq + y;
+    sqc = (tt - sq) - y;
+    sq = tt;
+    EXPECT_NEAR(cudam::rank1_distance(m2, sq, t + 1), want, 1e-6) << "row " << t;
+  }
+  EXPECT_EQ(cudam::rank1_distance(0, 1, 1), 0.0f);
+  EXPECT_EQ(cudam::rank1_distance(1, 0, 5), 0.0f);
+}
