@@ -209,11 +209,12 @@ void EngineWorker::startRun(const RunRequest& r) {
   }
 }
 
-void EngineWorker::step(int runId, int64_t n, int stopEpoch) {
+void EngineWorker::step(int runId, int64_t n, int stopEpoch, int64_t maxNewTokens) {
   if (runId != runId_ || !recA_) {
     emit stepDone(runId, tr("no run"));
     return;
   }
+  maxNewTokens_ = maxNewTokens;
   QString reason;
   int64_t done = 0;
   const int64_t maxContext = model_->config.max_position_embeddings;

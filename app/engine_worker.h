@@ -35,8 +35,9 @@ class EngineWorker : public QObject {
   void measureHardware();
   // A fresh run A (tokenized, not stepped); ends any compare run.
   void startRun(const RunRequest& r);
-  // Up to n steps (n < 0: until an EOS or maxNewTokens). A single step (n == 1) always steps.
-  void step(int runId, int64_t n, int stopEpoch);
+  // Up to n steps (n < 0: until an EOS or maxNewTokens generated tokens, as the run panel says at
+  // the time of this command). A single step (n == 1) always steps.
+  void step(int runId, int64_t n, int stopEpoch, int64_t maxNewTokens);
   // Starts run B with `t` over every token run A has seen (enabled), or ends it.
   void setCompare(int runId, int compareId, bool enabled, const Toggles& t, int stopEpoch);
   // A reopened session with its checkpoint: replays the stored runs so that stepping continues.

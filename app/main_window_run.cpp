@@ -114,7 +114,8 @@ bool MainWindow::stepRun(int64_t n) {
   busy_ = true;
   step_ = -1;  // follow the new tokens
   const int id = runId_, epoch = engine_->stopEpoch();
-  engine_->post([id, n, epoch](EngineWorker& w) { w.step(id, n, epoch); });
+  const int64_t maxNew = panel_->maxNewTokens();  // the limit as the panel shows it now
+  engine_->post([id, n, epoch, maxNew](EngineWorker& w) { w.step(id, n, epoch, maxNew); });
   updateActions();
   return true;
 }
