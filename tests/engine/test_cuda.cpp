@@ -6,94 +6,33 @@
 // hl_cuda_tests (label cuda, HL_CUDA_TESTS defined); the device tests skip where no CUDA device
 // exists, the absence tests run there instead.
 //
-// Tolerances (float tensors; integers exactly; scale = max(1, max |reference| over the tensor), as
-// the Vulkan tests):
-//   CUDA vs CPU (stored weights widened exactly on both sides; fp32 sums in another order):
-//                                                          |Δ| ≤ 1e-5·|ref| + 2e-6·scale
-//   CUDA vs the golden reference traces:                   |Δ| ≤ 1e-4·|ref| + 1e-5·scale
-//   CUDA prefill vs CUDA decode (trace-format.md §3):      |Δ| ≤ 1e-5·scale
-//   graphs vs plain launches, restart vs first run:        bit for bit
+// Tolerances: as stated in backend_test_util.h, the same as the Vulkan tests (CUDA vs CPU: kVsCpu,
+// stored weights widened exactly on both sides, fp32 sums in another order; vs the golden reference
+// traces: kVsGolden; prefill vs decode: kPrefillVsDecode; graphs vs plain launches, restart vs first
+// run: kBitForBit).
 #ifdef HL_CUDA_TESTS
 #include <gtest/gtest.h>
-#include <stdlib.h>
-#include <sys/wait.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <sstream>
 
 #include "engine/backend/cuda/cuda_backend.h"
-#include "engine/trace/trace_file.h"
-#include "tests/engine/vulkan_test_util.h"
+#include "tests/engine/backend_test_util.h"
 
 namespace fs = std::filesystem;
 using namespace hl;
-using namespace hl::vktest;  // golden runs, run(), expect_traces_close(): shared with the Vulkan tests
+using namespace hl::backend_test;  // golden runs, run(), expect_traces_close(): shared with the Vulkan tests
 
 namespace {
-
-std::string golden_case(const std::string& leaf) {
-  return std::string(HL_GOLDEN_DIR) + "/" + leaf;
-}
-
-std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int32_t& id : ids) id = pick(rng);
-  return ids;
-}
-
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const std::string& n, const std::string& v) : name(n) { ::setenv(n.c_str(), v.c_str(), 1); }
-  ~ScopedEnv() { ::unsetenv(name.c_str()); }
-};
-
-struct Cmd {
-  int status = -1;
-  std::string out, err;
-};
-
-Cmd hybridlens(const std::string& env, const std::string& args) {
-  const std::string err = temp_path("cuda_stderr.txt");
-  const std::string line = "env " + env + " " + HL_HYBRIDLENS + " " + args + " 2>" + err;
-  Cmd c;
-  if (FILE* p = ::popen(line.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) c.out.append(buf, n);
-    const int st = ::pclose(p);
-    c.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  }
-  std::ifstream in(err);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  c.err = ss.str();
-  fs::remove(err);
-  return c;
-}
 
 bool have_cuda() {
   return cuda_available();
 }
 
 // Keeps one CUDA backend (one context, cuBLAS loaded) alive across the suite.
-class KeepDevice : public ::testing::Environment {
- public:
-  void SetUp() override {
-    if (!have_cuda()) return;
-    const std::vector<VkRun> runs = golden_runs();
-    if (!runs.empty()) keep_ = make_cuda_backend(load_model(runs[0].case_dir));
-  }
-  void TearDown() override { keep_.reset(); }
-
- private:
-  std::unique_ptr<Backend> keep_;
-};
-const auto* const g_keep = ::testing::AddGlobalTestEnvironment(new KeepDevice);
+const auto* const g_keep = ::testing::AddGlobalTestEnvironment(
+    new KeepDevice(have_cuda, [](std::shared_ptr<const Model> m) { return make_cuda_backend(std::move(m)); }));
 
 class Cuda : public ::testing::Test {
  protected:
@@ -104,7 +43,7 @@ class Cuda : public ::testing::Test {
 
 }  // namespace
 
-class CudaGolden : public ::testing::TestWithParam<VkRun> {
+class CudaGolden : public ::testing::TestWithParam<GoldenRun> {
  protected:
   void SetUp() override {
     if (!have_cuda()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
@@ -112,64 +51,18 @@ class CudaGolden : public ::testing::TestWithParam<VkRun> {
 };
 
 TEST_P(CudaGolden, DecodeMatchesCpuBackend) {
-  const VkRun& g = GetParam();
-  auto model = load_model(g.case_dir);
-  auto cpu = make_backend("cpu", model);
-  auto cu = make_backend("cuda", model);
-  EXPECT_EQ(cu->name(), "cuda");
-  const std::vector<TokenTrace> ref = run(*cpu, g.ids, g.opts, false);
-  const std::vector<TokenTrace> got = run(*cu, g.ids, g.opts, false);
-  EXPECT_EQ(cu->registers(), cpu->registers());
-  expect_traces_close(got, ref, 1e-5, 2e-6, "cuda decode vs cpu");
+  expect_decode_matches_cpu(GetParam(), "cuda");
 }
 
 TEST_P(CudaGolden, PrefillMatchesCpuAndDecode) {
-  const VkRun& g = GetParam();
-  auto model = load_model(g.case_dir);
-  auto cpu = make_backend("cpu", model);
-  auto cu = make_backend("cuda", model);
-  const std::vector<TokenTrace> ref = run(*cpu, g.ids, g.opts, false);
-  const std::vector<TokenTrace> pre = run(*cu, g.ids, g.opts, true);
-  expect_traces_close(pre, ref, 1e-5, 2e-6, "cuda prefill vs cpu");
-  const std::vector<TokenTrace> step = run(*cu, g.ids, g.opts, false);
-  expect_traces_close(pre, step, 0.0, 1e-5, "cuda prefill vs cuda decode");
+  expect_prefill_matches_cpu_and_decode(GetParam(), "cuda");
 }
 
 TEST_P(CudaGolden, TraceMatchesReferenceFile) {
-  const VkRun& g = GetParam();
-  auto model = load_model(g.case_dir);
-  auto cu = make_backend("cuda", model);
-  const std::vector<TokenTrace> recs = run(*cu, g.ids, g.opts, false);
-  const std::string path =
-      temp_path("cuda_" + fs::path(g.case_dir).filename().string() + "_" + g.name + ".safetensors");
-  write_trace(path, *model, cu->registers(), recs, TraceMeta{});
-  SafetensorsFile got = SafetensorsFile::open(path);
-  SafetensorsFile want = SafetensorsFile::open(g.case_dir + "/expected/" + g.name + ".safetensors");
-  ASSERT_FALSE(want.tensors().empty());
-  for (const TensorInfo& wt : want.tensors()) {
-    const TensorInfo* gt = got.find(wt.name);
-    ASSERT_NE(gt, nullptr) << "cuda trace lacks '" << wt.name << "'";
-    ASSERT_EQ(gt->shape, wt.shape) << wt.name;
-    const std::vector<double> a = as_doubles(*gt), b = as_doubles(wt);
-    if (wt.dtype == DType::I32 || wt.dtype == DType::I64) {
-      for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << wt.name << " differs first at flat index " << i;
-      continue;
-    }
-    double scale = 1.0;
-    for (double v : b) scale = std::max(scale, std::fabs(v));
-    for (size_t i = 0; i < a.size(); ++i)
-      ASSERT_NEAR(a[i], b[i], 1e-4 * std::fabs(b[i]) + 1e-5 * scale) << wt.name << " differs first at flat index " << i;
-  }
-  fs::remove(path);
+  expect_trace_matches_reference_file(GetParam(), "cuda");
 }
 
-INSTANTIATE_TEST_SUITE_P(Golden, CudaGolden, ::testing::ValuesIn(golden_runs()),
-                         [](const ::testing::TestParamInfo<VkRun>& info) {
-                           std::string n = fs::path(info.param.case_dir).filename().string() + "_" + info.param.name;
-                           for (char& ch : n)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Golden, CudaGolden, ::testing::ValuesIn(golden_runs()), golden_run_name);
 
 // Without a device (this machine, CI): the backend is built but refuses with a clear message, and
 // `auto` takes the CPU.
@@ -213,32 +106,11 @@ TEST_F(Cuda, AvailableBackendsListIt_AutoPicksIt) {
 }
 
 TEST_F(Cuda, InstrumentsOff_SameLogitsAndNoInstruments) {
-  auto model = load_model(golden_case("extensions"));
-  auto cu = make_backend("cuda", model);
-  const std::vector<int32_t> ids = random_ids(9, model->config.vocab_size, 7);
-  RunOptions on, off;
-  off.instruments = false;
-  const std::vector<TokenTrace> a = run(*cu, ids, on, false);
-  const std::vector<TokenTrace> b = run(*cu, ids, off, false);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t t = 0; t < a.size(); ++t) {
-    EXPECT_EQ(a[t].logits, b[t].logits) << "token " << t;
-    EXPECT_TRUE(b[t].attn_entropy.empty() && b[t].rank1_distance.empty() && b[t].router_probs.empty());
-    EXPECT_EQ(b[t].nonfinite_layer, -1);
-  }
+  expect_instruments_off_same_logits("cuda");
 }
 
 TEST_F(Cuda, Restart_ReproducesTheRunBitForBit) {
-  auto model = load_model(golden_case("mqa_tied_bias"));
-  auto cu = make_backend("cuda", model);
-  const std::vector<int32_t> ids = random_ids(6, model->config.vocab_size, 3);
-  RunOptions o;
-  o.full = true;
-  o.registers = 2;
-  const std::vector<TokenTrace> a = run(*cu, ids, o, false);
-  run(*cu, random_ids(5, model->config.vocab_size, 4), RunOptions{}, true);
-  const std::vector<TokenTrace> b = run(*cu, ids, o, false);
-  expect_traces_close(b, a, 0.0, 0.0, "second run");
+  expect_restart_bit_for_bit("cuda");
 }
 
 TEST_F(Cuda, GraphAndPlainLaunches_BitForBit_KernelCountReported) {
@@ -252,7 +124,7 @@ TEST_F(Cuda, GraphAndPlainLaunches_BitForBit_KernelCountReported) {
   auto p = make_cuda_backend(model, without);
   const std::vector<TokenTrace> a = run(*g, ids, o, false);
   const std::vector<TokenTrace> b = run(*p, ids, o, false);
-  expect_traces_close(a, b, 0.0, 0.0, "graph vs plain launches");
+  expect_traces_close(a, b, kBitForBit, "graph vs plain launches");
   CudaStepInfo gi, pi;
   ASSERT_TRUE(cuda_step_info(*g, &gi));
   ASSERT_TRUE(cuda_step_info(*p, &pi));
@@ -281,26 +153,12 @@ TEST_F(Cuda, LongPrefillInBlocks_AcrossKvGrowth_ChunkedScan_MatchesCpu) {
     cu->forward(&ids[298], 1, &got);
     cu->forward(&ids[299], 1, &got);
     EXPECT_EQ(cu->position(), 300);
-    expect_traces_close(got, ref, 1e-5, 2e-6, std::string(c) + ": cuda blocks vs cpu");
+    expect_traces_close(got, ref, kVsCpu, std::string(c) + ": cuda blocks vs cpu");
   }
 }
 
 TEST_F(Cuda, MaxContext_RefusedBeforeAnyStateChange_AsTheCpu) {
-  auto model = load_model(golden_case("dense_no_moe"));
-  auto cu = make_backend("cuda", model);
-  RunOptions o;
-  o.max_context = 3;
-  cu->start(o);
-  std::vector<TokenTrace> recs;
-  const int32_t ids[4] = {1, 2, 3, 4};
-  EXPECT_THROW(cu->forward(ids, 4, &recs), Error);
-  EXPECT_EQ(cu->position(), 0);
-  EXPECT_TRUE(recs.empty());
-  cu->forward(ids, 3, &recs);
-  EXPECT_THROW(cu->forward(ids, 1, &recs), Error);
-  EXPECT_EQ(recs.size(), 3u);
-  cu->start(o);
-  EXPECT_NO_THROW(cu->forward(ids, 2, &recs));
+  expect_max_context_refused_before_state_change("cuda");
 }
 
 TEST_F(Cuda, NotEnoughDeviceMemory_ClearBackendFailure_AutoTakesCpu) {
@@ -319,52 +177,11 @@ TEST_F(Cuda, NotEnoughDeviceMemory_ClearBackendFailure_AutoTakesCpu) {
 }
 
 TEST_F(Cuda, StickyFailure_BackendFailure_RecordsIntact_CpuTakesOver) {
-  auto model = load_model(golden_case("extensions"));
-  const std::vector<int32_t> ids = random_ids(6, model->config.vocab_size, 9);
-  auto cu = make_backend("cuda", model);
-  cu->start(RunOptions{});
-  std::vector<TokenTrace> recs;
-  for (int i = 0; i < 3; ++i) cu->forward(&ids[i], 1, &recs);
-  cuda_simulate_failure(0);
-  EXPECT_THROW(cu->forward(&ids[3], 1, &recs), BackendFailure);
-  EXPECT_EQ(recs.size(), 3u) << "a failed step must leave the caller's records as they were";
-  EXPECT_THROW(cu->forward(&ids[3], 1, &recs), BackendFailure) << "the failure is sticky";
-  EXPECT_THROW(cu->start(RunOptions{}), BackendFailure);
-  auto cpu = make_backend("cpu", model);
-  std::vector<TokenTrace> redo = run(*cpu, std::vector<int32_t>(ids.begin(), ids.begin() + 3), RunOptions{}, false);
-  expect_traces_close(recs, redo, 1e-5, 2e-6, "cuda records before the failure vs cpu");
-  for (int i = 3; i < 6; ++i) cpu->forward(&ids[i], 1, &redo);
-  EXPECT_EQ(redo.size(), 6u);
-  auto again = make_backend("cuda", model);  // a new backend works again
-  expect_traces_close(run(*again, ids, RunOptions{}, false), redo, 1e-5, 2e-6, "new cuda backend vs cpu");
+  expect_failure_keeps_records_cpu_takes_over("cuda", [] { cuda_simulate_failure(0); });
 }
 
 TEST_F(Cuda, CliTraceCuda_MatchesReferenceFile) {
-  const std::string out = temp_path("cli_cuda.safetensors");
-  const std::vector<VkRun> runs = golden_runs();
-  const VkRun* g = nullptr;
-  for (const VkRun& r : runs)
-    if (fs::path(r.case_dir).filename() == "gqa_basic" && r.name == "as_trained") g = &r;
-  ASSERT_NE(g, nullptr);
-  std::string list;
-  for (int32_t id : g->ids) list += (list.empty() ? "" : ",") + std::to_string(id);
-  const Cmd c =
-      hybridlens("", "trace --checkpoint " + g->case_dir + " --ids " + list + " --backend cuda --full --out " + out);
-  ASSERT_EQ(c.status, 0) << c.err;
-  SafetensorsFile got = SafetensorsFile::open(out);
-  EXPECT_EQ(got.metadata().at("backend"), "cuda");
-  SafetensorsFile want = SafetensorsFile::open(g->case_dir + "/expected/as_trained.safetensors");
-  for (const TensorInfo& wt : want.tensors()) {
-    const TensorInfo* gt = got.find(wt.name);
-    ASSERT_NE(gt, nullptr) << wt.name;
-    const std::vector<double> a = as_doubles(*gt), b = as_doubles(wt);
-    ASSERT_EQ(a.size(), b.size()) << wt.name;
-    double scale = 1;
-    for (double v : b) scale = std::max(scale, std::fabs(v));
-    for (size_t i = 0; i < a.size(); ++i)
-      ASSERT_NEAR(a[i], b[i], 1e-4 * std::fabs(b[i]) + 1e-5 * scale) << wt.name << " at flat index " << i;
-  }
-  fs::remove(out);
+  expect_cli_trace_matches_reference_file("cuda");
 }
 
 TEST_F(Cuda, CliTraceAuto_DeviceErrorMidRun_FallsBackToCpu) {
@@ -414,7 +231,7 @@ TEST_F(Cuda, GeneratedCheckpoints_MatchCpu) {
     auto cu = make_backend("cuda", model);
     const std::vector<TokenTrace> dec = run(*cu, ids, o, false);
     const std::vector<TokenTrace> pre = run(*cu, ids, o, true);
-    // The worst |Δ| / (1e-5·|ref| + 2e-6·scale) per field, for the record.
+    // The worst |Δ| / (kVsCpu bound) per field, for the record.
     std::printf("[ cuda-vs-cpu ] %s: %lld tokens (cpu prefill %.1f s)\n", model->name.c_str(),
                 static_cast<long long>(n), cpu_s);
     for (const auto& [name, field] : float_fields()) {
@@ -426,15 +243,15 @@ TEST_F(Cuda, GeneratedCheckpoints_MatchCpu) {
         const std::vector<float>& d = dec[t].*field;
         const std::vector<float>& p = pre[t].*field;
         for (size_t i = 0; i < b.size() && i < d.size() && i < p.size(); ++i) {
-          const double tol = 1e-5 * std::fabs(b[i]) + 2e-6 * scale;
+          const double tol = kVsCpu.rel * std::fabs(b[i]) + kVsCpu.abs * scale;
           worst_d = std::max(worst_d, std::fabs(d[i] - b[i]) / tol);
           worst_p = std::max(worst_p, std::fabs(p[i] - b[i]) / tol);
         }
       }
       std::printf("[ cuda-vs-cpu ]   %-18s worst |diff|/tol: decode %.3f, prefill %.3f\n", name, worst_d, worst_p);
     }
-    expect_traces_close(dec, ref, 1e-5, 2e-6, model->name + ": cuda decode vs cpu");
-    expect_traces_close(pre, ref, 1e-5, 2e-6, model->name + ": cuda prefill vs cpu");
+    expect_traces_close(dec, ref, kVsCpu, model->name + ": cuda decode vs cpu");
+    expect_traces_close(pre, ref, kVsCpu, model->name + ": cuda prefill vs cpu");
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "engine/backend/backend_util.h"
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/cpu_simd.h"
 #include "engine/core/error.h"
@@ -19,12 +20,7 @@ namespace hl::cpu {
 
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model) : model_(std::move(model)), cfg_(model_->config) {
   const int64_t L = cfg_.num_hidden_layers;
-  kind_index_.resize(L);
-  moe_index_.resize(L);
-  for (int64_t i = 0; i < L; ++i) {
-    kind_index_[i] = cfg_.is_attention_layer(i) ? n_attn_++ : n_mamba_++;
-    moe_index_[i] = cfg_.is_moe_layer(i) ? n_moe_++ : -1;
-  }
+  index_layers(cfg_, &kind_index_, &moe_index_, &n_attn_, &n_mamba_, &n_moe_);
   const int64_t di = cfg_.mamba_inner(), W = cfg_.mamba_d_conv, N = cfg_.mamba_d_state;
   conv_wT_.resize(static_cast<size_t>(n_mamba_));
   A_tiled_.resize(static_cast<size_t>(n_mamba_));

@@ -26,6 +26,7 @@
 #include <map>
 #include <vector>
 
+#include "engine/backend/backend_util.h"
 #include "engine/backend/cuda/cuda_kernels.h"
 #include "engine/backend/cuda/cuda_math.h"
 #include "engine/core/error.h"
@@ -279,7 +280,6 @@ class CudaBackend final : public Backend {
   void gemm(const DW& W, const float* X, int64_t S, float* Y, int64_t ldy);
   void gemv(std::initializer_list<GemvSeg> segs, const float* x, int epi, const Tail& t = Tail{});
   void sync(const char* what);
-  void init_record(TokenTrace& r, int32_t token, int64_t t) const;
   void read_records(int64_t S, TokenTrace* recs) const;
   void drop_graph();
 
@@ -344,12 +344,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, const CudaOptions& 
     : model_(std::move(model)), cfg_(model_->config), copts_(opts) {
   if (const char* g = std::getenv("HL_CUDA_GRAPHS"); g && std::strcmp(g, "0") == 0) copts_.graphs = false;
   const int64_t L = cfg_.num_hidden_layers;
-  kind_index_.resize(L);
-  moe_index_.resize(L);
-  for (int64_t i = 0; i < L; ++i) {
-    kind_index_[i] = cfg_.is_attention_layer(i) ? n_attn_++ : n_mamba_++;
-    moe_index_[i] = cfg_.is_moe_layer(i) ? n_moe_++ : -1;
-  }
+  index_layers(cfg_, &kind_index_, &moe_index_, &n_attn_, &n_mamba_, &n_moe_);
   if (n_attn_ > 0 && cfg_.head_dim() > 256)
     throw BackendFailure("cuda: head_dim " + std::to_string(cfg_.head_dim()) +
                          " is above the attention kernel's limit of 256");
@@ -677,15 +672,12 @@ void CudaBackend::start(const RunOptions& opts) {
     check(cudaMemsetAsync(mstate_.as<void>(), 0, mstate_.bytes(), st_), "clearing the Mamba state");
     check(cudaMemsetAsync(rank1_.as<void>(), 0, rank1_.bytes(), st_), "clearing the rank-to-1 state");
     // Registers: trained rows first, then the mean embedding row (row `trained` of regs_).
-    std::vector<int32_t> ids(static_cast<size_t>(n_reg_));
-    for (int r = 0; r < n_reg_; ++r) ids[r] = -1 - static_cast<int32_t>(std::min<int64_t>(r, trained_));
-    for (int64_t done = 0; done < n_reg_;) {
-      const int64_t n = std::min<int64_t>(n_reg_ - done, block_limit());
-      ensure_block(n);
-      run_block(&ids[done], n, false);
-      kv_len_ += n;
-      done += n;
-    }
+    feed_registers(
+        n_reg_, trained_, [&] { return block_limit(); }, [&](int64_t n) { ensure_block(n); },
+        [&](const int32_t* ids, int64_t n) {
+          run_block(ids, n, false);
+          kv_len_ += n;
+        });
     sync("clearing the state");
     capture_decode();
   } catch (const BackendFailure& e) {
@@ -1095,10 +1087,6 @@ void CudaBackend::run_block(const int32_t* ids, int64_t S, bool records) {
   sync(records ? "running the model" : "feeding the registers");
 }
 
-void CudaBackend::init_record(TokenTrace& r, int32_t token, int64_t t) const {
-  init_token_trace(r, cfg_, TraceShape{n_attn_, n_mamba_, n_moe_, n_reg_}, opts_, token, t);
-}
-
 void CudaBackend::read_records(int64_t S, TokenTrace* recs) const {
   const float* base = rec_h_.as<float>();
   const int64_t L = cfg_.num_hidden_layers;
@@ -1137,35 +1125,15 @@ void CudaBackend::read_records(int64_t S, TokenTrace* recs) const {
 
 void CudaBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) {
   fail_guard();
-  if (S <= 0) return;
-  check_context(opts_, cfg_, position_, S);  // RunOptions::max_context, before any state changes
-  const auto t0 = std::chrono::steady_clock::now();
-  const int64_t V = cfg_.vocab_size;
-  for (int64_t s = 0; s < S; ++s)
-    if (tokens[s] < 0 || tokens[s] >= V)
-      throw Error("token id " + std::to_string(tokens[s]) + " is out of range [0, " + std::to_string(V) + ")");
-  const size_t first = out->size();
-  out->resize(first + static_cast<size_t>(S));
-  try {
-    ensure_kv(kv_len_ + S);
-    for (int64_t done = 0; done < S;) {
-      const int64_t n = std::min(S - done, block_limit());
-      ensure_block(n);
-      TokenTrace* recs = &(*out)[first + static_cast<size_t>(done)];
-      for (int64_t s = 0; s < n; ++s) init_record(recs[s], tokens[done + s], position_ + s);
-      run_block(tokens + done, n, true);
-      read_records(n, recs);
-      position_ += n;
-      kv_len_ += n;
-      done += n;
-    }
-  } catch (const BackendFailure& e) {
-    failed_ = e.what();
-    out->resize(first);
-    throw;
-  }
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (int64_t s = 0; s < S; ++s) (*out)[first + s].step_seconds = dt / static_cast<double>(S);
+  forward_in_blocks(
+      tokens, S, out, cfg_, opts_, TraceShape{n_attn_, n_mamba_, n_moe_, n_reg_}, position_, failed_,
+      [&](int64_t total) { ensure_kv(kv_len_ + total); }, [&] { return block_limit(); },
+      [&](int64_t n) { ensure_block(n); },
+      [&](const int32_t* ids, int64_t n, TokenTrace* recs) {
+        run_block(ids, n, true);
+        read_records(n, recs);
+        kv_len_ += n;
+      });
 }
 
 }  // namespace

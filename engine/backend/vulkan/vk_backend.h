@@ -75,7 +75,6 @@ class VulkanBackend final : public Backend {
   void fail_guard() const;
   // Runs S positions (token ids, or register rows as -row-1) and leaves their records mapped.
   void run_block(const int32_t* ids, int64_t S, bool records);
-  void init_record(TokenTrace& r, int32_t token, int64_t t) const;
   void read_records(int64_t S, TokenTrace* recs);
 
   // Recording (vk_record.cpp).
