@@ -262,10 +262,16 @@ void CpuBackend::feed_forward(int64_t layer, const float* x, int64_t S, float* y
     const int64_t n = static_cast<int64_t>(rows.size());
     float* xe = grow(sc_.xe, n * H);  // (n, H)
     float* ye = grow(sc_.ye, n * H);  // (n, H)
-    for (int64_t j = 0; j < n; ++j) std::copy(x + rows[j] * H, x + (rows[j] + 1) * H, &xe[j * H]);
+    // Gather and scatter over the pool: a token picks an expert at most once, so rows are distinct.
+    const int64_t grain = std::max<int64_t>(1, 8192 / H);
+    ThreadPool::global().parallel_for(n, grain, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) std::copy(x + rows[j] * H, x + (rows[j] + 1) * H, &xe[j * H]);
+    });
     swiglu(lw.moe.experts[e], xe, n, ye);
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t c = 0; c < H; ++c) y[rows[j] * H + c] += weights[j] * ye[j * H + c];
+    ThreadPool::global().parallel_for(n, grain, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t c = 0; c < H; ++c) y[rows[j] * H + c] += weights[j] * ye[j * H + c];
+    });
   }
 }
 

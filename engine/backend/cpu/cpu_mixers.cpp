@@ -159,16 +159,18 @@ void CpuBackend::mamba(int64_t layer, const float* x, int64_t S, float* y, Token
     });
   }
   if (opts_.instruments) {
-    for (int64_t s = 0; s < S; ++s) {
-      TokenTrace* r = recs[s];
-      if (!r) continue;
-      double sum = 0;
-      for (int64_t d = 0; d < Di; ++d) sum += dt[s * Di + d];
-      r->ssm_delta_mean[mi] = static_cast<float>(sum / static_cast<double>(Di));
-      if (!full) continue;
-      std::copy(&dt[s * Di], &dt[(s + 1) * Di], r->ssm_delta.begin() + mi * Di);
-      std::copy(&retained[s * Di], &retained[(s + 1) * Di], r->ssm_retained.begin() + mi * Di);
-    }
+    ThreadPool::global().parallel_for(S, std::max<int64_t>(1, 8192 / Di), [&](int64_t s0, int64_t s1) {
+      for (int64_t s = s0; s < s1; ++s) {
+        TokenTrace* r = recs[s];
+        if (!r) continue;
+        double sum = 0;
+        for (int64_t d = 0; d < Di; ++d) sum += dt[s * Di + d];
+        r->ssm_delta_mean[mi] = static_cast<float>(sum / static_cast<double>(Di));
+        if (!full) continue;
+        std::copy(&dt[s * Di], &dt[(s + 1) * Di], r->ssm_delta.begin() + mi * Di);
+        std::copy(&retained[s * Di], &retained[(s + 1) * Di], r->ssm_retained.begin() + mi * Di);
+      }
+    });
   }
   linear(w.out_proj, gated, S, y, w.out_bias.empty() ? nullptr : w.out_bias.data());
 }

@@ -171,14 +171,18 @@ void linear(const Mat& W, const float* X, int64_t S, float* Y, const float* bias
 }
 
 void rmsnorm(const float* x, const float* weight, int64_t S, int64_t n, double eps, float* y) {
-  for (int64_t s = 0; s < S; ++s) {
-    const float* xs = x + s * n;
-    double ss = 0;
-    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xs[i]) * xs[i];
-    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
-    float* ys = y + s * n;
-    for (int64_t i = 0; i < n; ++i) ys[i] = weight[i] * (xs[i] * inv);
-  }
+  // Rows are independent: a prefill's rows spread over the pool (a decode row stays on this thread).
+  const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, n));
+  ThreadPool::global().parallel_for(S, grain, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s) {
+      const float* xs = x + s * n;
+      double ss = 0;
+      for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xs[i]) * xs[i];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+      float* ys = y + s * n;
+      for (int64_t i = 0; i < n; ++i) ys[i] = weight[i] * (xs[i] * inv);
+    }
+  });
 }
 
 }  // namespace hl::cpu
