@@ -83,6 +83,16 @@ ModulePattern ModulePattern::compile(const std::string& text, const std::string&
   p.text_ = text;
   p.literal_ = std::all_of(text.begin(), text.end(), is_literal_char);
   if (p.literal_) return p;
+  // A backslash before a digit is a backreference (\1) or a legacy octal escape: module patterns
+  // need neither, and libstdc++ parses the digits of a long one into an overflowing integer
+  // (found by fuzz_adapter: "\7777…").
+  for (size_t k = 0; k + 1 < text.size(); ++k) {
+    if (text[k] != '\\') continue;
+    if (text[k + 1] >= '0' && text[k + 1] <= '9')
+      throw LoadError(where + ": backreferences and octal escapes (\\" + std::string(1, text[k + 1]) +
+                      "…) are not supported in module patterns");
+    ++k;  // skip the escaped character: in \\1 the backslash is escaped and the 1 is literal
+  }
   if (repeat_product(text, kMaxRepeat) > kMaxRepeat)
     throw LoadError(where + ": repetition counts {n,m} multiply to more than " + std::to_string(kMaxRepeat));
   try {

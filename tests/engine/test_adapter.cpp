@@ -292,6 +292,16 @@ TEST_F(AdapterFolder, CorruptionTable_EachCaseItsOwnMessage) {
          s.config["rank_pattern"] = {{"[q", 2}};
        },
        "invalid regular expression"},
+      {"backreference with a huge number (fuzz_adapter: libstdc++'s parser overflowed)",
+       [](Spec& s) {
+         s.config["target_modules"] = "model\\.layers\\.\\d+\\77777777777777777777777777777.(in|out)_proj";
+       },
+       "backreferences and octal escapes"},
+      {"backreference \\1",
+       [](Spec& s) {
+         s.config["target_modules"] = "(q)_proj\\1";
+       },
+       "backreferences and octal escapes"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
