@@ -379,15 +379,18 @@ class Parser {
     }
     return l;
   }
-  NodeP unary() {
+  // Jinja: `-x|f` is `(-x)|f`, so the operand of a sign takes no filters.
+  NodeP unary(bool with_filters = true) {
     Depth d(this);
+    NodeP n;
     if (is_op("-") || is_op("+")) {
-      auto n = node(Node::Unary, cur().line);
+      n = node(Node::Unary, cur().line);
       n->s = t_[i_++].s;
-      n->a.push_back(unary());
-      return filters(std::move(n));
+      n->a.push_back(unary(false));
+    } else {
+      n = postfix(primary());
     }
-    return filters(postfix(primary()));
+    return with_filters ? filters(std::move(n)) : std::move(n);
   }
 
   // Call arguments after '(' up to ')': positional then name=value, into n->a / n->names.
