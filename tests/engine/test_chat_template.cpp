@@ -269,6 +269,38 @@ TEST(ChatTemplate, CheckpointFiles_MalformedAreLoadErrors) {
   std::filesystem::remove_all(base);
 }
 
+// The fuzz target's seeds (tests/fuzz/corpus/chat_template) through the same entry point: real
+// templates and the feature seed render (or refuse the conversation by raise_exception), the bad_*
+// ones fail, always on one line naming the template.
+TEST(ChatTemplate, FuzzSeeds_RenderOrFailOnOneLine) {
+  const auto dir = std::filesystem::path(HL_SOURCE_DIR) / "tests/fuzz/corpus/chat_template";
+  const oj messages = oj::parse(R"([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}])");
+  ChatTemplateLimits lim;
+  lim.max_steps = 200000;
+  lim.now = kPinnedNow;
+  int rendered = 0, failed = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    ChatTemplateSource t;
+    t.source = read_text(e.path().string());
+    t.origin = name;
+    try {
+      (void)apply_chat_template(t, messages, true, lim);
+      EXPECT_NE(name.rfind("bad_", 0), 0u) << name << " rendered";
+      ++rendered;
+    } catch (const Error& err) {
+      const std::string m = err.what();
+      const bool bad = name.rfind("bad_", 0) == 0;
+      EXPECT_TRUE(bad || m.find(": template error: ") != std::string::npos) << m;
+      EXPECT_EQ(m.rfind(name + ": line ", 0), 0u) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+      failed += bad;
+    }
+  }
+  EXPECT_GE(rendered, 7);
+  EXPECT_EQ(failed, 3);
+}
+
 TEST(ChatRequest, ListOrObject_AndRejectsBadShapes) {
   const ChatRequest a = parse_chat_request(R"([{"role": "user", "content": "hi"}])", "chat.json");
   EXPECT_EQ(a.messages.size(), 1u);
