@@ -2,6 +2,7 @@
 // Jinja's operator precedence (or < and < not < comparisons/in < + - < ~ < * / // % < ** < unary
 // < postfix, filters and tests). Nesting is bounded (kMaxNesting). Not the evaluator.
 // Reference: Jinja2 documentation, "Expressions" and "List of Control Structures".
+#include <initializer_list>
 #include <stdexcept>
 
 #include "engine/tokenizer/chat_ast.h"
@@ -291,24 +292,22 @@ class Parser {
     return n;
   }
 
-  NodeP or_expr() {
-    NodeP l = and_expr();
-    while (is_name("or")) {
+  // One left-associative precedence level: operands from `next`, joined by the operators `ops`
+  // (operator tokens, or keyword names when `keywords`).
+  NodeP level(NodeP (Parser::*next)(), std::initializer_list<const char*> ops, bool keywords = false) {
+    NodeP l = (this->*next)();
+    for (;;) {
+      const char* hit = nullptr;
+      for (const char* op : ops)
+        if (keywords ? is_name(op) : is_op(op)) hit = op;
+      if (!hit) return l;
       const int line = cur().line;
       ++i_;
-      l = binary("or", std::move(l), and_expr(), line);
+      l = binary(hit, std::move(l), (this->*next)(), line);
     }
-    return l;
   }
-  NodeP and_expr() {
-    NodeP l = not_expr();
-    while (is_name("and")) {
-      const int line = cur().line;
-      ++i_;
-      l = binary("and", std::move(l), not_expr(), line);
-    }
-    return l;
-  }
+  NodeP or_expr() { return level(&Parser::and_expr, {"or"}, true); }
+  NodeP and_expr() { return level(&Parser::not_expr, {"and"}, true); }
   NodeP not_expr() {
     if (is_name("not")) {
       Depth d(this);
@@ -341,44 +340,11 @@ class Parser {
       l = binary(op, std::move(l), math1(), line);
     }
   }
-  NodeP math1() {
-    NodeP l = concat();
-    while (is_op("+") || is_op("-")) {
-      const std::string op = t_[i_].s;
-      const int line = cur().line;
-      ++i_;
-      l = binary(op, std::move(l), concat(), line);
-    }
-    return l;
-  }
-  NodeP concat() {
-    NodeP l = math2();
-    while (is_op("~")) {
-      const int line = cur().line;
-      ++i_;
-      l = binary("~", std::move(l), math2(), line);
-    }
-    return l;
-  }
-  NodeP math2() {
-    NodeP l = power();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-      const std::string op = t_[i_].s;
-      const int line = cur().line;
-      ++i_;
-      l = binary(op, std::move(l), power(), line);
-    }
-    return l;
-  }
-  NodeP power() {
-    NodeP l = unary();
-    while (is_op("**")) {
-      const int line = cur().line;
-      ++i_;
-      l = binary("**", std::move(l), unary(), line);
-    }
-    return l;
-  }
+  NodeP math1() { return level(&Parser::concat, {"+", "-"}); }
+  NodeP concat() { return level(&Parser::math2, {"~"}); }
+  NodeP math2() { return level(&Parser::power, {"*", "/", "//", "%"}); }
+  NodeP power() { return level(&Parser::unary_filtered, {"**"}); }
+  NodeP unary_filtered() { return unary(true); }
   // Jinja: `-x|f` is `(-x)|f`, so the operand of a sign takes no filters.
   NodeP unary(bool with_filters = true) {
     Depth d(this);
