@@ -61,6 +61,7 @@ std::string Evaluator::run(const Body& body, const std::shared_ptr<Scope>& root)
 }
 
 Evaluator::Flow Evaluator::exec(const Body& body, const std::shared_ptr<Scope>& scope, std::string& out) {
+  const Nest nest(this);
   for (const NodeP& p : body) {
     const Node& n = *p;
     line_ = n.line;
@@ -267,6 +268,7 @@ std::vector<size_t> py_slice(const Value* a, const Value* b, const Value* c, siz
 }  // namespace
 
 Value Evaluator::eval(const Node& n, const std::shared_ptr<Scope>& scope) {
+  const Nest nest(this);
   line_ = n.line;
   Value r;
   switch (n.kind) {

@@ -64,7 +64,19 @@ class Evaluator {
   Value call_macro(const Callable& c, Args& args);
   void emit(std::string& out, const std::string& s);
 
+  // Counts one level of evaluation recursion (eval, exec) for its lifetime.
+  struct Nest {
+    explicit Nest(Evaluator* e) : e_(e) {
+      if (++e_->nest_ > kMaxEvalNesting)
+        e_->fail("rendering nests deeper than " + std::to_string(kMaxEvalNesting) + " levels (recursive macros?)");
+    }
+    ~Nest() { --e_->nest_; }
+    Evaluator* e_;
+  };
+  static constexpr int kMaxEvalNesting = 512;  // stack frames of ~1 KB each at most
+
   const ChatTemplateLimits& limits_;
+  int nest_ = 0;
   int line_ = 1;
   int64_t steps_ = 0;
   uint64_t bytes_ = 0;

@@ -30,6 +30,21 @@ class Parser {
     Parser* p_;
   };
 
+  // A chain (a + b + c, x.y.z, v|f|g) nests its nodes one level per link: each link counts as a
+  // level of nesting until the chain ends, so that no tree is deeper than kMaxNesting (its
+  // evaluation and its destruction recurse once per level).
+  struct Chain {
+    explicit Chain(Parser* p) : p_(p) {}
+    ~Chain() { p_->depth_ -= links_; }
+    void deeper() {
+      ++links_;
+      if (++p_->depth_ > kMaxNesting)
+        p_->fail("template nested deeper than " + std::to_string(kMaxNesting) + " levels");
+    }
+    Parser* p_;
+    int links_ = 0;
+  };
+
   [[noreturn]] void fail(const std::string& what) const {
     throw std::runtime_error("line " + std::to_string(cur().line) + ": " + what);
   }
@@ -296,6 +311,7 @@ class Parser {
   // (operator tokens, or keyword names when `keywords`).
   NodeP level(NodeP (Parser::*next)(), std::initializer_list<const char*> ops, bool keywords = false) {
     NodeP l = (this->*next)();
+    Chain chain(this);
     for (;;) {
       const char* hit = nullptr;
       for (const char* op : ops)
@@ -303,6 +319,7 @@ class Parser {
       if (!hit) return l;
       const int line = cur().line;
       ++i_;
+      chain.deeper();
       l = binary(hit, std::move(l), (this->*next)(), line);
     }
   }
@@ -379,8 +396,10 @@ class Parser {
   }
 
   NodeP postfix(NodeP e) {
+    Chain chain(this);
     for (;;) {
       const int line = cur().line;
+      if (is_op(".") || is_op("[") || is_op("(")) chain.deeper();
       if (is_op(".")) {
         ++i_;
         if (cur().kind == Token::Int) {
@@ -428,8 +447,10 @@ class Parser {
   }
 
   NodeP filters(NodeP e) {
+    Chain chain(this);
     for (;;) {
       const int line = cur().line;
+      if (is_op("|") || is_name("is")) chain.deeper();
       if (is_op("|")) {
         ++i_;
         auto n = node(Node::Filter, line);

@@ -191,6 +191,9 @@ TEST(ChatTemplate, Errors_OneLineNamingTemplateAndLine) {
       {"{{ " + std::string(300, '(') + "1" + std::string(300, ')') + " }}", "nested deeper than 128", 1},
       {"{{ " + std::string(200, '[') + std::string(200, ']') + " }}", "nested deeper than 128", 1},
       {repeat("{% if 1 %}", 200), "nested deeper than 128", 1},
+      {"{{ 1" + repeat(" + 1", 2000) + " }}", "nested deeper than 128", 1},  // a chain nests too
+      {"{{ x" + repeat(".a", 2000) + " }}", "nested deeper than 128", 1},
+      {"{{ x" + repeat(" | trim", 2000) + " }}", "nested deeper than 128", 1},
       {"{% for i in range(1000000) %}{% endfor %}", "more than 100000 steps", 1},
       {"{% for i in range(10) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}", "more than 100000 steps", 0},
       {"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "macro calls nested deeper than 64", 1},
@@ -220,6 +223,17 @@ TEST(ChatTemplate, Errors_OneLineNamingTemplateAndLine) {
       EXPECT_EQ(m.find('\n'), std::string::npos) << m;
       if (c.line) EXPECT_NE(m.find("line " + std::to_string(c.line) + ":"), std::string::npos) << m;
     }
+  }
+}
+
+TEST(ChatTemplate, RecursionBeyondTheStackBudget_IsAnError) {
+  ChatTemplateLimits lim;
+  lim.max_call_depth = 1 << 20;  // let the nesting guard, not the call-depth limit, stop it
+  try {
+    (void)render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", oj::object(), lim);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rendering nests deeper than 512 levels"), std::string::npos) << e.what();
   }
 }
 
