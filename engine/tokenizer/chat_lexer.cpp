@@ -114,11 +114,11 @@ class Lexer {
       const char c = src_[pos_];
       const char n = pos_ + 1 < src_.size() ? src_[pos_ + 1] : '\0';
       const char n2 = pos_ + 2 < src_.size() ? src_[pos_ + 2] : '\0';
-      if (depth == 0 && ((c == close && n == '}') || (c == '-' && n == close && n2 == '}'))) {
+      if (depth == 0 && ((c == close && n == '}') || ((c == '-' || c == '+') && n == close && n2 == '}'))) {
         const bool strip = c == '-';
-        advance_to(pos_ + (strip ? 3 : 2));
+        advance_to(pos_ + (c == close ? 2 : 3));
         out_.push_back(Token{kind == '{' ? Token::OutputClose : Token::BlockClose, "", 0, 0.0, line_});
-        if (!strip && kind == '%') trim_newline();
+        if (c == close && kind == '%') trim_newline();  // `+%}` keeps the newline
         return strip;
       }
       if (is_name_start(c)) {

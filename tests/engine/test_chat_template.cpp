@@ -150,6 +150,7 @@ TEST(ChatTemplate, Features_AgainstHandWorkedOutputs) {
       {"{# a comment #}a  {{- ' b ' -}}  c", "a b c"},
       {"line\n  {% if true %}\n    x\n  {% endif %}\nend\n", "line\n    x\nend"},  // trim_blocks + lstrip_blocks
       {"{% generation %}kept{% endgeneration %}", "kept"},
+      {"a\n  {%+ if true +%}\nb{% endif %}", "a\n  \nb"},  // `+` turns lstrip/trim off for that tag
       {"{{ \"it's\" | string }} {{ ['it\\'s'] }} {{ 1.0 }} {{ 1e20 }} {{ 0.1 + 0.2 }}", "it's [\"it's\"] 1.0 1e+20 0.30000000000000004"},
   };
   for (const Case& c : cases) {
