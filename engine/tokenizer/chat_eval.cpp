@@ -36,6 +36,13 @@ std::vector<size_t> utf8_offsets(const std::string& s) {
   return off;
 }
 
+Evaluator::~Evaluator() {
+  for (auto& w : closures_)
+    if (auto s = w.lock()) s->vars.clear();
+  for (auto& w : namespaces_)
+    if (auto d = w.lock()) d->clear();
+}
+
 void Evaluator::step() {
   if (++steps_ > limits_.max_steps)
     fail("rendering takes more than " + std::to_string(limits_.max_steps) + " steps (a loop too long?)");
@@ -104,6 +111,7 @@ Evaluator::Flow Evaluator::exec(const Body& body, const std::shared_ptr<Scope>& 
         v.fn->name = n.s;
         v.fn->closure = scope;
         scope->vars[n.s] = std::move(v);
+        closures_.push_back(scope);
         break;
       }
       case Node::CallBlock: {

@@ -34,6 +34,11 @@ struct EvalError : std::runtime_error {
 class Evaluator {
  public:
   explicit Evaluator(const ChatTemplateLimits& limits) : limits_(limits) {}
+  // Breaks the reference cycles a render can make (a macro held by the scope it closes over, a
+  // namespace holding itself) by clearing every such scope and namespace.
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
   // Renders `body` with `root` holding the template's variables; throws EvalError / RaiseError.
   std::string run(const Body& body, const std::shared_ptr<Scope>& root);
   int line() const { return line_; }
@@ -48,6 +53,7 @@ class Evaluator {
   // A method of a string, dict or list (`s.strip()`, `d.items()`); *found false when none.
   Value method(const Value& obj, const std::string& name, Args& args, bool* found);
   // A global function (range, namespace, dict, raise_exception, strftime_now); *found false when none.
+  // Namespaces it makes are remembered (see ~Evaluator).
   Value global(const std::string& name, Args& args, bool* found);
   // Items a for loop or a filter walks: list elements, dict keys, string characters; undefined → none.
   List iterate(const Value& v);
@@ -76,6 +82,8 @@ class Evaluator {
   static constexpr int kMaxEvalNesting = 512;  // stack frames of ~1 KB each at most
 
   const ChatTemplateLimits& limits_;
+  std::vector<std::weak_ptr<Scope>> closures_;   // scopes a macro was defined in
+  std::vector<std::weak_ptr<Dict>> namespaces_;  // every namespace() made
   int nest_ = 0;
   int line_ = 1;
   int64_t steps_ = 0;

@@ -125,7 +125,9 @@ Value Evaluator::global(const std::string& name, Args& args, bool* found) {
       for (const auto& kv : *p.dict) dict_set(d, kv.first, kv.second);
     }
     for (const auto& kv : args.kw) dict_set(d, kv.first, kv.second);
-    return Value::make_dict(std::move(d), name == "namespace");
+    Value v = Value::make_dict(std::move(d), name == "namespace");
+    if (name == "namespace") namespaces_.push_back(v.dict);
+    return v;
   }
   if (name == "raise_exception") {
     throw EvalError("template error: " + (args.pos.empty() ? std::string("(no message)") : to_str(args.pos[0])));
