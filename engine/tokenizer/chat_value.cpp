@@ -126,7 +126,7 @@ std::string float_repr(double d) {
   std::string out;
   if (exp >= -4 && exp < 16) {
     if (exp < 0) {
-      out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+      out.assign("0.").append(static_cast<size_t>(-exp - 1), '0').append(digits);
     } else if (static_cast<int>(digits.size()) <= exp + 1) {
       out = digits + std::string(static_cast<size_t>(exp + 1) - digits.size(), '0') + ".0";
     } else {
@@ -134,7 +134,7 @@ std::string float_repr(double d) {
     }
   } else {
     out = digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) out.append(1, '.').append(digits, 1, std::string::npos);
     char eb[16];
     std::snprintf(eb, sizeof eb, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
     out += eb;
@@ -191,8 +191,12 @@ void json_string(const std::string& s, std::string& out) {
 
 void json_into(const Value& v, int indent, int depth, std::string& out) {
   if (depth > 512) throw std::runtime_error("tojson: value nested deeper than 512 levels");
-  const std::string pad = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent) * (depth + 1), ' ') : "";
-  const std::string end_pad = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent) * depth, ' ') : "";
+  // "\n" and the indentation of the items (pad) and of the closing bracket (end_pad).
+  std::string pad, end_pad;
+  if (indent >= 0) {
+    pad.assign(1, '\n').append(static_cast<size_t>(indent) * static_cast<size_t>(depth + 1), ' ');
+    end_pad.assign(1, '\n').append(static_cast<size_t>(indent) * static_cast<size_t>(depth), ' ');
+  }
   const char* sep = indent >= 0 ? "," : ", ";
   switch (v.kind) {
     case Value::Undefined:
