@@ -7,13 +7,20 @@
 #include <QStringList>
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/model/sampling.h"
 #include "engine/model/token_trace.h"
 #include "engine/probes/dora_probe.h"
+#include "engine/tokenizer/chat_template.h"
 #include "sessions/recording.h"
+
+namespace hl {
+class Tokenizer;
+}
 
 namespace hl::app {
 
@@ -51,6 +58,9 @@ struct ModelInfo {
   hl::CheckpointIdentity identity;
   bool hasTokenizer = false;
   std::vector<std::string> vocab;  // token text by id (empty without a tokenizer)
+  std::optional<hl::ChatTemplateSource> chatTemplate;  // the checkpoint's chat template (chat_template.h)
+  QString chatTemplateError;                            // why a present template could not be read
+  std::shared_ptr<const hl::Tokenizer> chatTokenizer;   // a GUI-thread copy that counts chat tokens
   int64_t params = 0, activeParams = 0, weightBytesPerToken = 0;
   double loadSeconds = 0;
   QStringList backends;  // available_backends()

@@ -14,6 +14,7 @@
 #include "engine/io/adapter.h"
 #include "engine/model/loader.h"
 #include "engine/model/weights.h"
+#include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "sessions/identity.h"
 #include "sessions/recorder.h"
@@ -72,6 +73,12 @@ void EngineWorker::loadModel(int requestId, int cancelEpoch, const QString& dir)
     info.name = QString::fromStdString(m->name);
     info.config = m->config;
     info.hasTokenizer = tok != nullptr;
+    try {
+      info.chatTemplate = hl::find_chat_template(path);
+    } catch (const hl::Error& e) {
+      info.chatTemplateError = QString::fromUtf8(e.what());
+    }
+    if (tok) info.chatTokenizer = hl::Tokenizer::load(m->tokenizer_path);
     if (tok) {
       info.vocab.resize(static_cast<size_t>(m->config.vocab_size));
       for (int64_t i = 0; i < m->config.vocab_size; ++i) info.vocab[i] = tok->piece(static_cast<int32_t>(i));

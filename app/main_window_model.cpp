@@ -114,6 +114,7 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
   doraRows_.clear();
   runBackend_.clear();
   panel_->setTokenizerAvailable(info.hasTokenizer);
+  panel_->setChatTemplate(info.chatTemplate, info.chatTokenizer, info.chatTemplateError);
   panel_->setAdapterAvailable(false);
   addRecent(kRecentCheckpoints, info.dir);
   rebuildRecentMenus();

@@ -11,6 +11,7 @@
 #include "app/token_strip.h"
 #include "engine/core/error.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "app/chat_panel.h"
 
 namespace hl::app {
 
@@ -51,7 +52,11 @@ bool MainWindow::resetRun() {
   if (!maybeDiscard()) return false;
   RunRequest r;
   r.useText = !panel_->idsMode();
-  r.text = panel_->promptText();
+  r.text = panel_->promptText();  // Chat mode: the rendered chat, fed without an added BOS
+  if (panel_->chatMode() && r.text.isEmpty()) {
+    reportError(tr("Chat template"), panel_->chatPanel()->error());
+    return false;
+  }
   if (!r.useText) {
     try {
       r.ids = hl::parse_id_list(r.text.toStdString());

@@ -3,6 +3,8 @@
 // name them in their tooltips.
 #include "app/run_panel.h"
 
+#include "app/chat_panel.h"
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -39,13 +41,17 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   prompt_->setFixedHeight(prompt_->fontMetrics().lineSpacing() * 2 + 14);
   mode_ = new QComboBox(this);
   mode_->setObjectName("promptMode");
-  mode_->addItems({tr("Text"), tr("Token ids")});
+  mode_->addItems({tr("Text"), tr("Token ids"), tr("Chat")});
   mode_->setToolTip(tr("Text is tokenized with the checkpoint's tokenizer.model; token ids are fed as typed"));
   bos_ = new QCheckBox(tr("BOS"), this);
   bos_->setChecked(true);
   bos_->setToolTip(tr("Prepend bos_token_id to a text prompt"));
   grid->addWidget(caption(tr("Prompt"), this), 0, 0);
   grid->addWidget(prompt_, 0, 1, 1, 10);
+  chat_ = new ChatPanel(this);  // Chat mode: shown in the prompt's place
+  chat_->setObjectName("chatPanel");
+  chat_->hide();
+  grid->addWidget(chat_, 0, 1, 1, 10);
   auto* modeBox = new QVBoxLayout;
   modeBox->addWidget(mode_);
   modeBox->addWidget(bos_);
@@ -161,12 +167,18 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   connect(registers_, &QSpinBox::valueChanged, this, &RunPanel::togglesChanged);
   connect(adapter_, &QCheckBox::toggled, this, &RunPanel::togglesChanged);
   connect(diff_, &QCheckBox::toggled, this, &RunPanel::showDiffChanged);
-  connect(mode_, &QComboBox::currentIndexChanged, this, [this](int i) { bos_->setEnabled(i == 0); });
+  connect(mode_, &QComboBox::currentIndexChanged, this, [this](int i) {
+    bos_->setEnabled(i == 0);
+    prompt_->setVisible(i != 2);
+    chat_->setVisible(i == 2);
+    wantChat_ = i == 2;
+  });
+  setChatTemplate(std::nullopt, nullptr);
   setState(false, false, false, false);
 }
 
 QString RunPanel::promptText() const {
-  return prompt_->toPlainText();
+  return chatMode() ? chat_->renderedText() : prompt_->toPlainText();
 }
 void RunPanel::setPromptText(const QString& t) {
   prompt_->setPlainText(t);
@@ -175,10 +187,34 @@ bool RunPanel::idsMode() const {
   return mode_->currentIndex() == 1;
 }
 void RunPanel::setIdsMode(bool ids) {
-  mode_->setCurrentIndex(ids ? 1 : 0);
+  if (ids) mode_->setCurrentIndex(1);
+  else if (mode_->currentIndex() == 1) mode_->setCurrentIndex(0);
+}
+bool RunPanel::chatMode() const {
+  return mode_->currentIndex() == 2;
 }
 bool RunPanel::addBos() const {
-  return bos_->isChecked();
+  return bos_->isChecked() && !chatMode();
+}
+
+void RunPanel::setChatTemplate(const std::optional<hl::ChatTemplateSource>& tpl, std::shared_ptr<const hl::Tokenizer> tok,
+                               const QString& loadError) {
+  const bool want = wantChat_;
+  const bool available = tpl.has_value() && tok != nullptr;
+  chat_->setTemplate(tpl, tok);
+  QString why;
+  if (!loadError.isEmpty()) why = tr("Chat is off: %1").arg(loadError);
+  else if (!tpl) why = tr("This checkpoint has no chat template (chat_template in tokenizer_config.json, "
+                          "chat_template.jinja or chat_template.json)");
+  else if (!tok) why = tr("This checkpoint has no tokenizer to encode the rendered chat");
+  else why = tr("Chat: turns rendered with the checkpoint's chat template (%1)").arg(QString::fromStdString(tpl->origin));
+  if (auto* m = qobject_cast<QStandardItemModel*>(mode_->model())) {
+    m->item(2)->setEnabled(available);
+    m->item(2)->setToolTip(why);
+  }
+  if (!available && chatMode()) mode_->setCurrentIndex(tok ? 0 : 1);
+  if (available && want) mode_->setCurrentIndex(2);
+  wantChat_ = want;
 }
 int RunPanel::runCount() const {
   return n_->value();
@@ -258,8 +294,10 @@ void RunPanel::setRunSummary(const QString& text) {
 
 void RunPanel::saveSettings(QSettings& s) const {
   s.beginGroup(QStringLiteral("run"));
-  s.setValue("prompt", promptText());
+  s.setValue("prompt", prompt_->toPlainText());
   s.setValue("idsMode", idsMode());
+  s.setValue("chatMode", wantChat_);
+  chat_->saveSettings(s);
   s.setValue("bos", addBos());
   s.setValue("runCount", n_->value());
   s.setValue("temperature", temperature_->value());
@@ -275,6 +313,9 @@ void RunPanel::restoreSettings(QSettings& s) {
   s.beginGroup(QStringLiteral("run"));
   if (s.contains("prompt")) setPromptText(s.value("prompt").toString());
   setIdsMode(s.value("idsMode", false).toBool());
+  chat_->restoreSettings(s);
+  wantChat_ = s.value("chatMode", false).toBool();
+  if (wantChat_ && chat_->hasTemplate()) mode_->setCurrentIndex(2);
   bos_->setChecked(s.value("bos", true).toBool());
   n_->setValue(s.value("runCount", 8).toInt());
   temperature_->setValue(s.value("temperature", 0.0).toDouble());

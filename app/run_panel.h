@@ -3,8 +3,11 @@
 // items 2 and 4. A form only: it emits what the user asked and the main window does it.
 #pragma once
 #include <QWidget>
+#include <memory>
+#include <optional>
 
 #include "app/engine_types.h"
+#include "engine/tokenizer/chat_template.h"
 
 class QCheckBox;
 class QComboBox;
@@ -15,7 +18,13 @@ class QPushButton;
 class QSettings;
 class QSpinBox;
 
+namespace hl {
+class Tokenizer;
+}
+
 namespace hl::app {
+
+class ChatPanel;
 
 class RunPanel : public QWidget {
   Q_OBJECT
@@ -23,13 +32,19 @@ class RunPanel : public QWidget {
  public:
   explicit RunPanel(QWidget* parent = nullptr);
 
-  // The prompt as typed: text for the tokenizer, or token ids ("1, 5, 9").
+  // The prompt as typed: text for the tokenizer, or token ids ("1, 5, 9"); in Chat mode the chat
+  // rendered with the checkpoint's template ("" when it cannot be rendered: chatPanel()->error()).
   QString promptText() const;
   void setPromptText(const QString& t);
   bool idsMode() const;
-  void setIdsMode(bool ids);
+  void setIdsMode(bool ids);  // false leaves Chat mode as it is
+  bool chatMode() const;
   void setTokenizerAvailable(bool available);  // without one only ids can be typed
-  bool addBos() const;
+  // Chat mode is enabled with a template and a tokenizer; otherwise disabled, its tooltip says why.
+  void setChatTemplate(const std::optional<hl::ChatTemplateSource>& tpl, std::shared_ptr<const hl::Tokenizer> tok,
+                       const QString& loadError = {});
+  ChatPanel* chatPanel() const { return chat_; }
+  bool addBos() const;  // false in Chat mode: the template writes BOS
   int runCount() const;  // N of Run N
   hl::SamplingOptions sampling() const;
   int64_t maxNewTokens() const;
@@ -58,6 +73,8 @@ class RunPanel : public QWidget {
 
  private:
   QPlainTextEdit* prompt_ = nullptr;
+  ChatPanel* chat_ = nullptr;
+  bool wantChat_ = false;  // Chat mode chosen (or restored) while the checkpoint had no template
   QComboBox* mode_ = nullptr;
   QCheckBox* bos_ = nullptr;
   QPushButton *reset_ = nullptr, *step_ = nullptr, *runN_ = nullptr, *runEnd_ = nullptr, *stop_ = nullptr;

@@ -29,7 +29,7 @@ static_assert(kMaxRegisters == kSessionMaxRegisters, "--registers and the sessio
 
 ArgParser recordParser() {
   ArgParser p("record",
-              "--checkpoint DIR (--ids 1,2,3 | --prompt TEXT [--no-bos]) [--generate N [--ignore-eos]]\n"
+              "--checkpoint DIR (--ids 1,2,3 | --prompt TEXT [--no-bos] | --chat FILE.json) [--generate N [--ignore-eos]]\n"
               "       [--temperature T [--top-p P] [--seed S]] [--normalizer softmax|softmax1|sink]\n"
               "       [--registers N] [--adapter DIR] [--backend auto|cpu|vulkan|cuda]\n"
               "       [--compare-normalizer NAME | --compare-registers N] [--no-full]\n"
@@ -123,7 +123,8 @@ int runRecord(const std::vector<std::string>& args) {
   const CheckpointIdentity identity = identify_checkpoint(dir);
   std::unique_ptr<Tokenizer> tok;
   if (!model->tokenizer_path.empty()) tok = Tokenizer::load(model->tokenizer_path);
-  const std::vector<int32_t> prompt = inputTokens(a, *model, tok.get());
+  std::string promptText;
+  const std::vector<int32_t> prompt = inputTokens(a, *model, tok.get(), &promptText);
 
   Recorder recA(make_backend(backendName, model), opts, sampling, "A");
   recA.feed(prompt);
@@ -134,7 +135,7 @@ int runRecord(const std::vector<std::string>& args) {
   for (const TokenTrace& r : runA.records) tokens.push_back(r.token_id);
 
   Recording rec =
-      make_recording(*model, identity, a.has("prompt") ? a.get("prompt") : std::string(), tokens, tok.get());
+      make_recording(*model, identity, promptText, tokens, tok.get());
   rec.runs.push_back(std::move(runA));
   if (hasB) {
     Recorder recB(make_backend(backendName, model), optsB, sampling, "B");

@@ -24,7 +24,7 @@ constexpr int64_t kMaxContext = (int64_t{1} << 31) - 1;  // positions are int32
 
 ArgParser traceParser() {
   ArgParser p("trace",
-              "--checkpoint DIR (--ids 1,2,3 | --prompt TEXT [--no-bos]) [--generate N [--ignore-eos]]\n"
+              "--checkpoint DIR (--ids 1,2,3 | --prompt TEXT [--no-bos] | --chat FILE.json) [--generate N [--ignore-eos]]\n"
               "       [--normalizer softmax|softmax1|sink] [--registers N] [--adapter DIR]\n"
               "       [--backend auto|cpu|vulkan|cuda] [--full] [--memory-budget SIZE] [--max-context N]\n"
               "       --out FILE.safetensors",
@@ -65,7 +65,8 @@ int runTrace(const std::vector<std::string>& args) {
 
   std::shared_ptr<Model> model = loadModelOptions(a, loadOptions);
   std::unique_ptr<Tokenizer> tok;
-  if (a.has("prompt") && !model->tokenizer_path.empty()) tok = Tokenizer::load(model->tokenizer_path);
+  if ((a.has("prompt") || a.has("chat")) && !model->tokenizer_path.empty())
+    tok = Tokenizer::load(model->tokenizer_path);
   const std::vector<int32_t> prompt = inputTokens(a, *model, tok.get());
   std::string note;  // why `auto` did not take the GPU backend
   std::unique_ptr<Backend> backend = make_backend(backendName, model, &note);

@@ -6,6 +6,7 @@
 
 #include "engine/core/error.h"
 #include "engine/io/adapter.h"
+#include "engine/tokenizer/chat_template.h"
 
 namespace hl::cli {
 
@@ -13,6 +14,7 @@ void addInputOptions(ArgParser& p, const std::string& generateHelp) {
   p.option("checkpoint", "DIR", "checkpoint folder", true)
       .option("ids", "LIST", "token ids to feed, comma-separated (e.g. 1,2,3)")
       .option("prompt", "TEXT", "text to tokenize with the checkpoint's tokenizer.model")
+      .option("chat", "FILE", "JSON messages [{role, content}...] rendered with the checkpoint's chat template")
       .flag("no-bos", "with --prompt: do not prepend bos_token_id")
       .option("generate", "N", generateHelp)
       .flag("ignore-eos", "with --generate: do not stop at an EOS token");
@@ -26,7 +28,9 @@ void addModelOptions(ArgParser& p) {
 }
 
 void checkInputOptions(const ParsedArgs& a) {
-  requireOneOf(a, "ids", "prompt", "give the tokens with --ids or --prompt");
+  const int given = static_cast<int>(a.has("ids")) + static_cast<int>(a.has("prompt")) + static_cast<int>(a.has("chat"));
+  if (given == 0) throw UsageError("give the tokens with --ids or --prompt (or --chat FILE.json)");
+  if (given > 1) throw UsageError("--ids, --prompt and --chat exclude each other");
   if (a.has("no-bos") && !a.has("prompt")) throw UsageError("--no-bos applies to --prompt only");
   if (a.has("ignore-eos") && !a.has("generate")) throw UsageError("--ignore-eos applies to --generate only");
 }
@@ -78,7 +82,22 @@ std::shared_ptr<Model> loadModelOptions(const ParsedArgs& a, const LoadOptions& 
   return model;
 }
 
-std::vector<int32_t> inputTokens(const ParsedArgs& a, const Model& model, const Tokenizer* tok) {
+std::string chatText(const ParsedArgs& a, const std::string& checkpointDir) {
+  ChatRequest req;
+  try {
+    req = read_chat_request(a.get("chat"));
+  } catch (const LoadError& e) {
+    throw Error(std::string("--chat: ") + e.what());
+  }
+  const std::optional<ChatTemplateSource> tpl = find_chat_template(checkpointDir);
+  if (!tpl)
+    throw Error("--chat: " + checkpointDir +
+                " has no chat template (chat_template in tokenizer_config.json, chat_template.jinja or "
+                "chat_template.json); use --prompt with the text");
+  return apply_chat_template(*tpl, req.messages, req.add_generation_prompt);
+}
+
+std::vector<int32_t> inputTokens(const ParsedArgs& a, const Model& model, const Tokenizer* tok, std::string* text) {
   const int64_t V = model.config.vocab_size;
   std::vector<int32_t> ids;
   if (a.has("ids")) {
@@ -88,8 +107,17 @@ std::vector<int32_t> inputTokens(const ParsedArgs& a, const Model& model, const 
       throw UsageError(std::string("--ids: ") + e.what());
     }
     if (ids.empty()) throw UsageError("--ids: no token ids given");
+  } else if (a.has("chat")) {
+    // As apply_chat_template(tokenize=True): the template writes the special tokens (BOS
+    // included) itself, so nothing is prepended (add_special_tokens=False).
+    if (!tok) throw Error("--chat needs a tokenizer, but " + model.dir + " has no tokenizer.model (use --ids)");
+    const std::string rendered = chatText(a, model.dir);
+    ids = tok->encode(rendered);
+    if (ids.empty()) throw Error("--chat: the rendered chat gives no tokens");
+    if (text) *text = rendered;
   } else {
     if (!tok) throw Error("--prompt needs a tokenizer, but " + model.dir + " has no tokenizer.model (use --ids)");
+    if (text) *text = a.get("prompt");
     if (!a.has("no-bos") && model.config.bos_token_id >= 0)
       ids.push_back(static_cast<int32_t>(model.config.bos_token_id));
     for (int32_t id : tok->encode(a.get("prompt"))) ids.push_back(id);
@@ -97,7 +125,7 @@ std::vector<int32_t> inputTokens(const ParsedArgs& a, const Model& model, const 
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= V) {
-      throw Error(std::string(a.has("ids") ? "--ids" : "--prompt (tokenizer.model)") + ": token id " +
+      throw Error(std::string(a.has("ids") ? "--ids" : a.has("chat") ? "--chat (tokenizer.model)" : "--prompt (tokenizer.model)") + ": token id " +
                   std::to_string(ids[i]) + " at position " + std::to_string(i) + " is outside the vocabulary [0, " +
                   std::to_string(V) + ") of config.json");
     }

@@ -1,5 +1,5 @@
 // The options that `trace` and `record` share (trace-format.md §3–§4): the checkpoint and its
-// adapter, the tokens (--ids or --prompt, --generate), the toggles (--normalizer, --registers),
+// adapter, the tokens (--ids, --prompt or --chat, --generate), the toggles (--normalizer, --registers),
 // --backend and --out; their checks before the model loads, and the token list once it has.
 // Not the parser (app/cli/args.h) and not the commands' own options (--full, --compare-*, ...).
 #pragma once
@@ -18,12 +18,12 @@ namespace hl::cli {
 constexpr int64_t kMaxGenerate = 1 << 20;
 constexpr int64_t kMaxRegisters = 1 << 16;
 
-// --checkpoint, --ids, --prompt, --no-bos, --generate (help text `generateHelp`), --ignore-eos.
+// --checkpoint, --ids, --prompt, --chat, --no-bos, --generate (help text `generateHelp`), --ignore-eos.
 void addInputOptions(ArgParser& p, const std::string& generateHelp);
 // --normalizer, --registers, --adapter, --backend.
 void addModelOptions(ArgParser& p);
 
-// What addInputOptions' options allow without the model: exactly one of --ids / --prompt,
+// What addInputOptions' options allow without the model: exactly one of --ids / --prompt / --chat,
 // --no-bos only with --prompt, --ignore-eos only with --generate. Throws UsageError.
 void checkInputOptions(const ParsedArgs& a);
 // --registers (default: the trained count) and --normalizer into `opts`. Throws UsageError.
@@ -37,9 +37,13 @@ void checkOutputPath(const std::string& out);
 
 // Loads --checkpoint with `o` and merges --adapter into it when given (within o's memory budget).
 std::shared_ptr<Model> loadModelOptions(const ParsedArgs& a, const LoadOptions& o = {});
-// The tokens to feed: --ids as given, or --prompt through `tok` (the checkpoint's tokenizer.model,
-// null when it has none) with BOS unless --no-bos or config.json has none; each checked against
-// the vocabulary.
-std::vector<int32_t> inputTokens(const ParsedArgs& a, const Model& model, const Tokenizer* tok);
+// The tokens to feed: --ids as given, --prompt through `tok` (the checkpoint's tokenizer.model,
+// null when it has none) with BOS unless --no-bos or config.json has none, or --chat rendered with
+// the checkpoint's chat template and encoded as it is (the template writes BOS); each checked against
+// the vocabulary. *text (when given) gets the prompt or the rendered chat.
+std::vector<int32_t> inputTokens(const ParsedArgs& a, const Model& model, const Tokenizer* tok,
+                                 std::string* text = nullptr);
+// --chat FILE rendered with the chat template of checkpointDir (chat_template.h). Throws Error.
+std::string chatText(const ParsedArgs& a, const std::string& checkpointDir);
 
 }  // namespace hl::cli

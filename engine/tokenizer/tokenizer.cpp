@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "engine/core/error.h"
+#include "engine/tokenizer/sp_model_check.h"
 
 namespace hl {
 namespace {
@@ -88,8 +89,14 @@ std::unique_ptr<Tokenizer> Tokenizer::from_bytes(const std::string& bytes, const
   if (bytes.size() > kMaxModelBytes)
     throw LoadError(name + ": tokenizer model is " + std::to_string(bytes.size()) + " bytes, allowed at most " +
                     std::to_string(kMaxModelBytes));
+  check_sp_model(bytes, name);  // the library trusts piece lengths and the normaliser's trie
   std::unique_ptr<Tokenizer> t(new Tokenizer());
-  const auto status = t->impl_->sp.LoadFromSerializedProto(bytes);
+  sentencepiece::util::Status status;
+  try {
+    status = t->impl_->sp.LoadFromSerializedProto(bytes);
+  } catch (const std::exception& e) {  // darts-clone throws while building a trie
+    throw LoadError(name + ": not a SentencePiece model: " + e.what());
+  }
   if (!status.ok()) throw LoadError(name + ": not a SentencePiece model: " + status.ToString());
   t->impl_->path = name;
   t->impl_->size = t->impl_->sp.GetPieceSize();

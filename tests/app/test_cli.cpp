@@ -330,6 +330,58 @@ TEST_F(CliOnCheckpoint, Trace_Prompt_TokenizesWithAndWithoutBos) {
   }
 }
 
+// --chat: messages rendered with the checkpoint's chat template (a ChatML template whose rendering
+// is written out here by hand), encoded with no BOS prepended (apply_chat_template's
+// add_special_tokens=False); record keeps the rendered text as the session's prompt.
+TEST_F(CliOnCheckpoint, TraceAndRecord_Chat_RenderTemplateThenEncode) {
+  const fs::path ck = scratchDir() / "with-chat-template";
+  fs::create_directories(ck);
+  for (const auto& e : fs::directory_iterator(dir_)) fs::copy_file(e.path(), ck / e.path().filename());
+  fs::copy_file(fs::path(HL_TEST_DATA_DIR) / "tiny_spm.model", ck / "tokenizer.model");
+  std::ofstream(ck / "tokenizer_config.json")
+      << R"({"bos_token": "<s>", "eos_token": {"content": "</s>"}, "chat_template": "{{ bos_token }}{% for m in )"
+         R"(messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] | trim + '<|im_end|>\n' }}{% endfor )"
+         R"(%}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"})";
+  const fs::path chat = scratchDir() / "chat.json";
+  std::ofstream(chat) << R"({"messages": [{"role": "system", "content": "Be brief. "}, )"
+                         R"({"role": "user", "content": "the river"}], "add_generation_prompt": true})";
+  const std::string rendered =
+      "<s><|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nthe river<|im_end|>\n<|im_start|>assistant\n";
+  const std::vector<int32_t> want = hl::Tokenizer::load((ck / "tokenizer.model").string())->encode(rendered);
+  ASSERT_FALSE(want.empty());
+  ASSERT_NE(want.front(), 1);  // no BOS id: "<s>" is text to tiny_spm.model
+
+  const fs::path out = scratchDir() / "chat.safetensors";
+  RunResult r = runHybridlens({"trace", "--checkpoint", ck.string(), "--chat", chat.string(), "--out", out.string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  hl::SafetensorsFile f = hl::SafetensorsFile::open(out.string());
+  const hl::TensorInfo* ids = f.find("token_ids");
+  ASSERT_NE(ids, nullptr);
+  EXPECT_EQ(std::vector<int32_t>(reinterpret_cast<const int32_t*>(ids->data),
+                                 reinterpret_cast<const int32_t*>(ids->data) + ids->numel()),
+            want);
+
+  const fs::path session = scratchDir() / "chat.hlsession";
+  RunResult rec = runHybridlens({"record", "--checkpoint", ck.string(), "--chat", chat.string(), "--backend", "cpu",
+                                 "--out", session.string()});
+  ASSERT_EQ(rec.status, 0) << rec.err;
+
+  // One-line errors: a checkpoint without a template, a malformed chat file, two inputs.
+  const std::string d = dir_.string(), o = (scratchDir() / "bad-chat.safetensors").string();
+  const fs::path noTemplate = scratchDir() / "no-template";
+  fs::create_directories(noTemplate);
+  for (const auto& e : fs::directory_iterator(dir_)) fs::copy_file(e.path(), noTemplate / e.path().filename());
+  fs::copy_file(fs::path(HL_TEST_DATA_DIR) / "tiny_spm.model", noTemplate / "tokenizer.model");
+  expectOneLineFailure({"trace", "--checkpoint", noTemplate.string(), "--chat", chat.string(), "--out", o},
+                       "has no chat template");
+  const fs::path badChat = scratchDir() / "bad-chat.json";
+  std::ofstream(badChat) << R"([{"role": "user"}])";
+  expectOneLineFailure({"trace", "--checkpoint", ck.string(), "--chat", badChat.string(), "--out", o},
+                       "message 1 has no \"content\"");
+  expectOneLineFailure({"trace", "--checkpoint", d, "--ids", "1", "--chat", chat.string(), "--out", o}, "exclude");
+  EXPECT_FALSE(fs::exists(o));
+}
+
 TEST(CliCommands, Memory_JambaV01At256k_Is4GiBAnd32GiB) {
   RunResult r = runHybridlens({"memory", "--config", std::string(HL_TEST_DATA_DIR) + "/jamba-v0.1-config.json",
                                "--context", "262144", "--json"});

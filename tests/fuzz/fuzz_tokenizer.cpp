@@ -1,8 +1,9 @@
 // libFuzzer target for tokenizer input (engine/tokenizer/tokenizer.h): the first byte picks what
 // the rest is — 0: a --ids list (parse_id_list), 1: prompt text of any bytes, encoded and decoded
-// with tests/data/tiny_spm.model, 2: a SentencePiece model file (Tokenizer::from_bytes), then used.
-// Bad input throws hl::Error (LoadError for a model file); ids are always inside the vocabulary.
-// Not SentencePiece's own protobuf parser's coverage: libsentencepiece is the system library.
+// with tests/data/tiny_spm.model, 2: a SentencePiece model file (Tokenizer::from_bytes: checked by
+// sp_model_check.h first), then encoding every byte value and text. Bad input throws hl::Error
+// (LoadError for a model file); ids are always inside the vocabulary. libsentencepiece is the
+// uninstrumented system library: a read it makes out of bounds shows only as a crash.
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -58,7 +59,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 2: {
         std::unique_ptr<hl::Tokenizer> t = hl::Tokenizer::from_bytes(rest, "fuzz-tokenizer.model");
         if (t->vocab_size() <= 0) std::abort();
-        use(*t, t->encode("Hello world, 123 \xC3\xA9\xE2\x96\x81 \xFF"));
+        // Encode right after loading, as the app does: a bad normaliser charsmap shows on the first
+        // encode. Every byte value from the trie's root, then text that walks deeper.
+        std::string every_byte;
+        for (int b = 1; b < 256; ++b) every_byte += static_cast<char>(b);
+        use(*t, t->encode(every_byte));
+        use(*t, t->encode("Hello world, 123 \xC3\xA9\xE2\x96\x81 \xFF \xEF\xBC\xA1\xE2\x85\xA0 \xC2\xA0\xE3\x80\x80 AAA"));
         std::vector<int32_t> all;
         for (int64_t i = 0; i < t->vocab_size() && i < 256; ++i) all.push_back(static_cast<int32_t>(i));
         use(*t, all);

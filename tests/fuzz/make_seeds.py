@@ -191,6 +191,48 @@ def tokenizer_seeds():
     flipped = bytearray(model)
     flipped[len(flipped) // 3] ^= 0x40
     w("model_flipped.bin", b"\x02" + bytes(flipped))
+    # Crafted models of the two crash classes libsentencepiece had (sp_model_check.h): a garbage
+    # normaliser charsmap, and a piece over the length limit (17 KB: the 200 KB one exceeds -max_len);
+    # and a well-formed hand-built charsmap (A -> B) for the fuzzer to mutate.
+    w("model_charsmap_garbage.bin", b"\x02" + model + pb_len(3, pb_len(2, struct.pack("<I", 1024) +
+                                                                   bytes((i * 2654435761 >> 13) & 0xFF for i in range(1088)))))
+    w("model_piece_17k.bin", b"\x02" + model + pb_len(1, pb_len(1, b"a" * 17000) + b"\x15\0\0\0\0\x18\x01"))
+    units = [0] * 768
+    units[0] = 256 << 10
+    units[321] = ord("A") | (1 << 8) | ((321 ^ 512) << 10)
+    units[512] = 1 << 31
+    charsmap = struct.pack("<I", 768 * 4) + struct.pack("<768I", *units) + b"B\0"
+    w("model_charsmap_a2b.bin", b"\x02" + model + pb_len(3, pb_len(2, charsmap)))
+
+
+def pb_varint(v):
+    out = b""
+    while v >= 0x80:
+        out += bytes([(v & 0x7F) | 0x80])
+        v >>= 7
+    return out + bytes([v])
+
+
+def pb_len(field, body):
+    """A length-delimited protobuf field."""
+    return pb_varint(field << 3 | 2) + pb_varint(len(body)) + body
+
+
+def chat_template_seeds():
+    # Input of fuzz_chat_template: a Jinja chat template (rendered with a fixed message list).
+    w = lambda n, b: write("chat_template", n, b)
+    src = os.path.join(ROOT, "tests/data/chat_templates")
+    for name in ["zephyr_7b_beta", "mistral_7b_instruct_v0_1", "llama_2_chat", "qwen2_5_7b_instruct",
+                 "firefunction_v1", "jamba_large_1_6", "llama_3_1_8b_instruct", "smollm3_3b"]:
+        with open(os.path.join(src, name + ".jinja"), "rb") as f:
+            w(name + ".jinja", f.read())
+    w("features.jinja", b"{% set ns = namespace(n=0) %}{% macro m(a, b=2) %}{{ a ~ b }}{% endmacro %}"
+      b"{% for x in messages if x.role != 'tool' %}{{ loop.index }}{{ m(x.content | trim | upper) }}"
+      b"{% set ns.n = ns.n + 1 %}{% else %}none{% endfor %}{{ ns.n }}{{ messages | map(attribute='role') | join(',') }}"
+      b"{{ {'a': [1, 2.5, none]} | tojson(indent=2) }}{{ 'a-b'.split('-')[::-1] }}{{ 7 // 2 }}{{ 'x' * 3 }}")
+    w("bad_unterminated.jinja", b"{% if messages %}{{ messages[0].content ")
+    w("bad_loop.jinja", b"{% for i in range(100000000) %}{{ i }}{% endfor %}")
+    w("bad_recursion.jinja", b"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}")
 
 
 def main():
@@ -198,8 +240,9 @@ def main():
     config_seeds()
     adapter_seeds()
     tokenizer_seeds()
+    chat_template_seeds()
     total = 0
-    for t in ["safetensors", "config", "adapter", "tokenizer"]:
+    for t in ["safetensors", "config", "adapter", "tokenizer", "chat_template"]:
         d = os.path.join(CORPUS, t)
         files = sorted(os.listdir(d))
         size = sum(os.path.getsize(os.path.join(d, f)) for f in files)
