@@ -53,7 +53,8 @@ if [[ -z "$CHECKPOINT" ]]; then
   fi
 fi
 RANDOM="$SEED"
-echo "kill_anywhere: $N kills per program, seed $SEED, checkpoint $CHECKPOINT"
+umask 077  # every file the programs write must then be private (issue 18 item 6)
+echo "kill_anywhere: $N kills per program, seed $SEED, checkpoint $CHECKPOINT, umask 077"
 
 FAILS=0
 fail() {
@@ -77,6 +78,13 @@ run_killed() {
   KILLED=0
   if kill -KILL "$pid" 2>/dev/null; then KILLED=1; fi
   wait "$pid" 2>/dev/null || true
+}
+
+# private DIR...: fails for any file readable or writable by group or others (umask 077 is set).
+private() {
+  local open
+  open="$(find "$@" -type f -perm /077 | head -5)"
+  [[ -z "$open" ]] || fail "not private under umask 077: $open"
 }
 
 # The names in a folder (one level), sorted.
@@ -129,6 +137,7 @@ for ((i = 0; i < N; i++)); do
   done < <(names "$W/rec")
 done
 "${RECORD[@]}" >/dev/null 2>&1 || fail "record after the kills: $(cat "$W/last.err")"
+private "$W/rec"
 [[ "$(names "$W/rec")" == s.hlsession ]] || fail "record: left behind after the next write: $(names "$W/rec" | tr '\n' ' ')"
 echo "record: $N runs of ${T_REC} ms killed at random ($landed before the end), temporaries right after a kill: $leftovers, after the next write: $(($(names "$W/rec" | wc -l) - 1))"
 
@@ -158,6 +167,7 @@ for ((i = 0; i < N; i++)); do
   done < <(names "$W/exp")
 done
 "${EXPORT[@]}" --out "$W/exp" >/dev/null 2>&1 || fail "export after the kills"
+private "$W/exp"
 [[ "$(names "$W/exp")" == "$(names "$W/exp_light")" ]] || fail "export: left behind after the next write"
 echo "export: $N runs of ${T_EXP} ms killed at random ($landed before the end), temporaries right after a kill: $leftovers, after the next write: 0"
 
@@ -187,6 +197,7 @@ for ((i = 0; i < N; i++)); do
   done < <(find "$W/app" "$W/home" -type f)
 done
 "${APP[@]}" >/dev/null 2>&1 || fail "the app after the kills: $(tail -3 "$W/last.err")"
+private "$W/app" "$W/home"
 left="$(find "$W/app" "$W/home" -type f -name '*.tmp.hl*' | wc -l)"
 [[ "$left" -eq 0 ]] || fail "app: $left temporaries left after the next run"
 echo "app: $N runs of ${T_APP} ms killed at random ($landed before the end), autosaves found and read back: $autosaves, temporaries right after a kill: $leftovers, after the next run: $left"
