@@ -18,7 +18,7 @@ KEEP=0
 usage() {
   cat <<EOF
 usage: tools/kill_anywhere.sh [--build DIR] [--iterations N] [--seed S] [--checkpoint DIR] [--keep]
-  --build DIR       build folder with app/hybridlens (default build/release)
+  --build DIR       build folder with hybridlens (default build/release)
   --iterations N    kills per program (default 10)
   --seed S          random seed of the kill times (default: random; printed)
   --checkpoint DIR  checkpoint to run (default resources/demo-random, generated when missing)
@@ -37,7 +37,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ "$N" =~ ^[0-9]+$ && "$N" -ge 1 ]] || { echo "kill_anywhere: --iterations: expected a positive number" >&2; exit 2; }
-HL="$BUILD/app/hybridlens"
+HL="$BUILD/hybridlens"
 [[ -x "$HL" ]] || { echo "kill_anywhere: $HL not built" >&2; exit 2; }
 PY=/usr/bin/python3
 [[ -x "$PY" ]] || PY=python3
@@ -174,7 +174,7 @@ echo "export: $N runs of ${T_EXP} ms killed at random ($landed before the end), 
 # --- the app ------------------------------------------------------------------------------------
 mkdir -p "$W/app" "$W/home"
 APP=(env -u DISPLAY -u WAYLAND_DISPLAY -u XDG_DATA_HOME -u XDG_CONFIG_HOME -u XDG_CACHE_HOME QT_QPA_PLATFORM=offscreen
-  HOME="$W/home" HL_AUTOSAVE_MS=100 "$HL" --checkpoint "$CHECKPOINT" --steps 200 --screenshot "$W/app/shot.png")
+  HOME="$W/home" HL_AUTOSAVE_MS=100 "$HL" --checkpoint "$CHECKPOINT" --steps 100 --screenshot "$W/app/shot.png")
 t0=$(now_ms)
 "${APP[@]}" >/dev/null 2>"$W/last.err" || { fail "the app did not run unkilled: $(tail -3 "$W/last.err")"; exit 1; }
 T_APP=$(($(now_ms) - t0))
