@@ -74,7 +74,7 @@ struct Args {
 int usage() {
   std::fprintf(stderr,
                "usage: hl-soak [--steps N] [--loads N] [--preset NAME] [--dir DIR]\n"
-               "  --steps N     decode steps (default 10000)\n"
+               "  --steps N     decode steps (default 10000; 100000 by hand)\n"
                "  --loads N     model loads and unloads (default 50)\n"
                "  --preset NAME generator preset of the checkpoint (default demo-random)\n"
                "  --dir DIR     where to generate it (default: a temporary folder, removed after)\n");
@@ -205,6 +205,7 @@ bool soak_decode(const Args& a, const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach a log file as they happen
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
