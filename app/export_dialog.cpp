@@ -1,23 +1,24 @@
 // Export dialog and Export All (see export_dialog.h). Figures come from
 // InstrumentView::exportFigure (raster PNG at the exact size and DPI, vector SVG/PDF); CSV from
-// InstrumentView::csv(), written atomically with QSaveFile.
+// InstrumentView::csv(), written atomically with hl::write_file_atomic; the first failure ends Export All.
 #include "app/export_dialog.h"
 
 #include <QCheckBox>
 #include <QDialogButtonBox>
 #include <QDir>
 #include <QDoubleSpinBox>
+#include <QFile>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
-#include <QSaveFile>
 #include <QSettings>
 #include <QSpinBox>
 #include <QStandardPaths>
 
+#include "engine/io/atomic_file.h"
 #include "views/instrument_view.h"
 
 namespace hl::app {
@@ -66,18 +67,23 @@ ExportResult exportViews(const std::vector<hl::views::InstrumentView*>& views, c
     for (const QString& f : formats) {
       const QString path = dir.absoluteFilePath(v->viewId() + "." + f);
       QString err;
-      if (v->exportFigure(path, f, o.width, o.height, o.dpi, &err))
-        r.written << path;
-      else
-        r.errors << QStringLiteral("%1: %2").arg(path, err.isEmpty() ? QObject::tr("export failed") : err);
+      if (!v->exportFigure(path, f, o.width, o.height, o.dpi, &err)) {
+        r.errors << (err.isEmpty() ? QStringLiteral("%1: %2").arg(path, QObject::tr("export failed")) : err);
+        return r;  // the first failure ends the export (issue 18 item 8)
+      }
+      r.written << path;
     }
     if (o.csv) {
       const QString path = dir.absoluteFilePath(v->viewId() + ".csv");
-      QSaveFile file(path);
-      if (file.open(QIODevice::WriteOnly | QIODevice::Text) && file.write(v->csv().toUtf8()) >= 0 && file.commit())
-        r.written << path;
-      else
-        r.errors << QStringLiteral("%1: %2").arg(path, file.errorString());
+      const QByteArray bytes = v->csv().toUtf8();
+      try {
+        const std::string file = QFile::encodeName(path).toStdString();
+        hl::write_file_atomic(file, bytes.constData(), static_cast<size_t>(bytes.size()));
+      } catch (const std::exception& e) {
+        r.errors << QString::fromLocal8Bit(e.what());
+        return r;
+      }
+      r.written << path;
     }
   }
   return r;

@@ -29,7 +29,7 @@ struct ExportOptions {
 
 struct ExportResult {
   QStringList written;  // absolute paths
-  QStringList errors;   // one line per failed file
+  QStringList errors;   // the first failed file, one line (the export stops there)
 };
 
 // Writes <folder>/<viewId>.<ext> for every view and format chosen. Creates the folder.

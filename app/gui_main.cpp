@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <QApplication>
+#include <QBuffer>
+#include <QFile>
 #include <QStandardPaths>
 #include <QTimer>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include "app/engine_types.h"
 #include "app/main_window.h"
 #include "app/run_panel.h"
+#include "engine/io/atomic_file.h"
 #include "engine/io/config.h"
 
 namespace hl::app {
@@ -76,11 +79,23 @@ void driveScreenshot(MainWindow& w, const GuiArgs& g) {
     w.selectLayer(static_cast<int>(w.recording()->config.attn_layer_offset));
     w.updateAllViews();
     QTimer::singleShot(300, &w, [&w, out] {
-      const bool ok = w.grab().save(out, "PNG");
-      if (!ok)
-        std::fprintf(stderr, "hybridlens: cannot write %s\n", qPrintable(out));
-      else
+      QByteArray png;  // written atomically: a kill or a full disk leaves the old file or none
+      QBuffer buf(&png);
+      std::string err;
+      if (!buf.open(QIODevice::WriteOnly) || !w.grab().save(&buf, "PNG")) {
+        err = out.toStdString() + ": cannot encode the PNG";
+      } else {
+        try {
+          hl::write_file_atomic(QFile::encodeName(out).toStdString(), png.constData(), static_cast<size_t>(png.size()));
+        } catch (const std::exception& e) {
+          err = e.what();
+        }
+      }
+      const bool ok = err.empty();
+      if (ok)
         std::printf("wrote %s\n", qPrintable(out));
+      else
+        std::fprintf(stderr, "hybridlens: %s\n", err.c_str());
       QCoreApplication::exit(ok ? 0 : 1);
     });
   });
@@ -190,6 +205,8 @@ int guiMain(int argc, char** argv) {
   if (!g.screenshot.empty()) QStandardPaths::setTestModeEnabled(true);
 
   MainWindow window;
+  // Fault tests (tools/kill_anywhere.sh): autosave every HL_AUTOSAVE_MS instead of every 20 s.
+  if (const char* ms = std::getenv("HL_AUTOSAVE_MS"); ms && std::atoi(ms) > 0) window.setAutosaveInterval(std::atoi(ms));
   if (!g.theme.empty()) window.setDarkTheme(g.theme == "dark");
   if (!g.prompt.empty()) {
     window.runPanel()->setIdsMode(false);

@@ -22,7 +22,7 @@ struct FigureExportOptions {
 struct FigureExportResult {
   QStringList written;  // paths written
   QStringList skipped;  // "viewId: reason" for views without data
-  QStringList errors;   // one line per failure
+  QStringList errors;   // the first failure, one line (the export stops there)
 };
 
 // Needs a QApplication (any platform, "offscreen" included).

@@ -1,11 +1,13 @@
 // InstrumentView (see instrument_view.h): the plot with a title over a grid of panels, themes,
 // tooltips, clicks, home ranges under user zoom, and PNG/SVG/PDF export through QCustomPlot's
-// painter path (QImage, QSvgGenerator, QPdfWriter at a 96-dpi logical layout).
+// painter path (QImage, QSvgGenerator, QPdfWriter at a 96-dpi logical layout), rendered in
+// memory and written atomically.
 #include "views/instrument_view.h"
 
 #include <typeinfo>
 
-#include <QFileInfo>
+#include <QBuffer>
+#include <QFile>
 #include <QHelpEvent>
 #include <QPdfWriter>
 #include <QSvgGenerator>
@@ -13,6 +15,8 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
+
+#include "engine/io/atomic_file.h"
 
 namespace hl::views {
 
@@ -444,6 +448,9 @@ bool InstrumentView::exportFigure(const QString& path, const QString& format, in
   const int lh = std::max(32, static_cast<int>(std::lround(heightPx / scale)));
   constexpr int kDpm96 = 3780;  // dots per metre at 96 dpi
 
+  QByteArray bytes;  // rendered in memory, then written with write_file_atomic
+  QBuffer buf(&bytes);
+  buf.open(QIODevice::WriteOnly);
   if (fmt == "png") {
     QImage img(widthPx, heightPx, QImage::Format_ARGB32_Premultiplied);
     img.setDotsPerMeterX(kDpm96);
@@ -457,11 +464,11 @@ bool InstrumentView::exportFigure(const QString& path, const QString& format, in
     const int dpm = static_cast<int>(std::lround(dpi / 0.0254));
     img.setDotsPerMeterX(dpm);
     img.setDotsPerMeterY(dpm);
-    if (!img.convertToFormat(QImage::Format_ARGB32).save(path, "PNG"))
-      return fail(tr("%1: cannot write the PNG file").arg(path));
+    if (!img.convertToFormat(QImage::Format_ARGB32).save(&buf, "PNG"))
+      return fail(tr("%1: cannot encode the PNG file").arg(path));
   } else if (fmt == "svg") {
     QSvgGenerator gen;
-    gen.setFileName(path);
+    gen.setOutputDevice(&buf);
     gen.setSize(QSize(lw, lh));
     gen.setViewBox(QRect(0, 0, lw, lh));
     gen.setResolution(96);
@@ -473,7 +480,7 @@ bool InstrumentView::exportFigure(const QString& path, const QString& format, in
     plot_->toPainter(&painter, lw, lh);
     painter.end();
   } else {
-    QPdfWriter pdf(path);
+    QPdfWriter pdf(&buf);
     pdf.setResolution(96);
     pdf.setPageSize(QPageSize(QSizeF(widthPx / dpi * 72.0, heightPx / dpi * 72.0), QPageSize::Point));
     pdf.setPageMargins(QMarginsF(0, 0, 0, 0));
@@ -487,8 +494,14 @@ bool InstrumentView::exportFigure(const QString& path, const QString& format, in
     painter.end();
   }
   plot_->replot(QCustomPlot::rpQueuedReplot);  // the layout was changed for the export size
-  const QFileInfo fi(path);
-  if (!fi.exists() || fi.size() == 0) return fail(tr("%1: the %2 file is empty").arg(path, fmt));
+  buf.close();
+  if (bytes.isEmpty()) return fail(tr("%1: the %2 file is empty").arg(path, fmt));
+  try {  // all or nothing: a full disk leaves the previous file or none (issue 18 item 8)
+    const std::string file = QFile::encodeName(path).toStdString();
+    hl::write_file_atomic(file, bytes.constData(), static_cast<size_t>(bytes.size()));
+  } catch (const std::exception& e) {
+    return fail(QString::fromLocal8Bit(e.what()));
+  }
   return true;
 }
 

@@ -58,6 +58,11 @@ ArgParser exportParser() {
 QApplication* ensureApp() {
   if (auto* app = qobject_cast<QApplication*>(QCoreApplication::instance())) return app;
   if (std::getenv("QT_QPA_PLATFORM") == nullptr) ::setenv("QT_QPA_PLATFORM", "offscreen", 1);
+  // A headless command reports its own errors in one line; Qt's notes about the environment
+  // (XDG_RUNTIME_DIR, fonts) are not the user's concern here. Critical and fatal messages stay.
+  qInstallMessageHandler([](QtMsgType type, const QMessageLogContext&, const QString& msg) {
+    if (type == QtCriticalMsg || type == QtFatalMsg) std::fprintf(stderr, "%s\n", qPrintable(msg));
+  });
   static int argc = 1;
   static char arg0[] = "hybridlens";
   static char* argv[] = {arg0, nullptr};

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/core/dtype.h"
+#include "engine/io/atomic_file.h"  // write_file_atomic
 
 namespace hl {
 
@@ -96,8 +97,5 @@ class SafetensorsWriter {
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;
 };
-
-// Writes bytes to path atomically: a temp file in the same folder, fsync, rename.
-void write_file_atomic(const std::string& path, const void* data, size_t size);
 
 }  // namespace hl

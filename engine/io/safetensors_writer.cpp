@@ -1,10 +1,6 @@
-// safetensors writer (checkpoint generator, trace files, tests) and the atomic file write that every
-// saved file goes through. Not the reader: safetensors.cpp. Layout follows huggingface/safetensors
+// safetensors writer (checkpoint generator, trace files, tests); files are written with
+// write_file_atomic (atomic_file.h). Not the reader: safetensors.cpp. Layout follows huggingface/safetensors
 // serialize(): header padded with spaces to 8 bytes, tensors ordered by decreasing alignment.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -103,48 +99,6 @@ std::vector<uint8_t> SafetensorsWriter::serialize() const {
 void SafetensorsWriter::write(const std::string& path) const {
   std::vector<uint8_t> bytes = serialize();
   write_file_atomic(path, bytes.data(), bytes.size());
-}
-
-void write_file_atomic(const std::string& path, const void* data, size_t size) {
-  std::string tmpl = path + ".tmp.XXXXXX";
-  std::vector<char> name(tmpl.begin(), tmpl.end());
-  name.push_back('\0');
-  int fd = ::mkstemp(name.data());
-  if (fd < 0) throw Error(path + ": cannot create a temporary file next to it: " + std::strerror(errno));
-  std::string tmp(name.data());
-  auto fail = [&](const std::string& what) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw Error(path + ": " + what + ": " + std::strerror(err));
-  };
-  ::fchmod(fd, 0644);
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  size_t done = 0;
-  while (done < size) {
-    ssize_t w = ::write(fd, p + done, size - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) fail("write failed");
-    done += static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0) fail("fsync failed");
-  if (::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error(path + ": close failed: " + std::strerror(err));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error(path + ": cannot rename the temporary file into place: " + std::strerror(err));
-  }
-  // Make the rename itself durable: fsync the folder (best effort).
-  std::string folder = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
-  int dfd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
 }
 
 }  // namespace hl

@@ -14,6 +14,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/core/dtype.h"
+#include "engine/io/atomic_file.h"
 #include "engine/io/checkpoint.h"
 #include "engine/model/loader.h"
 #include "sessions/compare.h"
@@ -300,10 +301,11 @@ TEST(Session, KillDuringSave_PreviousFileIntactAndLoadable) {
   const std::string path = dir / "big.hlsession";
   save_session(path, x);
   int killed_mid_write = 0, attempts = 0;
-  for (; attempts < 40 && killed_mid_write < 3; ++attempts) {
+  for (; attempts < 12 && killed_mid_write < 3; ++attempts) {
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
+      hl::set_atomic_write_unnamed(false);  // a named temporary, so that the test sees it (not O_TMPFILE)
       for (int i = 0;; ++i) {  // save forever, alternating versions, until killed
         try {
           save_session(path, i % 2 ? x : y);
@@ -312,7 +314,9 @@ TEST(Session, KillDuringSave_PreviousFileIntactAndLoadable) {
         }
       }
     }
-    ::usleep(static_cast<useconds_t>(40000 + (attempts * 37000) % 400000));
+    // Kill once the temporary exists (polled: a fixed delay misses it on a loaded machine), or later.
+    for (int i = 0; i < 20000 && leftovers(dir.path, "big.hlsession").empty(); ++i) ::usleep(500);
+    ::usleep(static_cast<useconds_t>((attempts * 37000) % 200000));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
