@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "engine/core/checksum.h"
 #include "engine/core/error.h"
 #include "engine/io/safetensors.h"
 #include "sessions/session_file.h"
@@ -247,6 +248,17 @@ std::vector<uint8_t> serialize_session(const Recording& rec, const SessionSaveOp
     runs.push_back(plan_run(run, d, opts, &plan));
   }
 
+  // Checksums of every tensor's bytes, each filled once into a scratch buffer (the final buffer
+  // needs the header's length, which needs these): peak memory grows by the largest tensor only.
+  json sums = json::object();
+  std::vector<uint8_t> scratch;
+  for (const Planned& p : plan) {
+    scratch.assign(p.nbytes, 0);
+    if (p.nbytes > 0) p.fill(scratch.data());
+    sums[p.name] = checksum_hex(checksum64(scratch.data(), scratch.size()));
+  }
+  std::vector<uint8_t>().swap(scratch);
+
   json m = json::object();
   m["format"] = kSessionFormatName;
   m["format_version"] = kSessionFormatVersion;
@@ -264,6 +276,7 @@ std::vector<uint8_t> serialize_session(const Recording& rec, const SessionSaveOp
   m["n_tokens"] = T0;
   m["token_text"] = rec.token_text;
   m["runs"] = std::move(runs);
+  m["checksums"] = {{"algorithm", kSessionChecksumAlgorithm}, {"tensors", std::move(sums)}};
   // Token pieces may hold broken UTF-8 (byte-fallback pieces): replaced by U+FFFD, as JSON needs.
   const std::string manifest = m.dump(-1, ' ', false, json::error_handler_t::replace);
 
@@ -273,6 +286,7 @@ std::vector<uint8_t> serialize_session(const Recording& rec, const SessionSaveOp
   json header = json::object();
   json meta = json::object();
   meta[kSessionMetadataKey] = manifest;
+  meta[kSessionManifestChecksumKey] = checksum_hex(checksum64(manifest.data(), manifest.size()));
   header["__metadata__"] = std::move(meta);
   uint64_t offset = 0;
   for (const Planned& p : plan) {
