@@ -289,7 +289,7 @@ TEST(FuzzCorpus, Trace_EverySeedImportsOrThrowsLoadError) {
 // A NUL (or newline) in a shard name from model.safetensors.index.json is escaped: the message keeps
 // what follows it and stays on one line.
 TEST(FuzzRegression, ShardNameWithNul_EscapedInTheMessage) {
-  for (const std::string& name : {std::string("evil\0tail.safetensors", 22), std::string("two\nlines/x")}) {
+  for (const std::string& name : {std::string("evil\0tail.safetensors", 21), std::string("two\nlines/x")}) {
     TempDir d;
     hl::test::write_text(d / "config.json", config_to_json(hl::test::tiny_config()));
     const std::string index = "{\"weight_map\": {\"model.embed_tokens.weight\": " +
@@ -336,12 +336,11 @@ TEST(FuzzRegression, FifoOrDevZeroInsteadOfAFile_NotARegularFile) {
     {  // adapter_config.json and adapter_model.safetensors
       for (const char* which : {"adapter_config.json", "adapter_model.safetensors"}) {
         TempDir d;
-        hl::test::write_text(d / "adapter_config.json", R"({"r": 2, "lora_alpha": 4, "target_modules": ["in_proj"]})");
+        hl::test::write_text(d / "adapter_config.json", R"({"peft_type": "LORA", "r": 2, "lora_alpha": 4, "target_modules": ["in_proj"]})");
         if (std::string(which) == "adapter_config.json") fs::remove(d / "adapter_config.json");
         make(d / which);
-        EXPECT_NE(hl::test::load_error_of([&] { read_adapter(d.path); }).find("is not a regular file"),
-                  std::string::npos)
-            << which;
+        const std::string msg = hl::test::load_error_of([&] { read_adapter(d.path); });
+        EXPECT_NE(msg.find("is not a regular file"), std::string::npos) << which << ": " << msg;
       }
     }
   }
