@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/core/sys_memory.h"
 #include "engine/model/loader.h"
@@ -19,68 +21,71 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fake root: proc/meminfo with MemTotal and MemAvailable (kB), proc/self/cgroup, and files under sys/fs/cgroup.
+// A fake root: files such as proc/meminfo, proc/self/cgroup and sys/fs/cgroup/... under a temporary folder.
 struct FakeRoot {
   TempDir dir;
   void file(const std::string& rel, const std::string& text) {
     fs::create_directories(fs::path(dir.path + "/" + rel).parent_path());
     write_text(dir.path + "/" + rel, text);
   }
-  void meminfo(uint64_t total_kb, uint64_t avail_kb) {
-    file("proc/meminfo", "MemTotal:       " + std::to_string(total_kb) + " kB\nMemFree:          1000 kB\n" +
-                             "MemAvailable:   " + std::to_string(avail_kb) + " kB\nBuffers:  5 kB\n");
-  }
 };
 
 constexpr uint64_t kGB = 1000000000;
 
-TEST(SysMemory, CgroupV2Limit_BelowMemAvailable_Wins) {
-  FakeRoot r;
-  r.meminfo(24 * kGB / 1024, 20 * kGB / 1024);  // 24 GB machine, 20 GB available
-  r.file("proc/self/cgroup", "0::/user.slice/app.scope\n");
-  r.file("sys/fs/cgroup/user.slice/app.scope/memory.max", "6000000000\n");
-  r.file("sys/fs/cgroup/user.slice/app.scope/memory.current", "1000000000\n");
-  const AvailableMemory m = available_memory(r.dir.path);
-  EXPECT_EQ(m.bytes, 5 * kGB);  // 6 GB limit − 1 GB in use
-  EXPECT_EQ(m.source, "cgroup memory.max");
-  EXPECT_EQ(describe(m), "5.00 GB available (cgroup memory.max)");
-  EXPECT_EQ(physical_memory(r.dir.path), 24 * kGB / 1024 * 1024);
-}
+// One fake machine per row: its files (path → text) and the limit that must apply.
+struct Limits {
+  const char* machine;
+  std::vector<std::pair<std::string, std::string>> files;
+  uint64_t bytes;
+  const char* source;
+};
 
-TEST(SysMemory, CgroupV2ParentLimit_Binds_MaxIsNoLimit) {
+TEST(SysMemory, Table_TheSmallestReadableLimitApplies) {
+  const auto meminfo = [](uint64_t total_kb, uint64_t avail_kb) {
+    return std::pair<std::string, std::string>{
+        "proc/meminfo", "MemTotal:       " + std::to_string(total_kb) + " kB\nMemFree:          1000 kB\n" +
+                            "MemAvailable:   " + std::to_string(avail_kb) + " kB\nBuffers:  5 kB\n"};
+  };
+  const std::vector<Limits> rows = {
+      {"cgroup v2 limit below MemAvailable (6 GB limit − 1 GB in use)",
+       {meminfo(24000000, 20000000),
+        {"proc/self/cgroup", "0::/user.slice/app.scope\n"},
+        {"sys/fs/cgroup/user.slice/app.scope/memory.max", "6000000000\n"},
+        {"sys/fs/cgroup/user.slice/app.scope/memory.current", "1000000000\n"}},
+       5 * kGB,
+       "cgroup memory.max"},
+      {"cgroup v2: a parent's limit binds, 'max' is no limit",
+       {meminfo(64000000, 60000000),
+        {"proc/self/cgroup", "0::/a/b\n"},
+        {"sys/fs/cgroup/a/b/memory.max", "max\n"},
+        {"sys/fs/cgroup/a/b/memory.current", "100\n"},
+        {"sys/fs/cgroup/a/memory.max", "3000000000\n"},
+        {"sys/fs/cgroup/a/memory.current", "500000000\n"}},
+       2500000000u,
+       "cgroup memory.max"},
+      {"cgroup v1 memory controller",
+       {meminfo(16000000, 15000000),
+        {"proc/self/cgroup", "12:pids:/x\n4:memory:/docker/abc\n1:name=systemd:/y\n"},
+        {"sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "2147483648\n"},
+        {"sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", "1073741824\n"}},
+       1073741824u,
+       "cgroup memory.limit_in_bytes"},
+      {"no cgroup: MemAvailable", {meminfo(8000000, 3000000)}, 3000000u * 1024u, "MemAvailable"},
+      {"an old kernel without MemAvailable: physical RAM", {{"proc/meminfo", "MemTotal: 1024 kB\n"}}, 1024u * 1024u,
+       "physical RAM"},
+  };
+  for (const Limits& row : rows) {
+    SCOPED_TRACE(row.machine);
+    FakeRoot r;
+    for (const auto& [path, text] : row.files) r.file(path, text);
+    const AvailableMemory m = available_memory(r.dir.path);
+    EXPECT_EQ(m.bytes, row.bytes);
+    EXPECT_EQ(m.source, row.source);
+  }
   FakeRoot r;
-  r.meminfo(64 * kGB / 1024, 60 * kGB / 1024);
-  r.file("proc/self/cgroup", "0::/a/b\n");
-  r.file("sys/fs/cgroup/a/b/memory.max", "max\n");
-  r.file("sys/fs/cgroup/a/b/memory.current", "100\n");
-  r.file("sys/fs/cgroup/a/memory.max", "3000000000\n");
-  r.file("sys/fs/cgroup/a/memory.current", "500000000\n");
-  const AvailableMemory m = available_memory(r.dir.path);
-  EXPECT_EQ(m.bytes, 2500000000u);
-  EXPECT_EQ(m.source, "cgroup memory.max");
-}
-
-TEST(SysMemory, CgroupV1Limit) {
-  FakeRoot r;
-  r.meminfo(16 * kGB / 1024, 15 * kGB / 1024);
-  r.file("proc/self/cgroup", "12:pids:/x\n4:memory:/docker/abc\n1:name=systemd:/y\n");
-  r.file("sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "2147483648\n");
-  r.file("sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", "1073741824\n");
-  const AvailableMemory m = available_memory(r.dir.path);
-  EXPECT_EQ(m.bytes, 1073741824u);
-  EXPECT_EQ(m.source, "cgroup memory.limit_in_bytes");
-}
-
-TEST(SysMemory, NoCgroup_MemAvailable_ThenPhysicalRam) {
-  FakeRoot r;
-  r.meminfo(8 * kGB / 1024, 3 * kGB / 1024);
-  AvailableMemory m = available_memory(r.dir.path);
-  EXPECT_EQ(m.bytes, 3 * kGB / 1024 * 1024);
-  EXPECT_EQ(m.source, "MemAvailable");
-  r.file("proc/meminfo", "MemTotal: 1024 kB\n");  // an old kernel: no MemAvailable
-  m = available_memory(r.dir.path);
-  EXPECT_EQ(m.bytes, 1024u * 1024u);
-  EXPECT_EQ(m.source, "physical RAM");
+  for (const auto& [path, text] : rows[0].files) r.file(path, text);
+  EXPECT_EQ(describe(available_memory(r.dir.path)), "5.00 GB available (cgroup memory.max)");
+  EXPECT_EQ(physical_memory(r.dir.path), uint64_t{24000000} * 1024);
 }
 
 TEST(SysMemory, ThisMachine_AtMostPhysicalRam) {
@@ -95,7 +100,7 @@ TEST(SysMemory, ThisMachine_AtMostPhysicalRam) {
 // trace importer: test_trace_corrupt.cpp).
 TEST(SysMemory, LoadsRefusedInASmallCgroup_MessageNamesTheLimit) {
   FakeRoot r;
-  r.meminfo(24 * kGB / 1024, 20 * kGB / 1024);
+  r.file("proc/meminfo", "MemTotal: 24000000 kB\nMemAvailable: 20000000 kB\n");
   r.file("proc/self/cgroup", "0::/small\n");
   r.file("sys/fs/cgroup/small/memory.max", "501000\n");
   r.file("sys/fs/cgroup/small/memory.current", "500000\n");
