@@ -48,7 +48,8 @@ void save_session(const std::string& path, const Recording& rec, const SessionSa
 // Reads a session file (untrusted input). Every manifest field and tensor is checked against the
 // manifest's config before anything is allocated; any problem throws LoadError naming the file, the
 // object and the allowed range. The manifest's and every tensor's checksum are verified when the
-// file has them ("checksum mismatch" naming the tensor); files without them still open. Fields stored F32/I32/I64 come back bit-exact; F16/BF16 ones widened.
+// file has them ("checksum mismatch" naming the tensor); files without them still open. Fields
+// stored F32/I32/I64 come back bit-exact; F16/BF16 ones widened.
 Recording load_session(const std::string& path);
 // The same on an in-memory buffer (fuzzers, tests); `name` names it in messages.
 Recording parse_session(const uint8_t* bytes, uint64_t size, const std::string& name);

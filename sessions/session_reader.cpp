@@ -14,8 +14,8 @@
 
 #include "engine/core/checksum.h"
 #include "engine/core/error.h"
-#include "engine/io/file_check.h"
 #include "engine/core/sys_memory.h"
+#include "engine/io/file_check.h"
 #include "engine/io/json_util.h"
 #include "engine/io/safetensors.h"
 #include "sessions/session_file.h"
@@ -109,7 +109,7 @@ struct Manifest {
   Recording rec;  // runs without records
   int format_version = 0;
   std::vector<RunMeta> runs;
-  bool has_checksums = false;               // files written before checksums have none
+  bool has_checksums = false;                 // files written before checksums have none
   std::map<std::string, uint64_t> checksums;  // tensor name → XXH3-64 of its bytes
 };
 
@@ -488,11 +488,13 @@ Recording read_session(const SafetensorsFile& sf, const std::string& name) {
     }
   }
   for (const TensorInfo& t : sf.tensors()) {
-    if (!expected.count(t.name)) throw LoadError(name + ": unexpected tensor " + quote_name(t.name) + " (not in the manifest)");
+    if (!expected.count(t.name))
+      throw LoadError(name + ": unexpected tensor " + quote_name(t.name) + " (not in the manifest)");
   }
   if (man.has_checksums) {  // every tensor has one, each verified before any value is read
     for (const auto& [tname, want] : man.checksums)
-      if (!sf.find(tname)) throw LoadError(name + ": manifest checksums: tensor " + quote_name(tname) + " is not in the file");
+      if (!sf.find(tname))
+        throw LoadError(name + ": manifest checksums: tensor " + quote_name(tname) + " is not in the file");
     for (const TensorInfo& t : sf.tensors()) {
       auto c = man.checksums.find(t.name);
       if (c == man.checksums.end())

@@ -13,8 +13,8 @@
 #include <stdexcept>
 
 #include "engine/core/error.h"
-#include "engine/io/file_check.h"
 #include "engine/core/sys_memory.h"
+#include "engine/io/file_check.h"
 #include "engine/io/input_limits.h"
 #include "engine/io/safetensors.h"
 
@@ -38,8 +38,8 @@ struct Reader {
   // A declared size within [lo, hi], else one line naming the tensor, what it counts and the range.
   int64_t bounded(const std::string& tensor, const char* what, int64_t v, int64_t lo, int64_t hi) const {
     if (v < lo || v > hi)
-      fail("tensor " + quote_name(tensor) + ": " + std::to_string(v) + " " + what + ", allowed [" + std::to_string(lo) + ", " +
-           std::to_string(hi) + "]");
+      fail("tensor " + quote_name(tensor) + ": " + std::to_string(v) + " " + what + ", allowed [" + std::to_string(lo) +
+           ", " + std::to_string(hi) + "]");
     return v;
   }
 
@@ -174,7 +174,8 @@ Recording read_trace(const SafetensorsFile& f, const std::string& name, bool map
   const int64_t V = logits ? rd.bounded("logits", "vocabulary entries", sh[1], 1, kMaxVocab) : 0;
   const TensorInfo* delta =
       Mn > 0 && f.find("ssm_delta") ? rd.get("ssm_delta", DType::F32, {T, Mn, -1}, true, &sh) : nullptr;
-  const int64_t DiT = delta ? rd.bounded("ssm_delta", "Mamba channels (Di)", sh[2], 1, kMaxMambaExpand * kMaxHidden) : 0;
+  const int64_t DiT =
+      delta ? rd.bounded("ssm_delta", "Mamba channels (Di)", sh[2], 1, kMaxMambaExpand * kMaxHidden) : 0;
   const TensorInfo* kv = rd.get("kv_cache_bytes", DType::I64, {T}, true);
   const TensorInfo* st = rd.get("ssm_state_bytes", DType::I64, {T}, true);
 
@@ -187,7 +188,8 @@ Recording read_trace(const SafetensorsFile& f, const std::string& name, bool map
       nReg = std::stoll(regs, &used);
       if (used != regs.size() || nReg < 0 || nReg > kMaxRegisters) throw std::invalid_argument("range");
     } catch (const std::exception&) {
-      rd.fail("metadata 'registers' = " + quote_name(regs) + ", expected an integer in [0, " + std::to_string(kMaxRegisters) + "]");
+      rd.fail("metadata 'registers' = " + quote_name(regs) + ", expected an integer in [0, " +
+              std::to_string(kMaxRegisters) + "]");
     }
   }
   const TensorInfo* rows =

@@ -21,7 +21,10 @@ bool parse_checksum_hex(const std::string& s, uint64_t* out) {
   if (s.size() != 16) return false;
   uint64_t v = 0;
   for (char c : s) {
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    int d = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
     if (d < 0) return false;
     v = v << 4 | static_cast<uint64_t>(d);
   }

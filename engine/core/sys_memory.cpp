@@ -64,7 +64,8 @@ std::string cgroup_path(const std::string& root, const std::string& controller) 
     const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
     if (b == std::string::npos) continue;
     const std::string ctl = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    if (controller.empty() ? (line.compare(0, a, "0") == 0 && ctl.empty()) : (',' + ctl + ',').find(',' + controller + ',') != std::string::npos)
+    if (controller.empty() ? (line.compare(0, a, "0") == 0 && ctl.empty())
+                           : (',' + ctl + ',').find(',' + controller + ',') != std::string::npos)
       return path.empty() ? "/" : path;
   }
   return "";

@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
-#include "engine/io/file_check.h"
 #include "engine/core/sha256.h"
+#include "engine/io/file_check.h"
 #include "engine/io/json_util.h"
 
 namespace hl {
@@ -115,7 +115,8 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const LoadProgress& progr
     const std::string& name = c.file_names_[i];
     report(static_cast<int64_t>(i), "checking " + name);
     if (!exists(dir + "/" + name)) {
-      throw LoadError(std::string(kIndexName) + ": shard " + quote_name(name) + " named in weight_map is not a file in " + dir);
+      throw LoadError(std::string(kIndexName) + ": shard " + quote_name(name) +
+                      " named in weight_map is not a file in " + dir);
     }
     check_regular_file(dir + "/" + name, "shard");
     c.shards_.push_back(SafetensorsFile::open(dir + "/" + name));

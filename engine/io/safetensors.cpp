@@ -376,7 +376,8 @@ SafetensorsFile SafetensorsFile::parse(const uint8_t* bytes, uint64_t size, cons
   for (RawTensor& r : sax.tensors) {
     std::string ctx = "tensor " + quote_name(r.name) + ": ";
     auto dt = dtype_from_name(r.dtype);
-    if (!dt) throw err(ctx + "dtype " + quote_name(r.dtype) + " is not supported (supported: F32, F16, BF16, I32, I64)");
+    if (!dt)
+      throw err(ctx + "dtype " + quote_name(r.dtype) + " is not supported (supported: F32, F16, BF16, I32, I64)");
     TensorInfo t;
     t.name = std::move(r.name);
     t.dtype = *dt;
@@ -410,7 +411,8 @@ SafetensorsFile SafetensorsFile::parse(const uint8_t* bytes, uint64_t size, cons
   for (const TensorInfo& t : ts) {
     std::string ctx = "tensor " + quote_name(t.name) + ": data_offsets " + offsets_str(t);
     if (t.begin < prev_end) {
-      throw err(ctx + " overlap the previous tensor " + quote_name(prev->name) + " ending at " + std::to_string(prev_end));
+      throw err(ctx + " overlap the previous tensor " + quote_name(prev->name) + " ending at " +
+                std::to_string(prev_end));
     }
     if (t.begin > prev_end) {
       if (!prev) throw err(ctx + " leave a gap: the first tensor must begin at 0");

@@ -427,7 +427,8 @@ void generate_checkpoint(const std::string& out_dir, const GenerateOptions& opts
     const uint64_t need = 2 * shard_bytes[k] + 4 * max_floats;
     if (need > budget)
       throw Error("generate: " + files[k] + " needs about " + gib(need) + " of memory while written (budget " +
-                  gib(budget) + (opts.memory_budget_bytes ? "" : ", half of " + describe(avail)) + "); use more shards");
+                  gib(budget) + (opts.memory_budget_bytes ? "" : ", half of " + describe(avail)) +
+                  "); use more shards");
   }
 
   std::error_code ec;

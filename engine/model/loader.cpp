@@ -270,7 +270,8 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
   if (tensors + widened > budget) {
     throw LoadError(m.name + ": the model needs " + format_bytes(tensors + widened) + " (" + format_bytes(tensors) +
                     " of tensors + " + format_bytes(widened) + " of widened vectors), more than the memory budget of " +
-                    format_bytes(budget) + (opts.memory_budget_bytes ? " (--memory-budget)" : " (" + avail.source + ")"));
+                    format_bytes(budget) +
+                    (opts.memory_budget_bytes ? " (--memory-budget)" : " (" + avail.source + ")"));
   }
   for (const auto& map : ck.mappings()) m.keep_alive.push_back(map);
 

@@ -292,8 +292,7 @@ TEST(FuzzRegression, ShardNameWithNul_EscapedInTheMessage) {
   for (const std::string& name : {std::string("evil\0tail.safetensors", 21), std::string("two\nlines/x")}) {
     TempDir d;
     hl::test::write_text(d / "config.json", config_to_json(hl::test::tiny_config()));
-    const std::string index = "{\"weight_map\": {\"model.embed_tokens.weight\": " +
-                              nlohmann::json(name).dump() + "}}";
+    const std::string index = "{\"weight_map\": {\"model.embed_tokens.weight\": " + nlohmann::json(name).dump() + "}}";
     hl::test::write_text(d / "model.safetensors.index.json", index);
     const std::string msg = hl::test::load_error_of([&] { Checkpoint::open(d.path); });
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
@@ -336,7 +335,8 @@ TEST(FuzzRegression, FifoOrDevZeroInsteadOfAFile_NotARegularFile) {
     {  // adapter_config.json and adapter_model.safetensors
       for (const char* which : {"adapter_config.json", "adapter_model.safetensors"}) {
         TempDir d;
-        hl::test::write_text(d / "adapter_config.json", R"({"peft_type": "LORA", "r": 2, "lora_alpha": 4, "target_modules": ["in_proj"]})");
+        hl::test::write_text(d / "adapter_config.json",
+                             R"({"peft_type": "LORA", "r": 2, "lora_alpha": 4, "target_modules": ["in_proj"]})");
         if (std::string(which) == "adapter_config.json") fs::remove(d / "adapter_config.json");
         make(d / which);
         const std::string msg = hl::test::load_error_of([&] { read_adapter(d.path); });

@@ -186,18 +186,27 @@ std::vector<Case> corruption_table() {
        "tensor 'runs/A/logits': checksum mismatch (stored "},
       {"manifest damaged (a field still valid)",
        [](const B& b) {
-         return edit_header(b, [](ojson& h) {
-           std::string m = h["__metadata__"][kSessionMetadataKey].get<std::string>();
-           m.replace(m.find("a prompt"), 8, "b prompt");
-           h["__metadata__"][kSessionMetadataKey] = m;
-         }, false);
+         return edit_header(
+             b,
+             [](ojson& h) {
+               std::string m = h["__metadata__"][kSessionMetadataKey].get<std::string>();
+               m.replace(m.find("a prompt"), 8, "b prompt");
+               h["__metadata__"][kSessionMetadataKey] = m;
+             },
+             false);
        },
        "manifest: checksum mismatch (stored "},
       {"manifest checksum not hex",
-       [](const B& b) { return edit_header(b, [](ojson& h) { h["__metadata__"][kSessionManifestChecksumKey] = "xyz"; }, false); },
+       [](const B& b) {
+         return edit_header(
+             b, [](ojson& h) { h["__metadata__"][kSessionManifestChecksumKey] = "xyz"; }, false);
+       },
        "'hybridlens_session_xxh3' is 'xyz', expected 16 hex digits"},
       {"manifest checksum removed, tensor checksums kept",
-       [](const B& b) { return edit_header(b, [](ojson& h) { h["__metadata__"].erase(kSessionManifestChecksumKey); }, false); },
+       [](const B& b) {
+         return edit_header(
+             b, [](ojson& h) { h["__metadata__"].erase(kSessionManifestChecksumKey); }, false);
+       },
        "has 'checksums' but __metadata__ lacks the manifest's own 'hybridlens_session_xxh3'"},
       {"unknown checksum algorithm",
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["checksums"]["algorithm"] = "crc32"; }); },
@@ -206,7 +215,9 @@ std::vector<Case> corruption_table() {
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["checksums"]["tensors"]["ghost"] = "nope"; }); },
        "checksums: tensor 'ghost': \"nope\" is not 16 hex digits"},
       {"checksum of a tensor the file lacks",
-       [](const B& b) { return edit_manifest(b, [](ojson& m) { m["checksums"]["tensors"]["ghost"] = std::string(16, '0'); }); },
+       [](const B& b) {
+         return edit_manifest(b, [](ojson& m) { m["checksums"]["tensors"]["ghost"] = std::string(16, '0'); });
+       },
        "manifest checksums: tensor 'ghost' is not in the file"},
       {"tensor without a checksum",
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["checksums"]["tensors"].erase("tokens"); }); },
@@ -273,7 +284,8 @@ TEST(SessionChecksums, SingleBitFlips_RefusedOrProvablyHarmless) {
   int tensors = 0;
   for (const auto& el : h.items()) {
     if (el.key() == "__metadata__") continue;
-    const uint64_t lo = el.value()["data_offsets"][0].get<uint64_t>(), hi = el.value()["data_offsets"][1].get<uint64_t>();
+    const uint64_t lo = el.value()["data_offsets"][0].get<uint64_t>(),
+                   hi = el.value()["data_offsets"][1].get<uint64_t>();
     if (hi == lo) continue;
     ++tensors;
     for (uint64_t o : {lo, lo + (hi - lo) / 2, hi - 1}) at.push_back({8 + n + o, el.key()});
@@ -315,14 +327,17 @@ TEST(SessionChecksums, Writer_StoresXxh3OfEveryTensorAndTheManifest) {
   const ojson h = ojson::parse(header_text(b));
   const std::string manifest = h["__metadata__"][kSessionMetadataKey].get<std::string>();
   char want[17];
-  std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(XXH3_64bits(manifest.data(), manifest.size())));
+  std::snprintf(want, sizeof want, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(manifest.data(), manifest.size())));
   EXPECT_EQ(h["__metadata__"][kSessionManifestChecksumKey].get<std::string>(), want);
   const ojson sums = ojson::parse(manifest)["checksums"]["tensors"];
   size_t seen = 0;
   for (const auto& el : h.items()) {
     if (el.key() == "__metadata__") continue;
-    const uint64_t lo = el.value()["data_offsets"][0].get<uint64_t>(), hi = el.value()["data_offsets"][1].get<uint64_t>();
-    std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(XXH3_64bits(b.data() + 8 + n + lo, hi - lo)));
+    const uint64_t lo = el.value()["data_offsets"][0].get<uint64_t>(),
+                   hi = el.value()["data_offsets"][1].get<uint64_t>();
+    std::snprintf(want, sizeof want, "%016llx",
+                  static_cast<unsigned long long>(XXH3_64bits(b.data() + 8 + n + lo, hi - lo)));
     EXPECT_EQ(sums[el.key()].get<std::string>(), want) << el.key();
     ++seen;
   }

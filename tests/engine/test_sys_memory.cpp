@@ -71,7 +71,9 @@ TEST(SysMemory, Table_TheSmallestReadableLimitApplies) {
        1073741824u,
        "cgroup memory.limit_in_bytes"},
       {"no cgroup: MemAvailable", {meminfo(8000000, 3000000)}, 3000000u * 1024u, "MemAvailable"},
-      {"an old kernel without MemAvailable: physical RAM", {{"proc/meminfo", "MemTotal: 1024 kB\n"}}, 1024u * 1024u,
+      {"an old kernel without MemAvailable: physical RAM",
+       {{"proc/meminfo", "MemTotal: 1024 kB\n"}},
+       1024u * 1024u,
        "physical RAM"},
   };
   for (const Limits& row : rows) {

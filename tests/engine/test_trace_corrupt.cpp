@@ -121,7 +121,8 @@ void write_spec(const std::string& path, const Spec& s) {
   for (const Tensor& t : s.ts) {
     const uint64_t at = 8 + n + h[t.name]["data_offsets"][0].get<uint64_t>();
     if (!t.bytes.empty()) {
-      ASSERT_EQ(::pwrite(fd, t.bytes.data(), t.bytes.size(), static_cast<off_t>(at)), static_cast<ssize_t>(t.bytes.size()));
+      ASSERT_EQ(::pwrite(fd, t.bytes.data(), t.bytes.size(), static_cast<off_t>(at)),
+                static_cast<ssize_t>(t.bytes.size()));
     }
   }
   ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(8 + n + off)), 0);
@@ -144,9 +145,15 @@ struct Row {
 std::vector<Row> corruption_table() {
   return {
       // The four cases of issue 18.
-      {"10^6 layers", [](Spec& s) { declare(s, "rank1_distance", {3, 1000001}); },
+      {"10^6 layers",
+       [](Spec& s) {
+         declare(s, "rank1_distance", {3, 1000001});
+       },
        "tensor 'rank1_distance': 1000001 layers + 1, allowed [2, 1025]"},
-      {"10^7 heads", [](Spec& s) { declare(s, "attn_entropy", {3, 1, 10000000}); },
+      {"10^7 heads",
+       [](Spec& s) {
+         declare(s, "attn_entropy", {3, 1, 10000000});
+       },
        "tensor 'attn_entropy': 10000000 heads, allowed [1, 65536]"},
       {"4 GiB of logits in a sparse file",
        [](Spec& s) {
@@ -170,11 +177,20 @@ std::vector<Row> corruption_table() {
       // Every other bound.
       {"tokens over the limit", [](Spec& s) { declare(s, "token_ids", {(1 << 20) + 1}); },
        "tensor 'token_ids': 1048577 tokens, allowed [1, 1048576]"},
-      {"vocabulary over the limit", [](Spec& s) { declare(s, "logits", {3, (1 << 24) + 1}); },
+      {"vocabulary over the limit",
+       [](Spec& s) {
+         declare(s, "logits", {3, (1 << 24) + 1});
+       },
        "tensor 'logits': 16777217 vocabulary entries, allowed [1, 16777216]"},
-      {"experts over the limit", [](Spec& s) { declare(s, "router_probs", {3, 2, 1025}); },
+      {"experts over the limit",
+       [](Spec& s) {
+         declare(s, "router_probs", {3, 2, 1025});
+       },
        "tensor 'router_probs': 1025 experts, allowed [1, 1024]"},
-      {"more experts per token than experts", [](Spec& s) { declare(s, "router_topk", {3, 2, 5}); },
+      {"more experts per token than experts",
+       [](Spec& s) {
+         declare(s, "router_topk", {3, 2, 5});
+       },
        "tensor 'router_topk': 5 experts per token, allowed [1, 4]"},
       {"Mamba channels over the limit",
        [](Spec& s) {
@@ -200,28 +216,35 @@ std::vector<Row> corruption_table() {
       // Structure.
       {"newer format_version", [](Spec& s) { s.meta["format_version"] = "2"; }, "format_version '2', expected \"1\""},
       {"no token_ids", [](Spec& s) { s.erase("token_ids"); }, "tensor 'token_ids' is missing (every trace has it)"},
-      {"T disagrees", [](Spec& s) {
+      {"T disagrees",
+       [](Spec& s) {
          s["rank1_distance"].shape = {2, 5};
          s["rank1_distance"].bytes = floats(10);
        },
        "tensor 'rank1_distance': shape (2, 5), expected (3, ·)"},
-      {"layer kinds do not add up", [](Spec& s) {
+      {"layer kinds do not add up",
+       [](Spec& s) {
          s["ssm_delta_mean"].shape = {3, 2};
          s["ssm_delta_mean"].bytes = floats(6);
        },
        "expected L = 4 from rank1_distance"},
       {"wrong dtype", [](Spec& s) { s["logits"].dtype = "I32"; }, "tensor 'logits': dtype I32, expected F32"},
-      {"expert id out of range",
-       [](Spec& s) { s["router_topk"].bytes = raw(std::vector<int32_t>(12, 9)); },
+      {"expert id out of range", [](Spec& s) { s["router_topk"].bytes = raw(std::vector<int32_t>(12, 9)); },
        "tensor 'router_topk': expert 9 at token 0, allowed [0, 4)"},
       {"non-finite layer out of range",
-       [](Spec& s) { s["nonfinite_layer"].bytes = raw(std::vector<int32_t>{-1, 7, -1}); },
+       [](Spec& s) {
+         s["nonfinite_layer"].bytes = raw(std::vector<int32_t>{-1, 7, -1});
+       },
        "tensor 'nonfinite_layer': token 1: layer 7, allowed [-1, 4)"},
       {"negative byte counter",
-       [](Spec& s) { s["kv_cache_bytes"].bytes = raw(std::vector<int64_t>{-5, 0, 0}); },
+       [](Spec& s) {
+         s["kv_cache_bytes"].bytes = raw(std::vector<int64_t>{-5, 0, 0});
+       },
        "tensor 'kv_cache_bytes': token 0: negative byte count -5"},
       {"token id outside the vocabulary",
-       [](Spec& s) { s["token_ids"].bytes = raw(std::vector<int32_t>{1, 16, 2}); },
+       [](Spec& s) {
+         s["token_ids"].bytes = raw(std::vector<int32_t>{1, 16, 2});
+       },
        "tensor 'token_ids': token 1 is 16, allowed [0, 16)"},
       {"control characters in a metadata value (escaped, one line)",
        [](Spec& s) { s.meta["normalizer"] = std::string("soft\nmax\0x", 10); },
