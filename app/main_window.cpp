@@ -27,6 +27,7 @@
 #include "app/run_panel.h"
 #include "app/session_io.h"
 #include "app/token_strip.h"
+#include "engine/core/sys_memory.h"
 #include "views/instrument_view.h"
 #include "views/view_registry.h"
 #include "views/view_util.h"
@@ -50,7 +51,7 @@ double residentBytes() {
 }
 
 double physicalMemoryBytes() {
-  return static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  return static_cast<double>(hl::physical_memory());
 }
 }  // namespace
 

@@ -8,19 +8,24 @@
 #include <vector>
 
 #include "engine/core/dtype.h"
+#include "engine/io/input_limits.h"
 #include "sessions/recording.h"
 
 namespace hl {
 
 constexpr int kSessionFormatVersion = 1;
 constexpr const char* kSessionMetadataKey = "hybridlens_session";  // __metadata__ key of the manifest
+// __metadata__ key of the manifest's checksum (XXH3-64 of the manifest text, 16 hex digits); the
+// tensors' checksums are in the manifest ("checksums"). Files written before them have neither.
+constexpr const char* kSessionManifestChecksumKey = "hybridlens_session_xxh3";
+constexpr const char* kSessionChecksumAlgorithm = "xxh3_64";
 constexpr const char* kSessionFormatName = "hybridlens-session";   // manifest "format"
 constexpr const char* kSessionExtension = ".hlsession";
 
 // Bounds a reader enforces on declared sizes before allocating anything.
-constexpr int64_t kSessionMaxTokens = 1 << 20;  // tokens per run and in `tokens`
+constexpr int64_t kSessionMaxTokens = limits::kMaxTokens;  // tokens per run and in `tokens`
 constexpr int64_t kSessionMaxRuns = 64;
-constexpr int64_t kSessionMaxRegisters = 1 << 16;
+constexpr int64_t kSessionMaxRegisters = limits::kMaxRegisters;
 constexpr size_t kSessionMaxLabelChars = 32;
 
 struct SessionSaveOptions {
@@ -42,7 +47,9 @@ void save_session(const std::string& path, const Recording& rec, const SessionSa
 
 // Reads a session file (untrusted input). Every manifest field and tensor is checked against the
 // manifest's config before anything is allocated; any problem throws LoadError naming the file, the
-// object and the allowed range. Fields stored F32/I32/I64 come back bit-exact; F16/BF16 ones widened.
+// object and the allowed range. The manifest's and every tensor's checksum are verified when the
+// file has them ("checksum mismatch" naming the tensor); files without them still open. Fields
+// stored F32/I32/I64 come back bit-exact; F16/BF16 ones widened.
 Recording load_session(const std::string& path);
 // The same on an in-memory buffer (fuzzers, tests); `name` names it in messages.
 Recording parse_session(const uint8_t* bytes, uint64_t size, const std::string& name);

@@ -12,7 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "engine/core/checksum.h"
 #include "engine/core/error.h"
+#include "engine/core/sys_memory.h"
+#include "engine/io/file_check.h"
 #include "engine/io/json_util.h"
 #include "engine/io/safetensors.h"
 #include "sessions/session_file.h"
@@ -106,7 +109,27 @@ struct Manifest {
   Recording rec;  // runs without records
   int format_version = 0;
   std::vector<RunMeta> runs;
+  bool has_checksums = false;                 // files written before checksums have none
+  std::map<std::string, uint64_t> checksums;  // tensor name → XXH3-64 of its bytes
 };
+
+// The manifest's "checksums": {"algorithm": "xxh3_64", "tensors": {name: 16 hex digits, ...}}.
+void read_checksums(const Reader& r, const json& m, Manifest* out) {
+  auto it = m.find("checksums");
+  if (it == m.end()) return;
+  if (!it->is_object()) r.fail("", std::string("'checksums' is ") + json_type_name(*it) + ", expected an object");
+  const std::string algo = r.str(*it, "algorithm", "checksums");
+  if (algo != kSessionChecksumAlgorithm)
+    r.fail("checksums", "'algorithm' is " + quote_name(algo) + ", expected \"" + kSessionChecksumAlgorithm + "\"");
+  const json& ts = r.object(*it, "tensors", "checksums");
+  for (const auto& [name, v] : ts.items()) {
+    uint64_t x = 0;
+    if (!v.is_string() || !parse_checksum_hex(v.get<std::string>(), &x))
+      r.fail("checksums", "tensor " + quote_name(name) + ": " + v.dump() + " is not 16 hex digits");
+    out->checksums[name] = x;
+  }
+  out->has_checksums = true;
+}
 
 RunSettings read_settings(const Reader& r, const json& s, const std::string& where) {
   RunSettings out;
@@ -191,7 +214,7 @@ RunMeta read_run(const Reader& r, const json& j, size_t index, std::set<std::str
       if (!f || !listed || f->shape == FieldShape::Scalar) {
         r.fail(where, "'absent' names \"" + key + "\", not a stored vector field of this run");
       }
-      const std::string aw = where + " absent '" + key + "'";
+      const std::string aw = where + " absent " + quote_name(key) + "";
       if (!list.is_array() || static_cast<int64_t>(list.size()) > m.T) {
         r.fail(aw, "expected an array of at most n_tokens " + std::to_string(m.T) + " token indices");
       }
@@ -211,6 +234,18 @@ Manifest read_manifest(const SafetensorsFile& f, const std::string& name) {
   if (it == f.metadata().end()) {
     throw LoadError(name + ": not a HybridLens session: the safetensors __metadata__ has no '" +
                     std::string(kSessionMetadataKey) + "' entry");
+  }
+  // The manifest's own checksum first: a damaged manifest is reported as such, not as a bad field.
+  auto sum = f.metadata().find(kSessionManifestChecksumKey);
+  if (sum != f.metadata().end()) {
+    uint64_t want = 0;
+    if (!parse_checksum_hex(sum->second, &want))
+      throw LoadError(name + ": __metadata__ " + quote_name(kSessionManifestChecksumKey) + " is " +
+                      quote_name(sum->second) + ", expected 16 hex digits");
+    const uint64_t got = checksum64(it->second.data(), it->second.size());
+    if (got != want)
+      throw LoadError(name + ": manifest: checksum mismatch (stored " + checksum_hex(want) + ", computed " +
+                      checksum_hex(got) + "): the file is damaged");
   }
   const json m = parse_json_checked(it->second, name + ": manifest", kMaxManifestDepth);
   if (!m.is_object()) r.fail("", std::string("is ") + json_type_name(m) + ", expected an object");
@@ -253,6 +288,9 @@ Manifest read_manifest(const SafetensorsFile& f, const std::string& name) {
   const json& runs = r.array(m, "runs", "", static_cast<size_t>(kSessionMaxRuns));
   std::set<std::string> labels;
   for (size_t i = 0; i < runs.size(); ++i) out.runs.push_back(read_run(r, runs[i], i, &labels));
+  read_checksums(r, m, &out);
+  if (out.has_checksums && sum == f.metadata().end())
+    r.fail("", "has 'checksums' but __metadata__ lacks the manifest's own " + quote_name(kSessionManifestChecksumKey));
   return out;
 }
 
@@ -360,7 +398,7 @@ const TensorInfo& checked_tensor(const SafetensorsFile& sf, const std::string& f
                                  const std::string& listed_by, const Field* f, const std::vector<int64_t>& shape,
                                  const std::string& shape_words) {
   const TensorInfo* t = sf.find(tname);
-  if (!t) throw LoadError(file + ": missing tensor '" + tname + "' (" + listed_by + ")");
+  if (!t) throw LoadError(file + ": missing tensor " + quote_name(tname) + " (" + listed_by + ")");
   bool dtype_ok = false;
   if (!f || f->type == FieldType::Int32)
     dtype_ok = t->dtype == DType::I32;
@@ -372,18 +410,13 @@ const TensorInfo& checked_tensor(const SafetensorsFile& sf, const std::string& f
     const char* want = !f || f->type == FieldType::Int32 ? "I32"
                        : f->type == FieldType::Int64     ? "I64"
                                                          : "F32, F16 or BF16";
-    throw LoadError(file + ": tensor '" + tname + "': dtype " + dtype_name(t->dtype) + ", expected " + want);
+    throw LoadError(file + ": tensor " + quote_name(tname) + ": dtype " + dtype_name(t->dtype) + ", expected " + want);
   }
   if (t->shape != shape) {
-    throw LoadError(file + ": tensor '" + tname + "': shape " + shape_to_string(t->shape) + ", expected " +
+    throw LoadError(file + ": tensor " + quote_name(tname) + ": shape " + shape_to_string(t->shape) + ", expected " +
                     shape_to_string(shape) + " = " + shape_words + " from the manifest and its config");
   }
   return *t;
-}
-
-uint64_t physical_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : UINT64_MAX;
 }
 
 // One vector field of one run to widen into the records (validated before any job runs).
@@ -455,12 +488,27 @@ Recording read_session(const SafetensorsFile& sf, const std::string& name) {
     }
   }
   for (const TensorInfo& t : sf.tensors()) {
-    if (!expected.count(t.name)) throw LoadError(name + ": unexpected tensor '" + t.name + "' (not in the manifest)");
+    if (!expected.count(t.name))
+      throw LoadError(name + ": unexpected tensor " + quote_name(t.name) + " (not in the manifest)");
   }
-  const uint64_t ram = physical_memory_bytes();
-  if (bytes_needed > static_cast<double>(ram)) {
+  if (man.has_checksums) {  // every tensor has one, each verified before any value is read
+    for (const auto& [tname, want] : man.checksums)
+      if (!sf.find(tname))
+        throw LoadError(name + ": manifest checksums: tensor " + quote_name(tname) + " is not in the file");
+    for (const TensorInfo& t : sf.tensors()) {
+      auto c = man.checksums.find(t.name);
+      if (c == man.checksums.end())
+        throw LoadError(name + ": tensor " + quote_name(t.name) + " has no checksum in the manifest");
+      const uint64_t got = checksum64(t.data, t.nbytes());
+      if (got != c->second)
+        throw LoadError(name + ": tensor " + quote_name(t.name) + ": checksum mismatch (stored " +
+                        checksum_hex(c->second) + ", computed " + checksum_hex(got) + "): the file is damaged");
+    }
+  }
+  const AvailableMemory avail = available_memory();
+  if (bytes_needed > static_cast<double>(avail.bytes)) {
     throw LoadError(name + ": loading needs " + std::to_string(static_cast<uint64_t>(bytes_needed / 1e6)) +
-                    " MB of memory, more than this machine's " + std::to_string(ram / 1000000) + " MB");
+                    " MB of memory, more than the " + describe(avail));
   }
 
   for (int64_t i = 0; i < T0; ++i) {
@@ -479,7 +527,7 @@ Recording read_session(const SafetensorsFile& sf, const std::string& name) {
       const std::string tname = tensor_name(run.label, *f);
       const TensorInfo& ti = *sf.find(tname);
       auto bad = [&](int64_t t, const std::string& what) {
-        return LoadError(name + ": tensor '" + tname + "': token " + std::to_string(t) + ": " + what);
+        return LoadError(name + ": tensor " + quote_name(tname) + ": token " + std::to_string(t) + ": " + what);
       };
       if (f->shape == FieldShape::Scalar) {
         for (int64_t t = 0; t < m.T; ++t) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "engine/core/checksum.h"
 #include "engine/core/error.h"
 #include "engine/io/safetensors.h"
 #include "sessions/session_file.h"
@@ -264,36 +265,52 @@ std::vector<uint8_t> serialize_session(const Recording& rec, const SessionSaveOp
   m["n_tokens"] = T0;
   m["token_text"] = rec.token_text;
   m["runs"] = std::move(runs);
-  // Token pieces may hold broken UTF-8 (byte-fallback pieces): replaced by U+FFFD, as JSON needs.
-  const std::string manifest = m.dump(-1, ' ', false, json::error_handler_t::replace);
 
   // Larger elements first so every tensor is aligned to its element size (data section is 8-aligned).
   std::stable_sort(plan.begin(), plan.end(),
                    [](const Planned& a, const Planned& b) { return dtype_size(a.dtype) > dtype_size(b.dtype); });
-  json header = json::object();
-  json meta = json::object();
-  meta[kSessionMetadataKey] = manifest;
-  header["__metadata__"] = std::move(meta);
-  uint64_t offset = 0;
+  // The header with the given tensor checksums (16 hex digits each, so its length does not depend
+  // on their values: the data is written once, in place, and hashed there).
+  auto header_text = [&](const json& sums) {
+    m["checksums"] = {{"algorithm", kSessionChecksumAlgorithm}, {"tensors", sums}};
+    // Token pieces may hold broken UTF-8 (byte-fallback pieces): replaced by U+FFFD, as JSON needs.
+    const std::string manifest = m.dump(-1, ' ', false, json::error_handler_t::replace);
+    json header = json::object();
+    json meta = json::object();
+    meta[kSessionMetadataKey] = manifest;
+    meta[kSessionManifestChecksumKey] = checksum_hex(checksum64(manifest.data(), manifest.size()));
+    header["__metadata__"] = std::move(meta);
+    uint64_t offset = 0;
+    for (const Planned& p : plan) {
+      json t = json::object();
+      t["dtype"] = dtype_name(p.dtype);
+      t["shape"] = p.shape;
+      t["data_offsets"] = {offset, offset + p.nbytes};
+      header[p.name] = std::move(t);
+      offset += p.nbytes;
+    }
+    std::string text = header.dump(-1, ' ', false, json::error_handler_t::replace);
+    while (text.size() % 8 != 0) text.push_back(' ');
+    return text;
+  };
+  json sums = json::object();
+  uint64_t data_bytes = 0;
   for (const Planned& p : plan) {
-    json t = json::object();
-    t["dtype"] = dtype_name(p.dtype);
-    t["shape"] = p.shape;
-    t["data_offsets"] = {offset, offset + p.nbytes};
-    header[p.name] = std::move(t);
-    offset += p.nbytes;
+    sums[p.name] = checksum_hex(0);
+    data_bytes += p.nbytes;
   }
-  std::string text = header.dump(-1, ' ', false, json::error_handler_t::replace);
-  while (text.size() % 8 != 0) text.push_back(' ');
-  std::vector<uint8_t> bytes(8 + text.size() + offset);  // zeroed: absent records and unused keys stay 0
-  const uint64_t n = text.size();
+  const uint64_t n = header_text(sums).size();
+  std::vector<uint8_t> bytes(8 + n + data_bytes);  // zeroed: absent records and unused keys stay 0
   for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(n >> (8 * i));
-  std::memcpy(bytes.data() + 8, text.data(), text.size());
-  uint8_t* dst = bytes.data() + 8 + text.size();
+  uint8_t* dst = bytes.data() + 8 + n;
   for (const Planned& p : plan) {
     if (p.nbytes > 0) p.fill(dst);
+    sums[p.name] = checksum_hex(checksum64(dst, p.nbytes));
     dst += p.nbytes;
   }
+  const std::string text = header_text(sums);
+  if (text.size() != n) throw Error("session: internal error: the header changed length with its checksums");
+  std::memcpy(bytes.data() + 8, text.data(), text.size());
   return bytes;
 }
 

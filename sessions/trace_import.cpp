@@ -1,7 +1,11 @@
-// Trace importer (see trace_import.h): validates a trace file's tensors against each other and the
-// config (given or inferred) and unstacks them into per-token TokenTraces. Reference: the writer
-// engine/trace/trace_file.cpp and trace-format.md §3.
+// Trace importer (see trace_import.h): validates a trace file's tensors against each other, the
+// shared input limits (engine/io/input_limits.h) and the available memory, then unstacks them into
+// per-token TokenTraces. Not the writer: engine/trace/trace_file.cpp; reference trace-format.md §3.
 #include "sessions/trace_import.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,13 +13,21 @@
 #include <stdexcept>
 
 #include "engine/core/error.h"
+#include "engine/core/sys_memory.h"
+#include "engine/io/file_check.h"
+#include "engine/io/input_limits.h"
 #include "engine/io/safetensors.h"
 
 namespace hl {
 
 namespace {
 
-constexpr int64_t kMaxTokens = int64_t{1} << 22;
+// A file at least this large whose blocks on disk are under 1/16 of its size has holes (a trace
+// writer writes every byte; even zero-heavy attn_rows compress less than 16x on ZFS or btrfs).
+constexpr uint64_t kSparseCheckBytes = uint64_t{64} << 20;
+constexpr uint64_t kSparseRatio = 16;
+// Copied ranges of the mapping are given back to the kernel in steps of this many bytes.
+constexpr uint64_t kReleaseStep = uint64_t{64} << 20;
 
 struct Reader {
   const SafetensorsFile& f;
@@ -23,23 +35,31 @@ struct Reader {
 
   [[noreturn]] void fail(const std::string& msg) const { throw LoadError(file + ": " + msg); }
 
+  // A declared size within [lo, hi], else one line naming the tensor, what it counts and the range.
+  int64_t bounded(const std::string& tensor, const char* what, int64_t v, int64_t lo, int64_t hi) const {
+    if (v < lo || v > hi)
+      fail("tensor " + quote_name(tensor) + ": " + std::to_string(v) + " " + what + ", allowed [" + std::to_string(lo) +
+           ", " + std::to_string(hi) + "]");
+    return v;
+  }
+
   // The tensor, checked for dtype and shape (`expect` entries < 0 are free and filled in).
   const TensorInfo* get(const std::string& name, DType dtype, std::vector<int64_t> expect, bool required,
                         std::vector<int64_t>* shape = nullptr) const {
     const TensorInfo* t = f.find(name);
     if (!t) {
-      if (required) fail("tensor '" + name + "' is missing (every trace has it)");
+      if (required) fail("tensor " + quote_name(name) + " is missing (every trace has it)");
       return nullptr;
     }
     if (t->dtype != dtype)
-      fail("tensor '" + name + "': dtype " + dtype_name(t->dtype) + ", expected " + dtype_name(dtype));
+      fail("tensor " + quote_name(name) + ": dtype " + dtype_name(t->dtype) + ", expected " + dtype_name(dtype));
     bool ok = t->shape.size() == expect.size();
     for (size_t i = 0; ok && i < expect.size(); ++i) ok = expect[i] < 0 ? t->shape[i] > 0 : t->shape[i] == expect[i];
     if (!ok) {
       std::string e = "(";
       for (size_t i = 0; i < expect.size(); ++i)
         e += (i ? ", " : "") + (expect[i] < 0 ? std::string("·") : std::to_string(expect[i]));
-      fail("tensor '" + name + "': shape " + shape_to_string(t->shape) + ", expected " + e + ")");
+      fail("tensor " + quote_name(name) + ": shape " + shape_to_string(t->shape) + ", expected " + e + ")");
     }
     if (shape) *shape = t->shape;
     return t;
@@ -51,11 +71,34 @@ void copyOut(const TensorInfo* t, int64_t offset, int64_t n, T* dst) {
   std::memcpy(dst, t->data + offset * static_cast<int64_t>(sizeof(T)), static_cast<size_t>(n) * sizeof(T));
 }
 
+// Gives the pages of a tensor's bytes [from, to) back to the kernel once copied into the records,
+// so resident memory is the records and not also the mapped file (MADV_DONTNEED on a read-only
+// private file mapping: a later touch re-reads the file). Only for a file mapping (`mapped`).
+void release(bool mapped, const TensorInfo* t, uint64_t from, uint64_t to) {
+  if (!mapped || to <= from) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t a = (reinterpret_cast<uintptr_t>(t->data) + from + page - 1) / page * page;
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(t->data) + to) / page * page;
+  if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+}
+
+// Copies a (T, per) tensor into one member of every record, releasing the copied pages as it goes.
 template <typename T>
-std::vector<T> slice(const TensorInfo* t, int64_t token, int64_t per) {
-  std::vector<T> v(static_cast<size_t>(per));
-  copyOut(t, token * per, per, v.data());
-  return v;
+void unstack(bool mapped, const TensorInfo* t, int64_t per, std::vector<TokenTrace>& recs,
+             std::vector<T> TokenTrace::*member) {
+  if (!t) return;
+  uint64_t done = 0;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    std::vector<T>& v = recs[i].*member;
+    v.resize(static_cast<size_t>(per));
+    copyOut(t, static_cast<int64_t>(i) * per, per, v.data());
+    const uint64_t end = (i + 1) * static_cast<uint64_t>(per) * sizeof(T);
+    if (end - done >= kReleaseStep) {
+      release(mapped, t, done, end);
+      done = end;
+    }
+  }
+  release(mapped, t, done, t->nbytes());
 }
 
 }  // namespace
@@ -66,65 +109,73 @@ bool infer_schedule(int64_t L, int64_t count, int64_t* period, int64_t* offset) 
     *offset = L;
     return true;
   }
-  auto countOf = [L](int64_t p, int64_t o) { return o < L ? (L - 1 - o) / p + 1 : 0; };
+  if (count > L || L > (int64_t{1} << 40)) return false;  // (the bound keeps count · p in range)
   if (L % count == 0) {
     const int64_t p = L / count;
     *period = p;
     *offset = p / 2;
     return true;
   }
+  // Layers i < L with i % p == o number (L - 1 - o) / p + 1 for o < L, which is `count` exactly when
+  // L - count·p <= o <= L - 1 - (count - 1)·p: for each p the best offset is p / 2 clamped into
+  // that range (and [0, p - 1]), so one pass over p finds the minimum of |o - p/2|·(L + 1) + p.
   int64_t best = -1;
-  for (int64_t p = 1; p <= L; ++p)
-    for (int64_t o = 0; o < p; ++o) {
-      if (countOf(p, o) != count) continue;
-      const int64_t score = std::llabs(o - p / 2) * (L + 1) + p;
-      if (best < 0 || score < best) {
-        best = score;
-        *period = p;
-        *offset = o;
-      }
+  for (int64_t p = 1; p <= L; ++p) {
+    const int64_t lo = std::max<int64_t>(0, L - count * p), hi = std::min<int64_t>(p - 1, L - 1 - (count - 1) * p);
+    if (lo > hi) continue;
+    const int64_t o = std::clamp<int64_t>(p / 2, lo, hi);
+    const int64_t score = std::llabs(o - p / 2) * (L + 1) + p;
+    if (best < 0 || score < best) {
+      best = score;
+      *period = p;
+      *offset = o;
     }
+  }
   return best >= 0;
 }
 
-Recording import_trace(const std::string& path, const TraceImportOptions& opts) {
-  const SafetensorsFile f = SafetensorsFile::open(path);
-  const Reader rd{f, base_name(path)};
+namespace {
+
+// stored: bytes the file holds on disk (st_blocks), UINT64_MAX for a buffer; mapped: f is a file mapping.
+Recording read_trace(const SafetensorsFile& f, const std::string& name, bool mapped, uint64_t stored,
+                     const TraceImportOptions& opts) {
+  const Reader rd{f, name};
+  using namespace limits;
   const auto& meta = f.metadata();
   auto metaOr = [&](const char* k) {
     auto it = meta.find(k);
     return it == meta.end() ? std::string() : it->second;
   };
   const std::string version = metaOr("format_version");
-  if (version != "1") rd.fail("format_version '" + version + "', expected \"1\" (a hybridlens trace file)");
+  if (version != "1") rd.fail("format_version " + quote_name(version) + ", expected \"1\" (a hybridlens trace file)");
 
   std::vector<int64_t> sh;
   const TensorInfo* ids = rd.get("token_ids", DType::I32, {-1}, true, &sh);
-  const int64_t T = sh[0];
-  if (T > kMaxTokens) rd.fail("token_ids: " + std::to_string(T) + " tokens, at most " + std::to_string(kMaxTokens));
+  const int64_t T = rd.bounded("token_ids", "tokens", sh[0], 1, kMaxTokens);
   const TensorInfo* rank1 = rd.get("rank1_distance", DType::F32, {T, -1}, true, &sh);
-  const int64_t L = sh[1] - 1;
-  if (L < 1) rd.fail("rank1_distance: shape " + shape_to_string(sh) + ", expected (T, L + 1) with L >= 1");
+  const int64_t L = rd.bounded("rank1_distance", "layers + 1", sh[1], 2, kMaxLayers + 1) - 1;
   const TensorInfo* ent = f.find("attn_entropy") ? rd.get("attn_entropy", DType::F32, {T, -1, -1}, true, &sh) : nullptr;
-  const int64_t An = ent ? sh[1] : 0, nhT = ent ? sh[2] : 0;
+  const int64_t An = ent ? rd.bounded("attn_entropy", "attention layers", sh[1], 1, L) : 0;
+  const int64_t nhT = ent ? rd.bounded("attn_entropy", "heads", sh[2], 1, kMaxHidden) : 0;
   const TensorInfo* dmean =
       f.find("ssm_delta_mean") ? rd.get("ssm_delta_mean", DType::F32, {T, -1}, true, &sh) : nullptr;
-  const int64_t Mn = dmean ? sh[1] : 0;
+  const int64_t Mn = dmean ? rd.bounded("ssm_delta_mean", "Mamba layers", sh[1], 1, L) : 0;
   if (An + Mn != L)
     rd.fail("attention layers (" + std::to_string(An) + ", attn_entropy) + Mamba layers (" + std::to_string(Mn) +
             ", ssm_delta_mean) = " + std::to_string(An + Mn) + ", expected L = " + std::to_string(L) +
             " from rank1_distance");
   const TensorInfo* probs =
       f.find("router_probs") ? rd.get("router_probs", DType::F32, {T, -1, -1}, true, &sh) : nullptr;
-  const int64_t Xn = probs ? sh[1] : 0, E = probs ? sh[2] : 1;
+  const int64_t Xn = probs ? rd.bounded("router_probs", "MoE layers", sh[1], 1, L) : 0;
+  const int64_t E = probs ? rd.bounded("router_probs", "experts", sh[2], 1, kMaxExperts) : 1;
   const TensorInfo* topk = probs ? rd.get("router_topk", DType::I32, {T, Xn, -1}, true, &sh) : nullptr;
-  const int64_t K = topk ? sh[2] : 1;
-  if (topk && K > E) rd.fail("router_topk: k = " + std::to_string(K) + " exceeds E = " + std::to_string(E));
+  const int64_t K = topk ? rd.bounded("router_topk", "experts per token", sh[2], 1, E) : 1;
   const TensorInfo* logits = f.find("logits") ? rd.get("logits", DType::F32, {T, -1}, true, &sh) : nullptr;
-  const int64_t V = logits ? sh[1] : 0;
+  const int64_t V = logits ? rd.bounded("logits", "vocabulary entries", sh[1], 1, kMaxVocab) : 0;
   const TensorInfo* delta =
       Mn > 0 && f.find("ssm_delta") ? rd.get("ssm_delta", DType::F32, {T, Mn, -1}, true, &sh) : nullptr;
-  const int64_t DiT = delta ? sh[2] : 0;
+  const int64_t DiT =
+      delta ? rd.bounded("ssm_delta", "Mamba channels (Di)", sh[2], 1, kMaxMambaExpand * kMaxHidden) : 0;
   const TensorInfo* kv = rd.get("kv_cache_bytes", DType::I64, {T}, true);
   const TensorInfo* st = rd.get("ssm_state_bytes", DType::I64, {T}, true);
 
@@ -135,9 +186,10 @@ Recording import_trace(const std::string& path, const TraceImportOptions& opts) 
     try {
       size_t used = 0;
       nReg = std::stoll(regs, &used);
-      if (used != regs.size() || nReg < 0 || nReg > (1 << 16)) throw std::invalid_argument("range");
+      if (used != regs.size() || nReg < 0 || nReg > kMaxRegisters) throw std::invalid_argument("range");
     } catch (const std::exception&) {
-      rd.fail("metadata 'registers' = '" + regs + "', expected an integer in [0, 65536]");
+      rd.fail("metadata 'registers' = " + quote_name(regs) + ", expected an integer in [0, " +
+              std::to_string(kMaxRegisters) + "]");
     }
   }
   const TensorInfo* rows =
@@ -147,7 +199,7 @@ Recording import_trace(const std::string& path, const TraceImportOptions& opts) 
     if (cols - T - 1 < 0 || (!regs.empty() && cols - T - 1 != nReg))
       rd.fail("attn_rows: " + std::to_string(cols) +
               " columns, expected n_reg + T + 1 = " + std::to_string(nReg + T + 1));
-    nReg = cols - T - 1;
+    nReg = rd.bounded("attn_rows", "columns", cols, T + 1, T + 1 + kMaxRegisters) - T - 1;
   }
 
   // The config: given, or inferred from the shapes and the byte counters.
@@ -188,10 +240,16 @@ Recording import_trace(const std::string& path, const TraceImportOptions& opts) 
     // Di: from ssm_delta, else from the state bytes at 4 bytes per element (the CPU reference).
     int64_t Di = DiT;
     if (Di == 0 && Mn > 0 && st0 > 0) Di = std::max<int64_t>(1, st0 / (Mn * (c.mamba_d_conv + c.mamba_d_state) * 4));
+    if (Di > kMaxMambaExpand * kMaxHidden)
+      rd.fail("tensor 'ssm_state_bytes': token 0: " + std::to_string(st0) + " bytes imply " + std::to_string(Di) +
+              " Mamba channels, allowed [1, " + std::to_string(kMaxMambaExpand * kMaxHidden) + "]");
     // Hidden size: Di / 2 (mamba_expand 2) when that splits into the heads; head_dim · nkv · bytes from the KV.
     c.mamba_expand = Di > 0 && Di % 2 == 0 ? 2 : 1;
     int64_t H = Di > 0 ? Di / c.mamba_expand : nh;
     const int64_t perTok = An > 0 ? kv0 / (2 * An * (nReg + 1)) : 0;  // nkv · head_dim · bytes
+    if (perTok > kMaxHidden * 8)  // nkv · head_dim <= hidden_size, at most 8 bytes an element
+      rd.fail("tensor 'kv_cache_bytes': token 0: " + std::to_string(kv0) + " bytes imply " + std::to_string(perTok) +
+              " bytes a cached token and layer, allowed [0, " + std::to_string(kMaxHidden * 8) + "]");
     c.num_key_value_heads = nh;
     if (An > 0 && perTok > 0) {
       if (H % nh != 0) H = nh * std::max<int64_t>(1, H / nh);
@@ -212,28 +270,11 @@ Recording import_trace(const std::string& path, const TraceImportOptions& opts) 
       }
     }
     c.hidden_size = std::max<int64_t>(1, H);
+    if (c.hidden_size > kMaxHidden)
+      rd.fail("tensors 'kv_cache_bytes' and 'ssm_state_bytes' imply hidden size " + std::to_string(c.hidden_size) +
+              ", allowed [1, " + std::to_string(kMaxHidden) + "]");
     c.max_position_embeddings = std::max<int64_t>(262144, T + nReg);
   }
-
-  Recording rec;
-  rec.checkpoint.name = metaOr("checkpoint");
-  rec.checkpoint.config_sha256 = metaOr("config_sha256");
-  rec.engine_version = metaOr("engine_version");
-  rec.config = c;
-  rec.tokens.resize(static_cast<size_t>(T));
-  copyOut(ids, 0, T, rec.tokens.data());
-  Run run;
-  run.label = "A";
-  const std::string norm = metaOr("normalizer");
-  run.settings.normalizer_override = !norm.empty() && norm != "as-trained";
-  if (run.settings.normalizer_override && !parse_normalizer(norm, &run.settings.normalizer))
-    rd.fail("metadata 'normalizer' = '" + norm + "', expected as-trained, softmax, softmax1 or sink");
-  run.settings.registers = static_cast<int>(nReg);
-  run.settings.registers_used = static_cast<int>(nReg);
-  run.settings.adapter = metaOr("adapter");
-  run.settings.backend = metaOr("backend");
-  run.settings.full = rows || delta;
-  run.prompt_tokens = T;
 
   const int64_t nh = c.num_attention_heads, Di = c.mamba_inner();
   const TensorInfo* entN = An > 0 ? rd.get("attn_entropy_norm", DType::F32, {T, An, nh}, true) : nullptr;
@@ -245,50 +286,141 @@ Recording import_trace(const std::string& path, const TraceImportOptions& opts) 
   const TensorInfo* ret = delta ? rd.get("ssm_retained", DType::F32, {T, Mn, Di}, true) : nullptr;
   if (delta && DiT != Di) rd.fail("ssm_delta: Di = " + std::to_string(DiT) + ", expected " + std::to_string(Di));
 
-  run.records.resize(static_cast<size_t>(T));
+  // Holes: the data a sparse file declares is not on disk, yet reading it costs memory like real data.
+  const uint64_t declared = f.tensors().empty() ? 0 : f.tensors().back().end;
+  if (declared >= kSparseCheckBytes && stored < declared / kSparseRatio)
+    rd.fail("a sparse file: its tensors declare " + std::to_string(declared / 1000000) + " MB, " +
+            std::to_string(stored / 1000000) + " MB are stored on disk (at least 1/" + std::to_string(kSparseRatio) +
+            " expected; a trace writer leaves no holes)");
+
+  // Memory the records will take (every dimension is bounded above, so no product overflows a
+  // double's exact range), checked against what this process may allocate before allocating it.
+  const bool keepLogits = logits && opts.logits;
+  const double perToken = static_cast<double>(sizeof(TokenTrace)) +
+                          4.0 * static_cast<double>((keepLogits ? V : 0) + 4 * An * nh + Mn + Xn * (E + K + 1) +
+                                                    2 * (L + 1) + (delta ? 2 * Mn * Di : 0));
+  const double rowBytes = rows ? 4.0 * static_cast<double>(An * nh) *
+                                     (static_cast<double>(T) * static_cast<double>(nReg + 2) +
+                                      static_cast<double>(T) * static_cast<double>(T - 1) / 2)
+                               : 0.0;
+  const double need = perToken * static_cast<double>(T) + rowBytes;
+  const AvailableMemory avail = available_memory();
+  if (need > static_cast<double>(avail.bytes))
+    rd.fail("importing needs " + std::to_string(static_cast<uint64_t>(need / 1e6)) + " MB of memory, more than the " +
+            describe(avail));
+
+  // Per-token scalars, checked where the views index with them.
   for (int64_t t = 0; t < T; ++t) {
-    TokenTrace& r = run.records[static_cast<size_t>(t)];
+    int32_t id = 0, layer = 0;
+    int64_t kvb = 0, stb = 0;
+    copyOut(ids, t, 1, &id);
+    copyOut(nonf, t, 1, &layer);
+    copyOut(kv, t, 1, &kvb);
+    copyOut(st, t, 1, &stb);
+    const int64_t vocab = V > 0 || opts.config ? c.vocab_size : INT32_MAX;
+    if (id < 0 || id >= vocab)
+      rd.fail("tensor 'token_ids': token " + std::to_string(t) + " is " + std::to_string(id) + ", allowed [0, " +
+              std::to_string(vocab) + ")");
+    if (layer < -1 || layer >= L)
+      rd.fail("tensor 'nonfinite_layer': token " + std::to_string(t) + ": layer " + std::to_string(layer) +
+              ", allowed [-1, " + std::to_string(L) + ")");
+    if (kvb < 0 || stb < 0)
+      rd.fail("tensor '" + std::string(kvb < 0 ? "kv_cache_bytes" : "ssm_state_bytes") + "': token " +
+              std::to_string(t) + ": negative byte count " + std::to_string(std::min(kvb, stb)));
+  }
+  if (topk) {
+    for (int64_t i = 0; i < T * Xn * K; ++i) {
+      int32_t e = 0;
+      copyOut(topk, i, 1, &e);
+      if (e < 0 || e >= E)
+        rd.fail("tensor 'router_topk': expert " + std::to_string(e) + " at token " + std::to_string(i / (Xn * K)) +
+                ", allowed [0, " + std::to_string(E) + ")");
+    }
+  }
+
+  Recording rec;
+  rec.checkpoint.name = metaOr("checkpoint");
+  rec.checkpoint.config_sha256 = metaOr("config_sha256");
+  rec.engine_version = metaOr("engine_version");
+  rec.config = c;
+  rec.tokens.resize(static_cast<size_t>(T));
+  copyOut(ids, 0, T, rec.tokens.data());
+  if (V == 0 && !opts.config)  // no logits and no config: the vocabulary spans the ids seen
+    rec.config.vocab_size = *std::max_element(rec.tokens.begin(), rec.tokens.end()) + int64_t{1};
+  Run run;
+  run.label = "A";
+  const std::string norm = metaOr("normalizer");
+  run.settings.normalizer_override = !norm.empty() && norm != "as-trained";
+  if (run.settings.normalizer_override && !parse_normalizer(norm, &run.settings.normalizer))
+    rd.fail("metadata 'normalizer' = " + quote_name(norm) + ", expected as-trained, softmax, softmax1 or sink");
+  run.settings.registers = static_cast<int>(nReg);
+  run.settings.registers_used = static_cast<int>(nReg);
+  run.settings.adapter = metaOr("adapter");
+  run.settings.backend = metaOr("backend");
+  run.settings.full = rows || delta;
+  run.prompt_tokens = T;
+
+  // One tensor at a time into every record, so each tensor's pages go back once copied.
+  std::vector<TokenTrace>& recs = run.records;
+  recs.resize(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    TokenTrace& r = recs[static_cast<size_t>(t)];
     r.token_id = rec.tokens[static_cast<size_t>(t)];
     r.position = static_cast<int32_t>(t);
-    if (logits && opts.logits) r.logits = slice<float>(logits, t, V);
-    if (An > 0) {
-      r.attn_entropy = slice<float>(ent, t, An * nh);
-      r.attn_entropy_norm = slice<float>(entN, t, An * nh);
-      r.attn_mass = slice<float>(mass, t, An * nh);
-      r.attn_max_logit = slice<float>(maxl, t, An * nh);
-    }
-    if (Mn > 0) r.ssm_delta_mean = slice<float>(dmean, t, Mn);
-    if (probs) {
-      r.router_probs = slice<float>(probs, t, Xn * E);
-      r.router_topk = slice<int32_t>(topk, t, Xn * K);
-      r.router_lse = slice<float>(lse, t, Xn);
-      for (int32_t e : r.router_topk)
-        if (e < 0 || e >= E)
-          rd.fail("router_topk: expert " + std::to_string(e) + " at token " + std::to_string(t) + ", expected [0, " +
-                  std::to_string(E) + ")");
-    }
-    r.rank1_distance = slice<float>(rank1, t, L + 1);
-    r.resid_max_abs = slice<float>(resid, t, L + 1);
     copyOut(nonf, t, 1, &r.nonfinite_layer);
     copyOut(kv, t, 1, &r.kv_cache_bytes);
     copyOut(st, t, 1, &r.ssm_state_bytes);
-    if (delta) {
-      r.ssm_delta = slice<float>(delta, t, Mn * Di);
-      r.ssm_retained = slice<float>(ret, t, Mn * Di);
-    }
-    if (rows) {
-      // (A_n, nh, n_reg + T + 1) → (A_n, nh, n_reg + t + 2): keys so far, then p_null (last column).
-      const int64_t cols = nReg + T + 1, have = nReg + t + 2;
-      r.attn_rows.resize(static_cast<size_t>(An * nh * have));
+  }
+  if (keepLogits) unstack(mapped, logits, V, recs, &TokenTrace::logits);
+  unstack(mapped, ent, An * nh, recs, &TokenTrace::attn_entropy);
+  unstack(mapped, entN, An * nh, recs, &TokenTrace::attn_entropy_norm);
+  unstack(mapped, mass, An * nh, recs, &TokenTrace::attn_mass);
+  unstack(mapped, maxl, An * nh, recs, &TokenTrace::attn_max_logit);
+  unstack(mapped, dmean, Mn, recs, &TokenTrace::ssm_delta_mean);
+  unstack(mapped, probs, Xn * E, recs, &TokenTrace::router_probs);
+  unstack(mapped, topk, Xn * K, recs, &TokenTrace::router_topk);
+  unstack(mapped, lse, Xn, recs, &TokenTrace::router_lse);
+  unstack(mapped, rank1, L + 1, recs, &TokenTrace::rank1_distance);
+  unstack(mapped, resid, L + 1, recs, &TokenTrace::resid_max_abs);
+  unstack(mapped, delta, Mn * Di, recs, &TokenTrace::ssm_delta);
+  unstack(mapped, ret, Mn * Di, recs, &TokenTrace::ssm_retained);
+  if (rows) {
+    // (A_n, nh, n_reg + T + 1) → (A_n, nh, n_reg + t + 2): keys so far, then p_null (last column).
+    const int64_t cols = nReg + T + 1;
+    uint64_t done = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t have = nReg + t + 2;
+      std::vector<float>& v = recs[static_cast<size_t>(t)].attn_rows;
+      v.resize(static_cast<size_t>(An * nh * have));
       for (int64_t s = 0; s < An * nh; ++s) {
         const int64_t src = (t * An * nh + s) * cols;
-        copyOut(rows, src, have - 1, r.attn_rows.data() + s * have);
-        copyOut(rows, src + cols - 1, 1, r.attn_rows.data() + s * have + have - 1);
+        copyOut(rows, src, have - 1, v.data() + s * have);
+        copyOut(rows, src + cols - 1, 1, v.data() + s * have + have - 1);
+      }
+      const uint64_t end = static_cast<uint64_t>((t + 1) * An * nh * cols) * 4;
+      if (end - done >= kReleaseStep) {
+        release(mapped, rows, done, end);
+        done = end;
       }
     }
+    release(mapped, rows, done, rows->nbytes());
   }
   rec.runs.push_back(std::move(run));
   return rec;
+}
+
+}  // namespace
+
+Recording parse_trace(const uint8_t* bytes, uint64_t size, const std::string& name, const TraceImportOptions& opts) {
+  const SafetensorsFile f = SafetensorsFile::parse(bytes, size, name);
+  return read_trace(f, name, false, UINT64_MAX, opts);
+}
+
+Recording import_trace(const std::string& path, const TraceImportOptions& opts) {
+  const SafetensorsFile f = SafetensorsFile::open(path);
+  struct stat st;
+  const uint64_t stored = ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_blocks) * 512 : UINT64_MAX;
+  return read_trace(f, base_name(path), true, stored, opts);
 }
 
 }  // namespace hl

@@ -7,6 +7,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "engine/core/sys_memory.h"
 #include "engine/io/config.h"
 #include "engine/probes/memory.h"
 
@@ -28,7 +29,7 @@ int runMemory(const std::vector<std::string>& args) {
   const int64_t n = a.getInt("context", 1, int64_t{1} << 31);
   const int64_t b = a.getIntOr("dtype-bytes", 2, 1, 8);
   const MemoryReport r = memory_report(c, n, b);
-  const uint64_t ram = physical_memory_bytes();
+  const uint64_t ram = physical_memory();  // the machine, not what is free: see `available_memory`
   if (a.has("json")) {
     nlohmann::json j = {{"context", n},
                         {"dtype_bytes", b},

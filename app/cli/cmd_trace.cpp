@@ -33,7 +33,7 @@ ArgParser traceParser() {
   addInputOptions(p, "append up to N greedy tokens (stops after an EOS)");
   addModelOptions(p);
   p.flag("full", "also write attn_rows, ssm_delta and ssm_retained (large)")
-      .option("memory-budget", "SIZE", "refuse a model needing more memory (e.g. 8G; default: physical RAM)")
+      .option("memory-budget", "SIZE", "refuse a model needing more memory (e.g. 8G; default: the memory available)")
       .option("max-context", "N", "most tokens in the run (default: config.json max_position_embeddings)")
       .option("out", "FILE", "trace file to write (.safetensors)", true);
   return p;

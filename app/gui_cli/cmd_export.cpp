@@ -2,6 +2,8 @@
 // file (sessions/trace_import.h; heatmaps need a --full trace) or a session file, optionally DoRA
 // rows, and writes <out>/<view>.<format> plus <out>/<view>.csv through the views' own export
 // (views/figure_export.h) on Qt's offscreen platform. Needs the Qt build (HL_BUILD_GUI).
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -119,10 +121,9 @@ int runExport(const std::vector<std::string>& args) {
       const std::string dir = a.get("checkpoint");
       cfg = load_config_file(dir + "/config.json");
       io.config = &cfg;
-      if (FILE* f = std::fopen((dir + "/tokenizer.model").c_str(), "rb")) {
-        std::fclose(f);
-        tok = Tokenizer::load(dir + "/tokenizer.model");
-      }
+      const std::string tp = dir + "/tokenizer.model";
+      struct stat st;
+      if (::lstat(tp.c_str(), &st) == 0) tok = Tokenizer::load(tp);  // load refuses a FIFO or a device
     }
     rec = import_trace(a.get("trace"), io);
     if (tok) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "engine/core/error.h"
+#include "engine/core/sys_memory.h"
 #include "engine/core/thread_pool.h"
 #include "engine/io/json_util.h"
 #include "engine/io/safetensors.h"
@@ -30,11 +31,6 @@ std::string tensor_name(const std::string& path, const char* suffix) {
 
 std::string where(const std::string& tensor) {
   return std::string(Adapter::kWeightsName) + ": tensor '" + tensor + "'";
-}
-
-uint64_t physical_ram_bytes() {  // 0 when unknown
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
 }
 
 bool valid_module_path(const std::string& p) {
@@ -357,11 +353,12 @@ void merge_adapter(Model& m, const Adapter& a, uint64_t memory_budget_bytes) {
   // Resource estimate before the first allocation (reliability-checklist.md).
   uint64_t need = 0;
   for (const AdapterModule& am : a.modules) need += static_cast<uint64_t>(am.rows) * am.cols * sizeof(float);
-  const uint64_t budget = memory_budget_bytes ? memory_budget_bytes : physical_ram_bytes();
-  if (budget && need > budget)
+  const AvailableMemory avail = memory_budget_bytes ? AvailableMemory{} : available_memory();
+  const uint64_t budget = memory_budget_bytes ? memory_budget_bytes : avail.bytes;
+  if (need > budget)
     throw LoadError(a.dir + ": merging needs " + std::to_string(need) + " bytes of fp32 weights, more than the " +
-                    (memory_budget_bytes ? "memory budget of " : "physical RAM of ") + std::to_string(budget) +
-                    " bytes");
+                    (memory_budget_bytes ? "memory budget of " + std::to_string(budget) + " bytes"
+                                         : std::to_string(budget) + " bytes available (" + avail.source + ")"));
   std::map<std::string, LinearModule> by_path;
   for (const LinearModule& lm : linear_modules(m, true)) by_path[lm.path] = lm;
 

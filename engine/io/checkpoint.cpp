@@ -14,6 +14,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
+#include "engine/io/file_check.h"
 #include "engine/io/json_util.h"
 
 namespace hl {
@@ -21,15 +22,17 @@ namespace {
 
 constexpr const char* kIndexName = "model.safetensors.index.json";
 
-bool is_file(const std::string& path) {
+// Something is there (a file, a symlink, a FIFO...): the reader then refuses what is not a regular
+// file with "is not a regular file" rather than reporting it missing.
+bool exists(const std::string& path) {
   struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);  // follows symlinks (HF cache layout)
+  return ::lstat(path.c_str(), &st) == 0;
 }
 
 // A shard name must name a file directly inside the folder.
 void check_shard_name(const std::string& name) {
   auto bad = [&](const std::string& why) {
-    return LoadError(std::string(kIndexName) + ": shard '" + name + "' " + why +
+    return LoadError(std::string(kIndexName) + ": shard " + quote_name(name) + " " + why +
                      "; a shard must be a plain file name in the checkpoint folder");
   };
   if (name.empty()) throw bad("is empty");
@@ -83,7 +86,8 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const LoadProgress& progr
   Checkpoint c;
   c.dir_ = dir;
   const std::string config_path = dir + "/config.json";
-  if (!is_file(config_path)) throw LoadError(dir + ": no config.json (expected a Hugging Face model folder)");
+  if (!exists(config_path)) throw LoadError(dir + ": no config.json (expected a Hugging Face model folder)");
+  check_regular_file(config_path, "config.json");
   std::string config_text = read_file_limited(config_path, kMaxConfigBytes, "config.json");
   c.config_sha256_ = sha256_hex(config_text.data(), config_text.size());
   c.config_ = parse_config(config_text, "config.json");
@@ -91,9 +95,9 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const LoadProgress& progr
   // Which files hold the tensors (Hugging Face prefers the single file when both exist).
   std::map<std::string, std::string> weight_map;
   bool sharded = false;
-  if (is_file(dir + "/model.safetensors")) {
+  if (exists(dir + "/model.safetensors")) {
     c.file_names_ = {"model.safetensors"};
-  } else if (is_file(dir + "/" + kIndexName)) {
+  } else if (exists(dir + "/" + kIndexName)) {
     sharded = true;
     weight_map = read_index(dir + "/" + kIndexName);
     std::set<std::string> names;
@@ -110,9 +114,11 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const LoadProgress& progr
   for (size_t i = 0; i < c.file_names_.size(); ++i) {
     const std::string& name = c.file_names_[i];
     report(static_cast<int64_t>(i), "checking " + name);
-    if (!is_file(dir + "/" + name)) {
-      throw LoadError(std::string(kIndexName) + ": shard '" + name + "' named in weight_map is not a file in " + dir);
+    if (!exists(dir + "/" + name)) {
+      throw LoadError(std::string(kIndexName) + ": shard " + quote_name(name) +
+                      " named in weight_map is not a file in " + dir);
     }
+    check_regular_file(dir + "/" + name, "shard");
     c.shards_.push_back(SafetensorsFile::open(dir + "/" + name));
   }
   report(total - 1, "checking tensor names");
@@ -123,7 +129,7 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const LoadProgress& progr
     for (const TensorInfo& t : c.shards_[s].tensors()) {
       auto [it, inserted] = owner.emplace(t.name, s);
       if (!inserted) {
-        throw LoadError(c.file_names_[s] + ": duplicate tensor name '" + t.name + "': it is also in " +
+        throw LoadError(c.file_names_[s] + ": duplicate tensor name " + quote_name(t.name) + ": it is also in " +
                         c.file_names_[it->second]);
       }
       c.by_name_[t.name] = &t;
@@ -133,13 +139,13 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const LoadProgress& progr
     for (const auto& [tensor, file] : weight_map) {
       auto it = owner.find(tensor);
       if (it == owner.end() || c.file_names_[it->second] != file) {
-        throw LoadError(std::string(kIndexName) + ": tensor '" + tensor + "' is mapped to '" + file +
+        throw LoadError(std::string(kIndexName) + ": tensor " + quote_name(tensor) + " is mapped to '" + file +
                         "', but that file has no tensor of that name");
       }
     }
     for (const auto& [tensor, s] : owner) {
       if (!weight_map.count(tensor)) {
-        throw LoadError(c.file_names_[s] + ": tensor '" + tensor + "' is not listed in the weight_map of " +
+        throw LoadError(c.file_names_[s] + ": tensor " + quote_name(tensor) + " is not listed in the weight_map of " +
                         kIndexName);
       }
     }
@@ -150,7 +156,7 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const LoadProgress& progr
 
 std::string Checkpoint::tokenizer_path() const {
   std::string p = dir_ + "/tokenizer.model";
-  return is_file(p) ? p : std::string();
+  return exists(p) ? p : std::string();
 }
 
 const TensorInfo* Checkpoint::find(const std::string& name) const {

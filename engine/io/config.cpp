@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/io/input_limits.h"
 #include "engine/io/json_util.h"
 #include "engine/io/safetensors.h"
 
@@ -162,10 +163,10 @@ JambaConfig parse_config(const std::string& json_text, const std::string& source
   }
 
   // Sizes first: later checks refer to them.
-  r.integer("vocab_size", &c.vocab_size, 1, int64_t{1} << 24);
-  r.integer("hidden_size", &c.hidden_size, 1, 65536);
+  r.integer("vocab_size", &c.vocab_size, 1, limits::kMaxVocab);
+  r.integer("hidden_size", &c.hidden_size, 1, limits::kMaxHidden);
   r.integer("intermediate_size", &c.intermediate_size, 1, int64_t{1} << 20);
-  r.integer("num_hidden_layers", &c.num_hidden_layers, 1, 1024);
+  r.integer("num_hidden_layers", &c.num_hidden_layers, 1, limits::kMaxLayers);
   r.integer("num_attention_heads", &c.num_attention_heads, 1, c.hidden_size);
   if (c.hidden_size % c.num_attention_heads != 0) {
     r.fail("num_attention_heads", "is " + std::to_string(c.num_attention_heads) + ", must divide hidden_size " +
@@ -222,7 +223,7 @@ JambaConfig parse_config(const std::string& json_text, const std::string& source
   const json* ne = r.get("num_experts");
   const json* nle = r.get("num_local_experts");  // v5 attribute_map alias
   if (ne && nle && *ne != *nle) r.fail("num_local_experts", "is " + nle->dump() + " but num_experts is " + ne->dump());
-  r.integer(ne ? "num_experts" : "num_local_experts", &c.num_experts, 1, 1024);
+  r.integer(ne ? "num_experts" : "num_local_experts", &c.num_experts, 1, limits::kMaxExperts);
   r.integer("num_experts_per_tok", &c.num_experts_per_tok, 1, c.num_experts);
   if (!r.get("num_experts_per_tok") && c.num_experts_per_tok > c.num_experts) {
     r.fail("num_experts_per_tok",
@@ -243,7 +244,7 @@ JambaConfig parse_config(const std::string& json_text, const std::string& source
   // Mamba.
   r.integer("mamba_d_state", &c.mamba_d_state, 1, 1024);
   r.integer("mamba_d_conv", &c.mamba_d_conv, 1, 64);
-  r.integer("mamba_expand", &c.mamba_expand, 1, 64);
+  r.integer("mamba_expand", &c.mamba_expand, 1, limits::kMaxMambaExpand);
   c.mamba_dt_rank_auto = true;  // JambaConfig default is "auto"
   if (const json* v = r.get("mamba_dt_rank")) {
     if (v->is_string()) {

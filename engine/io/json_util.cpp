@@ -109,7 +109,7 @@ const char* json_type_name(const nlohmann::json& v) {
 }
 
 std::string read_file_limited(const std::string& path, uint64_t max_bytes, const std::string& what) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
   if (fd < 0) throw LoadError(what + ": cannot open: " + std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
@@ -123,7 +123,7 @@ std::string read_file_limited(const std::string& path, uint64_t max_bytes, const
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw LoadError(what + ": not a regular file");
+    throw LoadError(what + ": is not a regular file (a FIFO, a device or a socket)");
   }
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     ::close(fd);

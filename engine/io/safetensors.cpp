@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/io/file_check.h"
 #include "engine/io/json_util.h"
 
 namespace hl {
@@ -47,7 +48,7 @@ int64_t TensorInfo::numel() const {
 // MappedFile
 
 std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
   if (fd < 0) throw LoadError(path + ": cannot open: " + std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
@@ -61,7 +62,7 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw LoadError(path + ": not a regular file");
+    throw LoadError(path + ": is not a regular file (a FIFO, a device or a socket)");
   }
   if (st.st_size == 0) {
     ::close(fd);
@@ -209,13 +210,13 @@ class HeaderSax {
         return true;
       }
       auto [it, inserted] = names_.emplace(k, tensors.size());
-      if (!inserted) fail("duplicate tensor name '" + k + "' (each tensor must appear once)");
+      if (!inserted) fail("duplicate tensor name " + quote_name(k) + " (each tensor must appear once)");
       tensors.emplace_back();
       tensors.back().name = k;
       return true;
     }
     if (depth_ == 2 && in_metadata_) {
-      if (metadata.count(k)) fail("__metadata__: key '" + k + "' appears twice");
+      if (metadata.count(k)) fail("__metadata__: key " + quote_name(k) + " appears twice");
       meta_key_ = k;
       return true;
     }
@@ -233,10 +234,10 @@ class HeaderSax {
         seen = &t.has_offsets;
       } else {
         field_ = Field::None;
-        fail(tensor_ctx() + "unknown field '" + k + "' (allowed: dtype, shape, data_offsets)");
+        fail(tensor_ctx() + "unknown field " + quote_name(k) + " (allowed: dtype, shape, data_offsets)");
         return true;
       }
-      if (*seen) fail(tensor_ctx() + "field '" + k + "' appears twice");
+      if (*seen) fail(tensor_ctx() + "field " + quote_name(k) + " appears twice");
       *seen = true;
       return true;
     }
@@ -262,7 +263,7 @@ class HeaderSax {
   void fail(const std::string& m) {
     if (error.empty()) error = m;
   }
-  std::string tensor_ctx() const { return "tensor '" + tensors.back().name + "': "; }
+  std::string tensor_ctx() const { return "tensor " + quote_name(tensors.back().name) + ": "; }
   const char* field_name() const {
     return field_ == Field::Dtype ? "dtype" : field_ == Field::Shape ? "shape" : "data_offsets";
   }
@@ -279,7 +280,7 @@ class HeaderSax {
       else
         fail(tensor_ctx() + "entry must be an object with dtype, shape, data_offsets; got " + what);
     } else if (depth_ == 2 && in_metadata_) {
-      fail("__metadata__: value of '" + meta_key_ + "' must be a string, got " + what);
+      fail("__metadata__: value of " + quote_name(meta_key_) + " must be a string, got " + what);
     } else if (depth_ == 2 && in_tensor_ && field_ != Field::None) {
       fail(tensor_ctx() + "field '" + field_name() + "' must be " +
            (field_ == Field::Dtype ? "a string" : "an array of non-negative integers") + ", got " + what);
@@ -373,9 +374,10 @@ SafetensorsFile SafetensorsFile::parse(const uint8_t* bytes, uint64_t size, cons
   std::vector<TensorInfo> ts;
   ts.reserve(sax.tensors.size());
   for (RawTensor& r : sax.tensors) {
-    std::string ctx = "tensor '" + r.name + "': ";
+    std::string ctx = "tensor " + quote_name(r.name) + ": ";
     auto dt = dtype_from_name(r.dtype);
-    if (!dt) throw err(ctx + "dtype '" + r.dtype + "' is not supported (supported: F32, F16, BF16, I32, I64)");
+    if (!dt)
+      throw err(ctx + "dtype " + quote_name(r.dtype) + " is not supported (supported: F32, F16, BF16, I32, I64)");
     TensorInfo t;
     t.name = std::move(r.name);
     t.dtype = *dt;
@@ -407,14 +409,15 @@ SafetensorsFile SafetensorsFile::parse(const uint8_t* bytes, uint64_t size, cons
   uint64_t prev_end = 0;
   const TensorInfo* prev = nullptr;
   for (const TensorInfo& t : ts) {
-    std::string ctx = "tensor '" + t.name + "': data_offsets " + offsets_str(t);
+    std::string ctx = "tensor " + quote_name(t.name) + ": data_offsets " + offsets_str(t);
     if (t.begin < prev_end) {
-      throw err(ctx + " overlap the previous tensor '" + prev->name + "' ending at " + std::to_string(prev_end));
+      throw err(ctx + " overlap the previous tensor " + quote_name(prev->name) + " ending at " +
+                std::to_string(prev_end));
     }
     if (t.begin > prev_end) {
       if (!prev) throw err(ctx + " leave a gap: the first tensor must begin at 0");
-      throw err(ctx + " leave a gap of " + std::to_string(t.begin - prev_end) + " bytes after the previous tensor '" +
-                prev->name + "' ending at " + std::to_string(prev_end));
+      throw err(ctx + " leave a gap of " + std::to_string(t.begin - prev_end) + " bytes after the previous tensor " +
+                quote_name(prev->name) + " ending at " + std::to_string(prev_end));
     }
     if (t.end > data_size) {
       throw err(ctx + " run past the end of the data section (" + std::to_string(data_size) +

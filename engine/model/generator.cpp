@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/core/sys_memory.h"
 #include "engine/core/thread_pool.h"
 #include "engine/io/safetensors.h"
 
@@ -352,12 +353,6 @@ void assign_shards(std::vector<TensorSpec>* specs, int shards) {
   }
 }
 
-uint64_t physical_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return uint64_t{8} << 30;
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
-}
-
 std::string gib(uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(uint64_t{1} << 30));
@@ -426,12 +421,14 @@ void generate_checkpoint(const std::string& out_dir, const GenerateOptions& opts
     total_bytes += s.t.nbytes();
     max_floats = std::max<uint64_t>(max_floats, static_cast<uint64_t>(s.t.numel()));
   }
-  const uint64_t budget = opts.memory_budget_bytes ? opts.memory_budget_bytes : physical_memory_bytes() / 2;
+  const AvailableMemory avail = available_memory();
+  const uint64_t budget = opts.memory_budget_bytes ? opts.memory_budget_bytes : avail.bytes / 2;
   for (size_t k = 0; k < files.size(); ++k) {
     const uint64_t need = 2 * shard_bytes[k] + 4 * max_floats;
     if (need > budget)
       throw Error("generate: " + files[k] + " needs about " + gib(need) + " of memory while written (budget " +
-                  gib(budget) + "); use more shards");
+                  gib(budget) + (opts.memory_budget_bytes ? "" : ", half of " + describe(avail)) +
+                  "); use more shards");
   }
 
   std::error_code ec;

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "engine/core/error.h"
+#include "engine/core/sys_memory.h"
 
 namespace hl {
 namespace {
@@ -44,11 +45,6 @@ uint64_t widened_bytes(const JambaConfig& c) {
     }
   }
   return floats * sizeof(float);
-}
-
-uint64_t physical_ram() {
-  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : UINT64_MAX;
 }
 
 bool is_float_dtype(DType t) {
@@ -269,11 +265,13 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
 
   // Resource estimate before the first allocation (reliability-checklist.md).
   const uint64_t tensors = ck.total_tensor_bytes(), widened = widened_bytes(c);
-  const uint64_t budget = opts.memory_budget_bytes ? opts.memory_budget_bytes : physical_ram();
+  const AvailableMemory avail = opts.memory_budget_bytes ? AvailableMemory{} : available_memory();
+  const uint64_t budget = opts.memory_budget_bytes ? opts.memory_budget_bytes : avail.bytes;
   if (tensors + widened > budget) {
     throw LoadError(m.name + ": the model needs " + format_bytes(tensors + widened) + " (" + format_bytes(tensors) +
                     " of tensors + " + format_bytes(widened) + " of widened vectors), more than the memory budget of " +
-                    format_bytes(budget) + (opts.memory_budget_bytes ? "" : " (physical RAM)"));
+                    format_bytes(budget) +
+                    (opts.memory_budget_bytes ? " (--memory-budget)" : " (" + avail.source + ")"));
   }
   for (const auto& map : ck.mappings()) m.keep_alive.push_back(map);
 

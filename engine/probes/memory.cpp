@@ -28,11 +28,4 @@ MemoryReport memory_report(const JambaConfig& c, int64_t context, int64_t bytes_
   return r;
 }
 
-uint64_t physical_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return 0;
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
-}
-
 }  // namespace hl

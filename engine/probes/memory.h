@@ -20,7 +20,4 @@ struct MemoryReport {
 };
 MemoryReport memory_report(const JambaConfig& c, int64_t context, int64_t bytes_per_element);
 
-// Physical memory of this machine in bytes (0 if unknown).
-uint64_t physical_memory_bytes();
-
 }  // namespace hl

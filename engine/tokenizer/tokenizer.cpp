@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "engine/core/error.h"
+#include "engine/io/file_check.h"
 #include "engine/tokenizer/sp_model_check.h"
 
 namespace hl {
@@ -21,6 +22,7 @@ namespace {
 constexpr uint64_t kMaxModelBytes = uint64_t{64} << 20;  // real SentencePiece models are < 5 MB
 
 std::string read_model_file(const std::string& path) {
+  check_regular_file(path, "tokenizer model");  // before fopen: a FIFO would block it, /dev/zero never ends
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw LoadError(path + ": cannot open tokenizer model: " + std::strerror(errno));
   struct stat st {};

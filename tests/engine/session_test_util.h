@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/checksum.h"
 #include "engine/core/error.h"
 #include "sessions/recording.h"
 #include "sessions/session_file.h"
@@ -167,11 +168,40 @@ inline std::vector<uint8_t> with_header_text(const std::vector<uint8_t>& b, cons
 
 using ojson = nlohmann::ordered_json;
 
-// Edits the safetensors header JSON (tensor entries) with fn.
-inline std::vector<uint8_t> edit_header(const std::vector<uint8_t>& b, const std::function<void(ojson&)>& fn) {
+// Recomputes the checksums a writer stores after an edit (each tensor's in the manifest's
+// "checksums", the manifest's in __metadata__), so a corruption row reaches the check behind them.
+// Files without checksums, manifests that are not JSON and offsets outside the data are left as they are.
+inline std::vector<uint8_t> reseal(const std::vector<uint8_t>& b) {
+  ojson h = ojson::parse(header_text(b));
+  auto meta = h.find("__metadata__");
+  if (meta == h.end() || !meta->is_object() || !meta->contains(kSessionMetadataKey)) return b;
+  std::string text = (*meta)[kSessionMetadataKey].get<std::string>();
+  ojson m = ojson::parse(text, nullptr, false);
+  if (m.is_object() && m.contains("checksums") && m["checksums"].contains("tensors")) {
+    uint64_t n = 0;
+    std::memcpy(&n, b.data(), 8);
+    for (auto& el : m["checksums"]["tensors"].items()) {
+      const std::string name = el.key();
+      if (!h.contains(name) || !h[name].contains("data_offsets")) continue;
+      const uint64_t lo = h[name]["data_offsets"][0].get<uint64_t>(), hi = h[name]["data_offsets"][1].get<uint64_t>();
+      if (lo > hi || 8 + n + hi > b.size()) continue;
+      el.value() = checksum_hex(checksum64(b.data() + 8 + n + lo, hi - lo));
+    }
+    text = m.dump();
+    (*meta)[kSessionMetadataKey] = text;
+  }
+  if (meta->contains(kSessionManifestChecksumKey))
+    (*meta)[kSessionManifestChecksumKey] = checksum_hex(checksum64(text.data(), text.size()));
+  return with_header_text(b, h.dump());
+}
+
+// Edits the safetensors header JSON (tensor entries) with fn; then reseals the checksums unless told not to.
+inline std::vector<uint8_t> edit_header(const std::vector<uint8_t>& b, const std::function<void(ojson&)>& fn,
+                                        bool resealed = true) {
   ojson h = ojson::parse(header_text(b));
   fn(h);
-  return with_header_text(b, h.dump());
+  const std::vector<uint8_t> out = with_header_text(b, h.dump());
+  return resealed ? reseal(out) : out;
 }
 
 // Edits the manifest JSON with fn.
@@ -188,14 +218,15 @@ inline std::vector<uint8_t> set_manifest_text(const std::vector<uint8_t>& b, con
   return edit_header(b, [&](ojson& h) { h["__metadata__"][kSessionMetadataKey] = text; });
 }
 
-// Overwrites element i of a 4-byte tensor in the data section.
-inline std::vector<uint8_t> poke_i32(std::vector<uint8_t> b, const std::string& tensor, size_t i, int32_t v) {
+// Overwrites element i of a 4-byte tensor in the data section (checksums resealed unless told not to).
+inline std::vector<uint8_t> poke_i32(std::vector<uint8_t> b, const std::string& tensor, size_t i, int32_t v,
+                                     bool resealed = true) {
   const ojson h = ojson::parse(header_text(b));
   uint64_t n = 0;
   std::memcpy(&n, b.data(), 8);
   const uint64_t at = 8 + n + h[tensor]["data_offsets"][0].get<uint64_t>() + 4 * i;
   std::memcpy(b.data() + at, &v, 4);
-  return b;
+  return resealed ? reseal(b) : b;
 }
 
 }  // namespace hl::test

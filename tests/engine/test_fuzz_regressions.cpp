@@ -3,6 +3,8 @@
 // every seed corpus file through the same entry points as the fuzzers (load, or throw LoadError).
 // Not the readers' own corruption tables: test_safetensors.cpp, test_adapter.cpp, test_session_corrupt.cpp.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -13,13 +15,17 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/core/dtype.h"
 #include "engine/io/adapter.h"
+#include "engine/io/checkpoint.h"
 #include "engine/io/config.h"
 #include "engine/io/safetensors.h"
 #include "engine/model/loader.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "sessions/session_file.h"
+#include "sessions/trace_import.h"
 #include "test_util.h"
 
 using namespace hl;
@@ -266,4 +272,76 @@ TEST(FuzzCorpus, Session_EverySeedLoadsOrThrowsLoadError) {
                      (void)parse_session(reinterpret_cast<const uint8_t*>(buf.data()), b.size(), "seed");
                    }),
             0);
+}
+
+TEST(FuzzCorpus, Trace_EverySeedImportsOrThrowsLoadError) {
+  EXPECT_GE(replay("trace",
+                   [](const std::string& b) {
+                     std::vector<uint64_t> buf(b.size() / 8 + 1);
+                     std::memcpy(buf.data(), b.data(), b.size());
+                     (void)parse_trace(reinterpret_cast<const uint8_t*>(buf.data()), b.size(), "seed");
+                   }),
+            4);
+}
+
+// ---- issue 18 item 11: names with control characters, files that are not regular files ----------
+
+// A NUL (or newline) in a shard name from model.safetensors.index.json is escaped: the message keeps
+// what follows it and stays on one line.
+TEST(FuzzRegression, ShardNameWithNul_EscapedInTheMessage) {
+  for (const std::string& name : {std::string("evil\0tail.safetensors", 21), std::string("two\nlines/x")}) {
+    TempDir d;
+    hl::test::write_text(d / "config.json", config_to_json(hl::test::tiny_config()));
+    const std::string index = "{\"weight_map\": {\"model.embed_tokens.weight\": " + nlohmann::json(name).dump() + "}}";
+    hl::test::write_text(d / "model.safetensors.index.json", index);
+    const std::string msg = hl::test::load_error_of([&] { Checkpoint::open(d.path); });
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\0'), std::string::npos) << msg;
+    EXPECT_NE(msg.find(name[0] == 'e' ? "'evil\\x00tail.safetensors'" : "'two\\nlines/x'"), std::string::npos) << msg;
+  }
+}
+
+// A FIFO, or a symlink to /dev/zero, where a file is read (tokenizer.model, config.json, a shard,
+// adapter files) is refused as "not a regular file": never "has no tokenizer.model", never a hang.
+TEST(FuzzRegression, FifoOrDevZeroInsteadOfAFile_NotARegularFile) {
+  auto fifo = [](const std::string& p) { ASSERT_EQ(::mkfifo(p.c_str(), 0600), 0) << p; };
+  auto zero = [](const std::string& p) { ASSERT_EQ(::symlink("/dev/zero", p.c_str()), 0) << p; };
+  for (const auto& make : std::vector<std::function<void(const std::string&)>>{fifo, zero}) {
+    {  // tokenizer.model: the checkpoint reports it present, the tokenizer refuses it
+      TempDir d;
+      hl::test::write_tiny_checkpoint(d.path, hl::test::tiny_config());
+      make(d / "tokenizer.model");
+      const std::string path = Checkpoint::open(d.path).tokenizer_path();
+      ASSERT_EQ(path, d / "tokenizer.model");
+      EXPECT_NE(hl::test::load_error_of([&] { Tokenizer::load(path); }).find("tokenizer model is not a regular file ("),
+                std::string::npos);
+    }
+    {  // config.json
+      TempDir d;
+      hl::test::write_tiny_checkpoint(d.path, hl::test::tiny_config());
+      fs::remove(d / "config.json");
+      make(d / "config.json");
+      EXPECT_NE(hl::test::load_error_of([&] { Checkpoint::open(d.path); }).find("config.json is not a regular file ("),
+                std::string::npos);
+    }
+    {  // model.safetensors
+      TempDir d;
+      hl::test::write_tiny_checkpoint(d.path, hl::test::tiny_config());
+      fs::remove(d / "model.safetensors");
+      make(d / "model.safetensors");
+      EXPECT_NE(hl::test::load_error_of([&] { Checkpoint::open(d.path); }).find("is not a regular file ("),
+                std::string::npos);
+    }
+    {  // adapter_config.json and adapter_model.safetensors
+      for (const char* which : {"adapter_config.json", "adapter_model.safetensors"}) {
+        TempDir d;
+        hl::test::write_text(d / "adapter_config.json",
+                             R"({"peft_type": "LORA", "r": 2, "lora_alpha": 4, "target_modules": ["in_proj"]})");
+        if (std::string(which) == "adapter_config.json") fs::remove(d / "adapter_config.json");
+        make(d / which);
+        const std::string msg = hl::test::load_error_of([&] { read_adapter(d.path); });
+        EXPECT_NE(msg.find("is not a regular file"), std::string::npos) << which << ": " << msg;
+      }
+    }
+  }
 }

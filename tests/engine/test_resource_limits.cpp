@@ -66,7 +66,7 @@ TEST(MemoryBudget, TooSmall_RefusedWithNeededAndBudget_EnoughLoads) {
 TEST(MemoryBudget, DefaultPhysicalRam_LoadsSmallModel_ExplicitBudgetInMessage) {
   TempDir d;
   hl::test::write_tiny_checkpoint(d.path, hl::test::tiny_config());
-  LoadOptions o;  // budget 0: the physical RAM
+  LoadOptions o;  // budget 0: the memory available (engine/core/sys_memory.h)
   EXPECT_NO_THROW(load_model(d.path, o));
   o.memory_budget_bytes = 1;
   const std::string msg = error_of([&] { load_model(d.path, o); });

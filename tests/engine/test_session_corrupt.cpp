@@ -3,6 +3,11 @@
 // corpus (tests/fuzz/corpus/session) loads or fails the same way; every truncation fails cleanly.
 #include <dirent.h>
 
+#include <xxhash.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -22,6 +27,19 @@ const std::vector<uint8_t>& valid_bytes() {
     return serialize_session(rec);
   }();
   return bytes;
+}
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// b with byte i of a tensor's data XORed with mask (no checksum resealed).
+std::vector<uint8_t> flip_in_tensor(std::vector<uint8_t> b, const std::string& tensor, size_t i, uint8_t mask) {
+  uint64_t n = 0;
+  std::memcpy(&n, b.data(), 8);
+  b[8 + n + ojson::parse(header_text(b))[tensor]["data_offsets"][0].get<uint64_t>() + i] ^= mask;
+  return b;
 }
 
 std::string parse_error(const std::vector<uint8_t>& b) {
@@ -162,6 +180,48 @@ std::vector<Case> corruption_table() {
        "tensor 'runs/A/router_topk': token 1: expert 4 outside [0, 4)"},
       {"nonfinite layer out of range", [](const B& b) { return poke_i32(b, "runs/A/nonfinite_layer", 0, 4); },
        "layer 4 outside [-1, 4)"},
+      // Checksums (issue 18 item 9): damage the checks above cannot see.
+      {"tensor data damaged (a value still in range)",
+       [](const B& b) { return flip_in_tensor(b, "runs/A/logits", 5, 0x01); },
+       "tensor 'runs/A/logits': checksum mismatch (stored "},
+      {"manifest damaged (a field still valid)",
+       [](const B& b) {
+         return edit_header(
+             b,
+             [](ojson& h) {
+               std::string m = h["__metadata__"][kSessionMetadataKey].get<std::string>();
+               m.replace(m.find("a prompt"), 8, "b prompt");
+               h["__metadata__"][kSessionMetadataKey] = m;
+             },
+             false);
+       },
+       "manifest: checksum mismatch (stored "},
+      {"manifest checksum not hex",
+       [](const B& b) {
+         return edit_header(
+             b, [](ojson& h) { h["__metadata__"][kSessionManifestChecksumKey] = "xyz"; }, false);
+       },
+       "'hybridlens_session_xxh3' is 'xyz', expected 16 hex digits"},
+      {"manifest checksum removed, tensor checksums kept",
+       [](const B& b) {
+         return edit_header(
+             b, [](ojson& h) { h["__metadata__"].erase(kSessionManifestChecksumKey); }, false);
+       },
+       "has 'checksums' but __metadata__ lacks the manifest's own 'hybridlens_session_xxh3'"},
+      {"unknown checksum algorithm",
+       [](const B& b) { return edit_manifest(b, [](ojson& m) { m["checksums"]["algorithm"] = "crc32"; }); },
+       "'algorithm' is 'crc32', expected \"xxh3_64\""},
+      {"tensor checksum not hex",
+       [](const B& b) { return edit_manifest(b, [](ojson& m) { m["checksums"]["tensors"]["ghost"] = "nope"; }); },
+       "checksums: tensor 'ghost': \"nope\" is not 16 hex digits"},
+      {"checksum of a tensor the file lacks",
+       [](const B& b) {
+         return edit_manifest(b, [](ojson& m) { m["checksums"]["tensors"]["ghost"] = std::string(16, '0'); });
+       },
+       "manifest checksums: tensor 'ghost' is not in the file"},
+      {"tensor without a checksum",
+       [](const B& b) { return edit_manifest(b, [](ojson& m) { m["checksums"]["tensors"].erase("tokens"); }); },
+       "tensor 'tokens' has no checksum in the manifest"},
   };
 }
 
@@ -204,6 +264,100 @@ TEST(SessionCorruption, ByteFlipsInTheHeader_LoadErrorOrValid) {
     } catch (const LoadError&) {
     }  // anything else escapes and fails the test
   }
+}
+
+// Issue 18 item 9: single-bit flips across a session — every bit of the 8-byte length, one byte in
+// 23 of the header (tensor table, manifest, padding) and the first, middle and last byte of every
+// tensor, three bits each — are each refused with a one-line LoadError naming the file, or load
+// into exactly the recording of the undamaged file (re-serialised byte for byte). Every flip inside
+// a tensor is a checksum mismatch naming that tensor.
+TEST(SessionChecksums, SingleBitFlips_RefusedOrProvablyHarmless) {
+  const std::vector<uint8_t>& b = valid_bytes();
+  const std::vector<uint8_t> again = serialize_session(parse_session(b.data(), b.size(), "good.hlsession"));
+  uint64_t n = 0;
+  std::memcpy(&n, b.data(), 8);
+  std::vector<std::pair<size_t, std::string>> at;  // byte position, the tensor it lies in ("" = header)
+  for (size_t i = 0; i < 8; ++i) at.push_back({i, ""});
+  for (size_t i = 8; i < 8 + n; i += 23) at.push_back({i, ""});
+  at.push_back({8 + n - 1, ""});  // the last header byte (padding when there is any)
+  const ojson h = ojson::parse(header_text(b));
+  int tensors = 0;
+  for (const auto& el : h.items()) {
+    if (el.key() == "__metadata__") continue;
+    const uint64_t lo = el.value()["data_offsets"][0].get<uint64_t>(),
+                   hi = el.value()["data_offsets"][1].get<uint64_t>();
+    if (hi == lo) continue;
+    ++tensors;
+    for (uint64_t o : {lo, lo + (hi - lo) / 2, hi - 1}) at.push_back({8 + n + o, el.key()});
+  }
+  int refused = 0, harmless = 0, flips = 0;
+  for (const auto& [pos, tensor] : at) {
+    for (int bit : {0, 4, 7}) {
+      if (pos < 8 && bit == 4) continue;
+      ++flips;
+      std::vector<uint8_t> x = b;
+      x[pos] ^= static_cast<uint8_t>(1u << bit);
+      SCOPED_TRACE("byte " + std::to_string(pos) + " bit " + std::to_string(bit) + " " + tensor);
+      try {
+        const Recording r = parse_session(x.data(), x.size(), "flip.hlsession");
+        EXPECT_EQ(serialize_session(r), again) << "loaded with changed values";
+        ++harmless;
+      } catch (const LoadError& e) {
+        const std::string msg = e.what();
+        EXPECT_EQ(msg.rfind("flip.hlsession: ", 0), 0u) << msg;
+        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+        if (!tensor.empty()) {
+          EXPECT_NE(msg.find("tensor '" + tensor + "': checksum mismatch"), std::string::npos) << msg;
+        }
+        ++refused;
+      }
+    }
+  }
+  EXPECT_GE(tensors, 27);
+  EXPECT_GE(flips, 27 * 3);
+  EXPECT_EQ(refused + harmless, flips);
+  std::printf("[ single-bit flips: %d, refused %d, loaded unchanged %d ]\n", flips, refused, harmless);
+}
+
+// The writer stores XXH3-64 (computed here by libxxhash directly) of every tensor's bytes and of the manifest.
+TEST(SessionChecksums, Writer_StoresXxh3OfEveryTensorAndTheManifest) {
+  const std::vector<uint8_t>& b = valid_bytes();
+  uint64_t n = 0;
+  std::memcpy(&n, b.data(), 8);
+  const ojson h = ojson::parse(header_text(b));
+  const std::string manifest = h["__metadata__"][kSessionMetadataKey].get<std::string>();
+  char want[17];
+  std::snprintf(want, sizeof want, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(manifest.data(), manifest.size())));
+  EXPECT_EQ(h["__metadata__"][kSessionManifestChecksumKey].get<std::string>(), want);
+  const ojson sums = ojson::parse(manifest)["checksums"]["tensors"];
+  size_t seen = 0;
+  for (const auto& el : h.items()) {
+    if (el.key() == "__metadata__") continue;
+    const uint64_t lo = el.value()["data_offsets"][0].get<uint64_t>(),
+                   hi = el.value()["data_offsets"][1].get<uint64_t>();
+    std::snprintf(want, sizeof want, "%016llx",
+                  static_cast<unsigned long long>(XXH3_64bits(b.data() + 8 + n + lo, hi - lo)));
+    EXPECT_EQ(sums[el.key()].get<std::string>(), want) << el.key();
+    ++seen;
+  }
+  EXPECT_EQ(seen, sums.size());
+}
+
+// A file written before checksums existed (tests/data/README.md) has neither field and still opens,
+// with the records it holds: saved again (now with checksums) it reads back to the same records.
+TEST(SessionChecksums, FileWrittenBeforeChecksums_StillOpens) {
+  const std::string path = std::string(HL_SOURCE_DIR) + "/tests/data/session_before_checksums.hlsession";
+  const std::string header = header_text(read_bytes(path));
+  ASSERT_EQ(header.find(kSessionManifestChecksumKey), std::string::npos) << "not an old file";
+  ASSERT_EQ(header.find("checksums"), std::string::npos) << "not an old file";
+  const Recording old = load_session(path);
+  ASSERT_EQ(old.runs.size(), 2u);
+  const std::vector<uint8_t> now = serialize_session(old);
+  ASSERT_NE(header_text(now).find(kSessionManifestChecksumKey), std::string::npos);
+  const Recording back = parse_session(now.data(), now.size(), "resaved.hlsession");
+  for (size_t i = 0; i < 2; ++i) expect_runs_equal(old.runs[i], back.runs[i], true);
+  EXPECT_EQ(read_session_summary(path).run_labels.size(), 2u);
 }
 
 TEST(SessionCorruption, FuzzSeedCorpus_ValidLoadNearValidFail) {

@@ -235,14 +235,78 @@ def chat_template_seeds():
     w("bad_recursion.jinja", b"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}")
 
 
+def trace_file(T=3, L=4, An=1, nh=2, Xn=2, E=4, K=2, V=16, Di=8, n_reg=0, full=False, edit=None, meta_edit=None):
+    """A trace of trace-format.md §3 as `hybridlens trace` writes it (attention at i % 4 == 2 of
+    L = 4, MoE every other layer); `edit(tensors)` changes the list before it is laid out."""
+    Mn = L - An
+    i32 = lambda *v: struct.pack("<%di" % len(v), *v)
+    i64 = lambda *v: struct.pack("<%dq" % len(v), *v)
+    seq = lambda n, scale=0.01: f32(*[(k % 97) * scale for k in range(n)])
+    H = Di // 2
+    kv = [2 * An * (n_reg + t + 1) * nh * (H // nh) * 4 for t in range(T)]
+    st = [Mn * (4 + 16) * Di * 4] * T
+    ts = [("token_ids", "I32", [T], i32(*[(3 * t + 1) % V for t in range(T)])),
+          ("logits", "F32", [T, V], seq(T * V)),
+          ("attn_entropy", "F32", [T, An, nh], seq(T * An * nh)),
+          ("attn_entropy_norm", "F32", [T, An, nh], seq(T * An * nh)),
+          ("attn_mass", "F32", [T, An, nh], seq(T * An * nh)),
+          ("attn_max_logit", "F32", [T, An, nh], seq(T * An * nh)),
+          ("ssm_delta_mean", "F32", [T, Mn], seq(T * Mn)),
+          ("router_probs", "F32", [T, Xn, E], seq(T * Xn * E)),
+          ("router_topk", "I32", [T, Xn, K], i32(*[(t + k) % E for t in range(T * Xn) for k in range(K)])),
+          ("router_lse", "F32", [T, Xn], seq(T * Xn)),
+          ("rank1_distance", "F32", [T, L + 1], seq(T * (L + 1))),
+          ("resid_max_abs", "F32", [T, L + 1], seq(T * (L + 1))),
+          ("nonfinite_layer", "I32", [T], i32(*([-1] * T))),
+          ("kv_cache_bytes", "I64", [T], i64(*kv)),
+          ("ssm_state_bytes", "I64", [T], i64(*st))]
+    if full:
+        cols = n_reg + T + 1
+        ts += [("ssm_delta", "F32", [T, Mn, Di], seq(T * Mn * Di)),
+               ("ssm_retained", "F32", [T, Mn, Di], seq(T * Mn * Di)),
+               ("attn_rows", "F32", [T, An, nh, cols], seq(T * An * nh * cols))]
+    if edit:
+        ts = edit(ts)
+    meta = {"format_version": "1", "checkpoint": "seed", "config_sha256": "", "normalizer": "as-trained",
+            "registers": str(n_reg), "adapter": "", "backend": "cpu", "engine_version": "seed"}
+    if meta_edit:
+        meta_edit(meta)
+    return safetensors(ts, meta)
+
+
+def replace(name, dtype, shape, raw):
+    return lambda ts: [(name, dtype, shape, raw) if n == name else (n, d, s, r) for n, d, s, r in ts]
+
+
+def trace_seeds():
+    # Input of fuzz_trace: a trace file. Valid ones, then one defect each (the corruption table of
+    # tests/views/test_trace_corrupt.cpp has the same defects with their messages).
+    w = lambda n, b: write("trace", n, b)
+    w("valid_min.safetensors", trace_file())
+    w("valid_full_registers.safetensors", trace_file(full=True, n_reg=2))
+    w("valid_no_logits.safetensors", trace_file(edit=lambda ts: [t for t in ts if t[0] != "logits"]))
+    w("valid_mamba_only.safetensors", trace_file(edit=lambda ts: [t for t in ts if not t[0].startswith("attn_") and not t[0].startswith("router_")], An=0))
+    w("bad_version.safetensors", trace_file(meta_edit=lambda m: m.update({"format_version": "2"})))
+    w("bad_registers_huge.safetensors", trace_file(full=True, meta_edit=lambda m: m.update({"registers": "70000"})))
+    w("bad_layers_over_limit.safetensors", trace_file(L=1025, An=1))
+    w("bad_experts_over_limit.safetensors", trace_file(T=1, E=1025))
+    w("bad_topk_expert.safetensors", trace_file(edit=replace("router_topk", "I32", [3, 2, 2], struct.pack("<12i", *([9] * 12)))))
+    w("bad_nonfinite_layer.safetensors", trace_file(edit=replace("nonfinite_layer", "I32", [3], struct.pack("<3i", 0, 7, -1))))
+    w("bad_negative_kv.safetensors", trace_file(edit=replace("kv_cache_bytes", "I64", [3], struct.pack("<3q", -5, 0, 0))))
+    w("bad_token_id.safetensors", trace_file(edit=replace("token_ids", "I32", [3], struct.pack("<3i", 1, 16, 2))))
+    w("bad_attn_rows_cols.safetensors", trace_file(full=True, edit=replace("attn_rows", "F32", [3, 1, 2, 3], f32(*([0.5] * 18)))))
+    w("bad_layer_sum.safetensors", trace_file(edit=replace("ssm_delta_mean", "F32", [3, 2], f32(*([0.1] * 6)))))
+
+
 def main():
     safetensors_seeds()
     config_seeds()
     adapter_seeds()
     tokenizer_seeds()
     chat_template_seeds()
+    trace_seeds()
     total = 0
-    for t in ["safetensors", "config", "adapter", "tokenizer", "chat_template"]:
+    for t in ["safetensors", "config", "adapter", "tokenizer", "chat_template", "trace"]:
         d = os.path.join(CORPUS, t)
         files = sorted(os.listdir(d))
         size = sum(os.path.getsize(os.path.join(d, f)) for f in files)
