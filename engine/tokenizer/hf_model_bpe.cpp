@@ -1,0 +1,273 @@
+// The BPE model of tokenizer.json (hf_internal.h): vocabulary and ranked merges (as "a b" strings or
+// [a, b] pairs), byte-level or SentencePiece-style with byte_fallback, fuse_unk, unk_token,
+// ignore_merges, continuing_subword_prefix and end_of_word_suffix; a word cache as Hugging Face
+// keeps. Merging takes the lowest-ranked adjacent pair first (leftmost on ties), as the reference.
+// Not dropout (training only). Reference: Sennrich et al. 2016 (BPE for NMT); huggingface.co/docs/tokenizers.
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <unordered_map>
+
+#include "engine/tokenizer/hf_internal.h"
+
+namespace hl::hf {
+namespace {
+
+struct SvHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using Vocab = std::unordered_map<std::string, int32_t, SvHash, std::equal_to<>>;
+
+constexpr size_t kMaxVocab = 4u << 20;   // entries
+constexpr size_t kMaxMerges = 4u << 20;  // entries
+constexpr size_t kCacheWords = 1u << 17; // cache is cleared when this full
+constexpr size_t kCacheMaxWordBytes = 256;
+
+class Bpe : public Model {
+ public:
+  Bpe(const nlohmann::json& j, const Where& w) {
+    const nlohmann::json* v = field(j, "vocab");
+    if (!v || !v->is_object()) fail(w.at("vocab"), "is not an object {token: id}");
+    if (v->size() > kMaxVocab) fail(w.at("vocab"), "has " + std::to_string(v->size()) + " tokens (allowed at most " + std::to_string(kMaxVocab) + ")");
+    vocab_.reserve(v->size());
+    int32_t max_id = -1;
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      if (!it.value().is_number_integer()) fail(w.at("vocab").at(it.key()), "is not an integer id");
+      const int64_t id = it.value().get<int64_t>();
+      if (id < 0 || id >= static_cast<int64_t>(kMaxVocab))
+        fail(w.at("vocab").at(it.key()), "id " + std::to_string(id) + " is outside [0, " + std::to_string(kMaxVocab) + ")");
+      vocab_[it.key()] = static_cast<int32_t>(id);
+      max_id = std::max(max_id, static_cast<int32_t>(id));
+    }
+    tokens_.resize(static_cast<size_t>(max_id + 1));
+    has_.assign(tokens_.size(), false);
+    for (const auto& [t, id] : vocab_) {
+      tokens_[static_cast<size_t>(id)] = t;
+      has_[static_cast<size_t>(id)] = true;
+    }
+    size_ = static_cast<int64_t>(vocab_.size());
+    byte_fallback_ = opt_bool(j, "byte_fallback", false, w);
+    fuse_unk_ = opt_bool(j, "fuse_unk", false, w);
+    ignore_merges_ = opt_bool(j, "ignore_merges", false, w);
+    prefix_ = opt_string(j, "continuing_subword_prefix", "", w);
+    suffix_ = opt_string(j, "end_of_word_suffix", "", w);
+    const std::string unk = opt_string(j, "unk_token", "", w);
+    if (!unk.empty()) {
+      auto it = vocab_.find(unk);
+      if (it == vocab_.end()) fail(w.at("unk_token"), "'" + unk + "' is not in the vocabulary");
+      unk_id_ = it->second;
+    }
+    read_merges(j, w);
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof name, "<0x%02X>", b);
+      auto it = vocab_.find(std::string_view(name));
+      byte_id_[b] = it == vocab_.end() ? -1 : it->second;
+    }
+    char_id_.assign(512, -1);
+    if (prefix_.empty() && suffix_.empty())
+      for (char32_t c = 0; c < 512; ++c) {
+        std::string s;
+        append_utf8(s, c);
+        auto it = vocab_.find(s);
+        char_id_[c] = it == vocab_.end() ? -1 : it->second;
+      }
+  }
+
+  void tokenize(std::string_view word, std::vector<int32_t>& out) const override {
+    if (word.empty()) return;
+    if (ignore_merges_) {
+      auto it = vocab_.find(word);
+      if (it != vocab_.end()) {
+        out.push_back(it->second);
+        return;
+      }
+    }
+    const bool cacheable = word.size() <= kCacheMaxWordBytes;
+    if (cacheable) {
+      std::lock_guard<std::mutex> lock(cache_mu_);
+      auto it = cache_.find(word);
+      if (it != cache_.end()) {
+        out.insert(out.end(), it->second.begin(), it->second.end());
+        return;
+      }
+    }
+    const size_t from = out.size();
+    merge_word(word, out);
+    if (cacheable) {
+      std::lock_guard<std::mutex> lock(cache_mu_);
+      if (cache_.size() >= kCacheWords) cache_.clear();
+      cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(from), out.end()));
+    }
+  }
+
+  int32_t token_to_id(std::string_view t) const override {
+    auto it = vocab_.find(t);
+    return it == vocab_.end() ? -1 : it->second;
+  }
+  const std::string* id_to_token(int32_t id) const override {
+    return id >= 0 && static_cast<size_t>(id) < tokens_.size() && has_[static_cast<size_t>(id)] ? &tokens_[static_cast<size_t>(id)] : nullptr;
+  }
+  int64_t vocab_size() const override { return size_; }
+
+ private:
+  struct Sym {
+    int32_t c, prev, next, len;
+  };
+  struct Cand {
+    int32_t rank, pos, new_id;
+    bool operator<(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }  // min-heap
+  };
+  static uint64_t key(int32_t a, int32_t b) { return static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32 | static_cast<uint32_t>(b); }
+
+  void read_merges(const nlohmann::json& j, const Where& w) {
+    const nlohmann::json* m = field(j, "merges");
+    if (!m) return;
+    if (!m->is_array()) fail(w.at("merges"), "is not an array");
+    if (m->size() > kMaxMerges) fail(w.at("merges"), "has " + std::to_string(m->size()) + " merges (allowed at most " + std::to_string(kMaxMerges) + ")");
+    merges_.reserve(m->size());
+    for (size_t r = 0; r < m->size(); ++r) {
+      const nlohmann::json& e = (*m)[r];
+      std::string_view a, b;
+      if (e.is_string()) {
+        const std::string& s = e.get_ref<const std::string&>();
+        const size_t sp = s.find(' ', 1);
+        if (sp == std::string::npos) fail(w.at("merges").at(r), "'" + s + "' is not two tokens separated by a space");
+        a = std::string_view(s).substr(0, sp);
+        b = std::string_view(s).substr(sp + 1);
+      } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+        a = e[0].get_ref<const std::string&>();
+        b = e[1].get_ref<const std::string&>();
+      } else {
+        fail(w.at("merges").at(r), "is neither \"a b\" nor [\"a\", \"b\"]");
+      }
+      const int32_t ia = token_to_id(a), ib = token_to_id(b);
+      if (ia < 0 || ib < 0) fail(w.at("merges").at(r), "names a token that is not in the vocabulary");
+      std::string merged(a);
+      merged += prefix_.size() && b.substr(0, prefix_.size()) == prefix_ ? b.substr(prefix_.size()) : b;
+      const int32_t im = token_to_id(merged);
+      if (im < 0) fail(w.at("merges").at(r), "gives '" + merged + "', which is not in the vocabulary");
+      merges_[key(ia, ib)] = std::make_pair(static_cast<int32_t>(r), im);  // a repeated pair: the last rank wins
+    }
+  }
+
+  int32_t lookup_piece(std::string_view s, bool plain) const {
+    if (plain) {
+      size_t i = 0;
+      const char32_t c = next_cp(s, i);
+      if (i == s.size() && c < 512) return char_id_[c];
+    }
+    return token_to_id(s);
+  }
+
+  void merge_word(std::string_view w, std::vector<int32_t>& out) const {
+    std::vector<Sym> syms;
+    syms.reserve(w.size());
+    const auto add = [&](int32_t id, int32_t len) {
+      const int32_t n = static_cast<int32_t>(syms.size());
+      syms.push_back(Sym{id, n - 1, n + 1, len});
+    };
+    int32_t unk_len = -1;  // a pending unk of this many bytes
+    const bool plain = prefix_.empty() && suffix_.empty();
+    std::string buf;
+    for (size_t i = 0; i < w.size();) {
+      const size_t n = cp_len_at(w, i);
+      const bool first = i == 0, last = i + n == w.size();
+      std::string_view s = w.substr(i, n);
+      if (!plain && ((!first && !prefix_.empty()) || (last && !suffix_.empty()))) {
+        buf.clear();
+        if (!first) buf += prefix_;
+        buf += s;
+        if (last) buf += suffix_;
+        s = buf;
+      }
+      i += n;
+      const int32_t id = lookup_piece(s, plain);
+      if (id >= 0) {
+        if (unk_len >= 0) {
+          add(unk_id_, unk_len);
+          unk_len = -1;
+        }
+        add(id, static_cast<int32_t>(n));
+        continue;
+      }
+      if (byte_fallback_) {
+        bool all = true;
+        for (unsigned char c : s) all = all && byte_id_[c] >= 0;
+        if (all) {
+          for (unsigned char c : s) add(byte_id_[c], 1);
+          continue;
+        }
+      }
+      if (unk_id_ >= 0) {
+        if (unk_len >= 0 && fuse_unk_) {
+          unk_len += static_cast<int32_t>(n);
+        } else {
+          if (unk_len >= 0) add(unk_id_, unk_len);
+          unk_len = static_cast<int32_t>(n);
+        }
+      }
+    }
+    if (unk_len >= 0) add(unk_id_, unk_len);
+    if (!syms.empty()) syms.back().next = -1;
+    merge_all(syms);
+    for (const Sym& s : syms)
+      if (s.len > 0) out.push_back(s.c);
+  }
+
+  void merge_all(std::vector<Sym>& syms) const {
+    std::priority_queue<Cand> q;
+    const int32_t n = static_cast<int32_t>(syms.size());
+    for (int32_t k = 0; k + 1 < n; ++k) {
+      auto it = merges_.find(key(syms[k].c, syms[k + 1].c));
+      if (it != merges_.end()) q.push(Cand{it->second.first, k, it->second.second});
+    }
+    while (!q.empty()) {
+      const Cand top = q.top();
+      q.pop();
+      Sym& cur = syms[static_cast<size_t>(top.pos)];
+      if (cur.len == 0 || cur.next < 0) continue;
+      const int32_t next_pos = cur.next;
+      const Sym right = syms[static_cast<size_t>(next_pos)];
+      auto it = merges_.find(key(cur.c, right.c));
+      if (it == merges_.end() || it->second.second != top.new_id) continue;
+      cur.c = top.new_id;
+      cur.len += right.len;
+      cur.next = right.next;
+      syms[static_cast<size_t>(next_pos)].len = 0;
+      if (right.next >= 0 && right.next < n) syms[static_cast<size_t>(right.next)].prev = top.pos;
+      if (cur.prev >= 0) {
+        auto p = merges_.find(key(syms[static_cast<size_t>(cur.prev)].c, cur.c));
+        if (p != merges_.end()) q.push(Cand{p->second.first, cur.prev, p->second.second});
+      }
+      if (cur.next >= 0 && cur.next < n) {
+        auto p = merges_.find(key(cur.c, syms[static_cast<size_t>(cur.next)].c));
+        if (p != merges_.end()) q.push(Cand{p->second.first, top.pos, p->second.second});
+      }
+    }
+  }
+
+  Vocab vocab_;
+  std::vector<std::string> tokens_;
+  std::vector<bool> has_;
+  int64_t size_ = 0;
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // (a, b) → (rank, merged id)
+  bool byte_fallback_ = false, fuse_unk_ = false, ignore_merges_ = false;
+  std::string prefix_, suffix_;
+  int32_t unk_id_ = -1;
+  int32_t byte_id_[256];
+  std::vector<int32_t> char_id_;  // ids of the one-code-point tokens below U+0200 (plain words)
+  mutable std::mutex cache_mu_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>, SvHash, std::equal_to<>> cache_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_bpe(const nlohmann::json& j, const Where& w) {
+  return std::make_unique<Bpe>(j, w);
+}
+
+}  // namespace hl::hf
