@@ -12,7 +12,7 @@ namespace hl::cli {
 void addInputOptions(ArgParser& p, const std::string& generateHelp) {
   p.option("checkpoint", "DIR", "checkpoint folder", true)
       .option("ids", "LIST", "token ids to feed, comma-separated (e.g. 1,2,3)")
-      .option("prompt", "TEXT", "text to tokenize with the checkpoint's tokenizer.model")
+      .option("prompt", "TEXT", "text to tokenize with the checkpoint's tokenizer.json or tokenizer.model")
       .flag("no-bos", "with --prompt: do not prepend bos_token_id")
       .option("generate", "N", generateHelp)
       .flag("ignore-eos", "with --generate: do not stop at an EOS token");
@@ -89,15 +89,13 @@ std::vector<int32_t> inputTokens(const ParsedArgs& a, const Model& model, const 
     }
     if (ids.empty()) throw UsageError("--ids: no token ids given");
   } else {
-    if (!tok) throw Error("--prompt needs a tokenizer, but " + model.dir + " has no tokenizer.model (use --ids)");
-    if (!a.has("no-bos") && model.config.bos_token_id >= 0)
-      ids.push_back(static_cast<int32_t>(model.config.bos_token_id));
-    for (int32_t id : tok->encode(a.get("prompt"))) ids.push_back(id);
+    if (!tok) throw Error("--prompt needs a tokenizer, but " + model.dir + " has no tokenizer.json or tokenizer.model (use --ids)");
+    ids = encode_prompt(*tok, a.get("prompt"), !a.has("no-bos"), model.config.bos_token_id);
     if (ids.empty()) throw Error("--prompt: the text gives no tokens (and --no-bos adds none)");
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= V) {
-      throw Error(std::string(a.has("ids") ? "--ids" : "--prompt (tokenizer.model)") + ": token id " +
+      throw Error(std::string(a.has("ids") ? "--ids" : "--prompt (" + tok->kind() + ")") + ": token id " +
                   std::to_string(ids[i]) + " at position " + std::to_string(i) + " is outside the vocabulary [0, " +
                   std::to_string(V) + ") of config.json");
     }

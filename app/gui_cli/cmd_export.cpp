@@ -114,14 +114,11 @@ int runExport(const std::vector<std::string>& args) {
       const std::string dir = a.get("checkpoint");
       cfg = load_config_file(dir + "/config.json");
       io.config = &cfg;
-      if (FILE* f = std::fopen((dir + "/tokenizer.model").c_str(), "rb")) {
-        std::fclose(f);
-        tok = Tokenizer::load(dir + "/tokenizer.model");
-      }
+      tok = load_tokenizer_for(dir);  // tokenizer.json, else tokenizer.model, else none
     }
     rec = import_trace(a.get("trace"), io);
     if (tok) {
-      for (int32_t id : rec.tokens) rec.token_text.push_back(tok->piece(id));
+      rec.token_text = display_pieces(*tok, rec.tokens);
       vocab.reserve(static_cast<size_t>(tok->vocab_size()));
       for (int64_t i = 0; i < tok->vocab_size(); ++i) vocab.push_back(tok->piece(static_cast<int32_t>(i)));
     }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,7 +41,8 @@ bool is_alphanumeric(char32_t c);                // Alphabetic or Numeric (Rust 
 bool is_word_char(char32_t c);                   // regex \w: Alphabetic, M, Nd, Pc, Join_Control
 bool is_punctuation(char32_t c);                 // ASCII punctuation or general category P*
 bool is_numeric(char32_t c);                     // Nd, Nl, No
-bool is_other(char32_t c);                       // Cc, Cf, Cn, Co, Cs
+bool is_other(char32_t c);                       // Cc, Cf, Co, Cs (unassigned code points are
+                                                 // kept: Hugging Face's BERT cleaning keeps them)
 bool is_mark_nonspacing(char32_t c);             // Mn
 bool is_cjk(char32_t c);                         // the CJK ideograph blocks BERT pads with spaces
 void append_lower(std::string& out, char32_t c); // full lowercase mapping of one code point
@@ -104,7 +106,7 @@ class Model {
   virtual ~Model() = default;
   virtual void tokenize(std::string_view word, std::vector<int32_t>& out) const = 0;
   virtual int32_t token_to_id(std::string_view token) const = 0;  // -1 when absent
-  virtual const std::string* id_to_token(int32_t id) const = 0;   // null when absent
+  virtual std::optional<std::string_view> id_to_token(int32_t id) const = 0;  // nullopt when absent
   virtual int64_t vocab_size() const = 0;
 };
 
@@ -124,9 +126,16 @@ class Decoder {
 // Component factories from tokenizer.json objects (null JSON → nullptr).
 std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& j, const Where& w, int depth = 0);
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j, const Where& w, int depth = 0);
-std::unique_ptr<Model> make_bpe(const nlohmann::json& j, const Where& w);
+struct RawModelParts;  // hf_tables.h
+class StringIds;
+std::unique_ptr<Model> make_bpe(const nlohmann::json& j, const Where& w, const RawModelParts& raw);
 std::unique_ptr<Model> make_unigram(const nlohmann::json& j, const Where& w);
-std::unique_ptr<Model> make_wordpiece(const nlohmann::json& j, const Where& w);
+std::unique_ptr<Model> make_wordpiece(const nlohmann::json& j, const Where& w, const RawModelParts& raw);
+// model.vocab {token: id} (from `raw` when the parser set it aside) into `ids`; returns the largest
+// id, -1 for an empty vocabulary. Ids must lie in [0, 2^22).
+int32_t read_vocab_map(const nlohmann::json& j, const Where& w, const RawModelParts& raw, StringIds& ids);
+// Inverse of a vocabulary: views into `ids` by id (holes: nullopt).
+std::vector<std::optional<std::string_view>> invert_vocab(const StringIds& ids, int32_t max_id);
 std::unique_ptr<PostProcessor> make_post_processor(const nlohmann::json& j, const Where& w, int depth = 0);
 std::unique_ptr<Decoder> make_decoder(const nlohmann::json& j, const Where& w, int depth = 0);
 // A TemplateProcessing for `bos? $A eos?` (tokenizer_config.json add_bos_token/add_eos_token).

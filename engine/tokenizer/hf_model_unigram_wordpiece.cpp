@@ -10,6 +10,7 @@
 
 #include "engine/core/error.h"
 #include "engine/tokenizer/hf_internal.h"
+#include "engine/tokenizer/hf_tables.h"
 
 namespace hl::hf {
 namespace {
@@ -152,8 +153,9 @@ class Unigram : public Model {
     auto it = ids_.find(t);
     return it == ids_.end() ? -1 : it->second;
   }
-  const std::string* id_to_token(int32_t id) const override {
-    return id >= 0 && static_cast<size_t>(id) < pieces_.size() ? &pieces_[static_cast<size_t>(id)] : nullptr;
+  std::optional<std::string_view> id_to_token(int32_t id) const override {
+    if (id < 0 || static_cast<size_t>(id) >= pieces_.size()) return std::nullopt;
+    return std::string_view(pieces_[static_cast<size_t>(id)]);
   }
   int64_t vocab_size() const override { return static_cast<int64_t>(pieces_.size()); }
 
@@ -169,30 +171,13 @@ class Unigram : public Model {
 
 class WordPiece : public Model {
  public:
-  WordPiece(const nlohmann::json& j, const Where& w) {
-    const nlohmann::json* v = field(j, "vocab");
-    if (!v || !v->is_object()) fail(w.at("vocab"), "is not an object {token: id}");
-    if (v->size() > kMaxVocab) fail(w.at("vocab"), "has " + std::to_string(v->size()) + " tokens (allowed at most " + std::to_string(kMaxVocab) + ")");
-    int32_t max_id = -1;
-    for (auto it = v->begin(); it != v->end(); ++it) {
-      if (!it.value().is_number_integer()) fail(w.at("vocab").at(it.key()), "is not an integer id");
-      const int64_t id = it.value().get<int64_t>();
-      if (id < 0 || id >= static_cast<int64_t>(kMaxVocab)) fail(w.at("vocab").at(it.key()), "id is outside [0, " + std::to_string(kMaxVocab) + ")");
-      vocab_[it.key()] = static_cast<int32_t>(id);
-      max_id = std::max(max_id, static_cast<int32_t>(id));
-    }
-    tokens_.resize(static_cast<size_t>(max_id + 1));
-    has_.assign(tokens_.size(), false);
-    for (const auto& [t, id] : vocab_) {
-      tokens_[static_cast<size_t>(id)] = t;
-      has_[static_cast<size_t>(id)] = true;
-    }
+  WordPiece(const nlohmann::json& j, const Where& w, const RawModelParts& raw) {
+    tokens_ = invert_vocab(vocab_, read_vocab_map(j, w, raw, vocab_));
     prefix_ = opt_string(j, "continuing_subword_prefix", "##", w);
     max_chars_ = static_cast<size_t>(opt_int(j, "max_input_chars_per_word", 100, 1, 1 << 20, w));
     const std::string unk = opt_string(j, "unk_token", "[UNK]", w);
-    auto it = vocab_.find(unk);
-    if (it == vocab_.end()) fail(w.at("unk_token"), "'" + unk + "' is not in the vocabulary");
-    unk_id_ = it->second;
+    unk_id_ = vocab_.find(unk);
+    if (unk_id_ < 0) fail(w.at("unk_token"), "'" + unk + "' is not in the vocabulary");
   }
 
   void tokenize(std::string_view s, std::vector<int32_t>& out) const override {
@@ -214,11 +199,8 @@ class WordPiece : public Model {
           buf.append(sub);
           sub = buf;
         }
-        auto it = vocab_.find(sub);
-        if (it != vocab_.end()) {
-          found = it->second;
-          break;
-        }
+        found = vocab_.find(sub);
+        if (found >= 0) break;
         // drop the last code point
         size_t k = end - 1;
         while (k > start && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
@@ -234,19 +216,15 @@ class WordPiece : public Model {
     }
   }
 
-  int32_t token_to_id(std::string_view t) const override {
-    auto it = vocab_.find(t);
-    return it == vocab_.end() ? -1 : it->second;
-  }
-  const std::string* id_to_token(int32_t id) const override {
-    return id >= 0 && static_cast<size_t>(id) < tokens_.size() && has_[static_cast<size_t>(id)] ? &tokens_[static_cast<size_t>(id)] : nullptr;
+  int32_t token_to_id(std::string_view t) const override { return vocab_.find(t); }
+  std::optional<std::string_view> id_to_token(int32_t id) const override {
+    return id >= 0 && static_cast<size_t>(id) < tokens_.size() ? tokens_[static_cast<size_t>(id)] : std::nullopt;
   }
   int64_t vocab_size() const override { return static_cast<int64_t>(vocab_.size()); }
 
  private:
-  Vocab vocab_;
-  std::vector<std::string> tokens_;
-  std::vector<bool> has_;
+  StringIds vocab_;
+  std::vector<std::optional<std::string_view>> tokens_;
   std::string prefix_;
   size_t max_chars_ = 100;
   int32_t unk_id_ = -1;
@@ -257,8 +235,8 @@ class WordPiece : public Model {
 std::unique_ptr<Model> make_unigram(const nlohmann::json& j, const Where& w) {
   return std::make_unique<Unigram>(j, w);
 }
-std::unique_ptr<Model> make_wordpiece(const nlohmann::json& j, const Where& w) {
-  return std::make_unique<WordPiece>(j, w);
+std::unique_ptr<Model> make_wordpiece(const nlohmann::json& j, const Where& w, const RawModelParts& raw) {
+  return std::make_unique<WordPiece>(j, w, raw);
 }
 
 }  // namespace hl::hf

@@ -13,6 +13,7 @@
 
 #include "engine/core/error.h"
 #include "engine/tokenizer/hf_internal.h"
+#include "engine/tokenizer/hf_tables.h"
 #include "engine/tokenizer/hf_tokenizer.h"
 
 namespace hl {
@@ -108,6 +109,156 @@ nlohmann::json parse(const std::string& bytes, const std::string& name, const ch
   }
 }
 
+// A SAX handler that builds the JSON tree, except model.vocab (an object) and model.merges, which
+// go straight into RawModelParts: a 150k-token vocabulary then costs no tree nodes.
+class Sax {
+ public:
+  Sax(nlohmann::json& root, RawModelParts& raw, const std::string& name) : root_(root), raw_(raw), name_(name) {}
+
+  bool null() { return value(nlohmann::json()); }
+  bool boolean(bool v) { return value(v); }
+  bool number_integer(int64_t v) { return number(v); }
+  bool number_unsigned(uint64_t v) { return number(v > static_cast<uint64_t>(INT64_MAX) ? -1 : static_cast<int64_t>(v)); }
+  bool number_float(double v, const std::string&) { return value(v); }
+  bool string(std::string& v) {
+    if (mode_ == Mode::Merges && nested_ == 0) {
+      const size_t sp = v.find(' ', 1);
+      if (sp == std::string::npos) bad_merge(v);
+      else if (raw_.merges_bad < 0) raw_.merges.emplace_back(v.substr(0, sp), v.substr(sp + 1));
+      ++merge_index_;
+      return true;
+    }
+    if (mode_ == Mode::Merges && nested_ == 1) {
+      pair_.push_back(std::move(v));
+      return true;
+    }
+    return value(std::move(v));
+  }
+  bool binary(nlohmann::json::binary_t&) { return false; }
+  bool key(std::string& k) {
+    key_ = std::move(k);
+    return true;
+  }
+  bool start_object(size_t) { return start(nlohmann::json::object(), true); }
+  bool start_array(size_t) { return start(nlohmann::json::array(), false); }
+  bool end_object() { return end(); }
+  bool end_array() { return end(); }
+  bool parse_error(size_t, const std::string&, const nlohmann::json::exception& e) {
+    throw LoadError(name_ + ": tokenizer.json is not valid JSON: " + e.what());
+  }
+
+ private:
+  enum class Mode { Tree, Vocab, Merges };
+
+  bool number(int64_t v) {
+    if (mode_ == Mode::Vocab && nested_ == 0) {
+      raw_.vocab.emplace_back(std::move(key_), v);
+      return true;
+    }
+    return value(v);
+  }
+  bool value(nlohmann::json v) {
+    if (mode_ == Mode::Vocab) {
+      if (nested_ == 0) bad_vocab();
+      return true;
+    }
+    if (mode_ == Mode::Merges) {
+      if (nested_ == 0) {
+        bad_merge(std::string());
+        ++merge_index_;
+      } else if (nested_ == 1) {
+        pair_bad_ = true;
+      }
+      return true;
+    }
+    put(std::move(v));
+    return true;
+  }
+  nlohmann::json* put(nlohmann::json v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    nlohmann::json* parent = stack_.back();
+    if (parent->is_object()) {
+      nlohmann::json& slot = (*parent)[key_];
+      slot = std::move(v);
+      return &slot;
+    }
+    parent->push_back(std::move(v));
+    return &parent->back();
+  }
+  bool start(nlohmann::json v, bool object) {
+    if (mode_ != Mode::Tree) {
+      if (mode_ == Mode::Vocab && nested_ == 0) bad_vocab();
+      if (mode_ == Mode::Merges && nested_ == 0) {
+        pair_.clear();
+        pair_bad_ = object;
+      }
+      if (mode_ == Mode::Merges && nested_ == 1) pair_bad_ = true;
+      ++nested_;
+      return true;
+    }
+    // model.vocab / model.merges: the parent is the object under the root's "model" key.
+    const bool in_model = stack_.size() == 2 && model_ == stack_.back();
+    if (in_model && object && key_ == "vocab") {
+      mode_ = Mode::Vocab;
+      raw_.vocab_taken = true;
+      return true;
+    }
+    if (in_model && !object && key_ == "merges") {
+      mode_ = Mode::Merges;
+      raw_.merges_taken = true;
+      return true;
+    }
+    const bool is_model = stack_.size() == 1 && object && key_ == "model";
+    if (is_model) raw_ = RawModelParts{};  // a repeated "model" key: the last one counts
+    nlohmann::json* at = put(std::move(v));
+    if (is_model) model_ = at;
+    stack_.push_back(at);
+    return true;
+  }
+  bool end() {
+    if (mode_ != Mode::Tree) {
+      if (nested_ == 0) {
+        mode_ = Mode::Tree;
+        return true;
+      }
+      --nested_;
+      if (mode_ == Mode::Merges && nested_ == 0) {
+        if (pair_bad_ || pair_.size() != 2) bad_merge(std::string());
+        else if (raw_.merges_bad < 0) raw_.merges.emplace_back(std::move(pair_[0]), std::move(pair_[1]));
+        ++merge_index_;
+      }
+      return true;
+    }
+    stack_.pop_back();
+    return true;
+  }
+  void bad_vocab() {
+    if (raw_.vocab_bad) return;
+    raw_.vocab_bad = true;
+    raw_.vocab_bad_key = key_;
+  }
+  void bad_merge(const std::string& text) {
+    if (raw_.merges_bad >= 0) return;
+    raw_.merges_bad = merge_index_;
+    raw_.merges_bad_text = text;
+  }
+
+  nlohmann::json& root_;
+  RawModelParts& raw_;
+  const std::string& name_;
+  std::vector<nlohmann::json*> stack_;
+  nlohmann::json* model_ = nullptr;
+  std::string key_;
+  Mode mode_ = Mode::Tree;
+  int nested_ = 0;
+  int64_t merge_index_ = 0;
+  std::vector<std::string> pair_;
+  bool pair_bad_ = false;
+};
+
 void read_added(const nlohmann::json& j, const Where& w, hf::HfTokenizer& t) {
   const nlohmann::json* a = field(j, "added_tokens");
   if (!a) return;
@@ -181,14 +332,12 @@ void apply_config(const std::string& config, const std::string& config_name, hf:
   if (!rebuilds || (!has_bos && !has_eos)) return;
   const bool add_bos = opt_bool(c, "add_bos_token", true, w), add_eos = opt_bool(c, "add_eos_token", false, w);
   int32_t bos = -1, eos = -1;
-  if (add_bos) {
-    const std::string b = config_token(c, "bos_token", w);
-    bos = b.empty() ? -1 : token_id(t, b);
+  if (const std::string b = config_token(c, "bos_token", w); add_bos && !b.empty()) {
+    bos = token_id(t, b);
     if (bos < 0) fail(w.at("bos_token"), "'" + b + "' is not a token of the vocabulary (add_bos_token is true)");
   }
-  if (add_eos) {
-    const std::string e = config_token(c, "eos_token", w);
-    eos = e.empty() ? -1 : token_id(t, e);
+  if (const std::string e = config_token(c, "eos_token", w); add_eos && !e.empty()) {
+    eos = token_id(t, e);
     if (eos < 0) fail(w.at("eos_token"), "'" + e + "' is not a token of the vocabulary (add_eos_token is true)");
   }
   t.post_processor = hf::make_bos_eos_template(bos, eos);
@@ -216,7 +365,14 @@ std::unique_ptr<Tokenizer> hf_tokenizer_from_bytes(const std::string& json, cons
   if (json.size() > kMaxTokenizerJsonBytes)
     throw LoadError(name + ": tokenizer.json is " + std::to_string(json.size()) + " bytes, allowed at most " +
                     std::to_string(kMaxTokenizerJsonBytes));
-  const nlohmann::json j = parse(json, name, "tokenizer.json");
+  if (json.empty()) throw LoadError(name + ": tokenizer.json is empty");
+  check_depth(json, name, "tokenizer.json");
+  nlohmann::json j;
+  RawModelParts raw;
+  {
+    Sax sax(j, raw, name);
+    nlohmann::json::sax_parse(json, &sax);
+  }
   const Where w{name, ""};
   if (!j.is_object()) fail(w, "is not a JSON object");
   auto t = std::make_unique<HfTokenizer>();
@@ -224,9 +380,9 @@ std::unique_ptr<Tokenizer> hf_tokenizer_from_bytes(const std::string& json, cons
   const nlohmann::json* m = field(j, "model");
   if (!m || !m->is_object()) fail(w.at("model"), "is missing or not an object");
   const std::string type = opt_string(*m, "type", "", w.at("model"));
-  if (type == "BPE" || (type.empty() && field(*m, "merges"))) t->model = make_bpe(*m, w.at("model"));
+  if (type == "BPE" || (type.empty() && (field(*m, "merges") || raw.merges_taken))) t->model = make_bpe(*m, w.at("model"), raw);
   else if (type == "Unigram") t->model = make_unigram(*m, w.at("model"));
-  else if (type == "WordPiece") t->model = make_wordpiece(*m, w.at("model"));
+  else if (type == "WordPiece") t->model = make_wordpiece(*m, w.at("model"), raw);
   else fail(w.at("model").at("type"), "'" + type + "' is not a supported model (BPE, Unigram, WordPiece)");
   static const nlohmann::json null_json;
   const auto part = [&](const char* k) -> const nlohmann::json& {

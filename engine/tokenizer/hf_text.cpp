@@ -162,8 +162,7 @@ bool is_punctuation(char32_t c) {
 }
 bool is_other(char32_t c) {
   const int8_t t = u_charType(static_cast<UChar32>(c));
-  return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_UNASSIGNED || t == U_PRIVATE_USE_CHAR ||
-         t == U_SURROGATE;
+  return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_PRIVATE_USE_CHAR || t == U_SURROGATE;
 }
 bool is_mark_nonspacing(char32_t c) {
   return u_charType(static_cast<UChar32>(c)) == U_NON_SPACING_MARK;

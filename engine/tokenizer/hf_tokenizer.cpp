@@ -170,8 +170,8 @@ std::vector<int32_t> HfTokenizer::run(const std::string& input, bool add_special
 
 std::string HfTokenizer::raw_piece(int32_t id) const {
   if (const AddedToken* t = added_by_id(id)) return t->content;
-  const std::string* p = model->id_to_token(id);
-  return p ? *p : std::string();
+  const auto p = model->id_to_token(id);
+  return p ? std::string(*p) : std::string();
 }
 
 bool HfTokenizer::is_special(int32_t id) const {
@@ -181,13 +181,14 @@ bool HfTokenizer::is_special(int32_t id) const {
 
 std::string HfTokenizer::token_bytes(int32_t id) const {
   if (const AddedToken* t = added_by_id(id)) return t->content;
-  const std::string* p = model->id_to_token(id);
-  if (!p) return std::string();
+  const auto piece = model->id_to_token(id);
+  if (!piece) return std::string();
+  const std::string_view* p = &*piece;
   if (byte_level_pieces) {
     std::string bytes;
     for (size_t i = 0; i < p->size();) {
       const int b = byte_of_char(next_cp(*p, i));
-      if (b < 0) return *p;
+      if (b < 0) return std::string(*p);
       bytes += static_cast<char>(b);
     }
     return bytes;
@@ -227,7 +228,7 @@ std::string HfTokenizer::decode(const std::vector<int32_t>& ids) const {
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
     if (const AddedToken* t = added_by_id(id)) tokens.push_back(t->content);
-    else if (const std::string* p = model->id_to_token(id)) tokens.push_back(*p);
+    else if (const auto p = model->id_to_token(id)) tokens.emplace_back(*p);
   }
   if (!decoder) {
     std::string out;
