@@ -1,41 +1,18 @@
 // `hybridlens tokenize --tokenizer DIR (--text S | --text-file F | --decode IDS) [--no-special]
 // [--json]` (issue 16): the ids and pieces of a text with a checkpoint's tokenizer (tokenizer.json
 // preferred over tokenizer.model), or the text of ids. Plain C++ on the engine; runs no model.
-#include <sys/stat.h>
-
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "engine/io/json_util.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace hl::cli {
 namespace {
 
 constexpr uint64_t kMaxTextBytes = uint64_t{64} << 20;
-
-std::string readText(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw Error(path + ": cannot open text file: " + std::strerror(errno));
-  struct stat st {};
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    std::fclose(f);
-    throw Error(path + ": text file is not a regular file");
-  }
-  if (static_cast<uint64_t>(st.st_size) > kMaxTextBytes) {
-    std::fclose(f);
-    throw Error(path + ": text file is " + std::to_string(st.st_size) + " bytes, allowed at most " +
-                std::to_string(kMaxTextBytes));
-  }
-  std::string s(static_cast<size_t>(st.st_size), '\0');
-  const size_t got = s.empty() ? 0 : std::fread(s.data(), 1, s.size(), f);
-  std::fclose(f);
-  if (got != s.size()) throw Error(path + ": text file: short read");
-  return s;
-}
 
 std::string dumpJson(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -77,7 +54,7 @@ int runTokenize(const std::vector<std::string>& args) {
     else std::printf("%s\n", text.c_str());
     return 0;
   }
-  const std::string text = a.has("text") ? a.get("text") : readText(a.get("text-file"));
+  const std::string text = a.has("text") ? a.get("text") : read_file_limited(a.get("text-file"), kMaxTextBytes, a.get("text-file"));
   const std::vector<int32_t> ids = a.has("no-special") ? tok->encode(text) : tok->encode_special(text);
   if (a.has("json")) {
     nlohmann::json pieces = nlohmann::json::array();

@@ -4,6 +4,8 @@
 // keeps. Merging takes the lowest-ranked adjacent pair first (leftmost on ties), as the reference.
 // Not dropout (training only). Reference: Sennrich et al. 2016 (BPE for NMT); huggingface.co/docs/tokenizers.
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <cstdio>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -60,6 +62,30 @@ class Bpe : public Model {
 
   void tokenize(std::string_view word, std::vector<int32_t>& out) const override {
     if (word.empty()) return;
+    // First a per-thread direct-mapped cache of short words: no lock, one probe.
+    FastSlot* slot = nullptr;
+    uint64_t tag = 0;
+    if (word.size() <= sizeof(FastSlot::key)) {
+      tag = std::hash<std::string_view>{}(word) | 1;
+      slot = &fast_cache()[tag & (kFastSlots - 1)];
+      if (slot->tag == tag && slot->klen == word.size() && std::memcmp(slot->key, word.data(), word.size()) == 0) {
+        out.insert(out.end(), slot->ids, slot->ids + slot->n);
+        return;
+      }
+    }
+    const size_t from = out.size();
+    tokenize_slow(word, out);
+    const size_t n = out.size() - from;
+    if (slot && n <= sizeof(FastSlot::ids) / sizeof(int32_t)) {
+      slot->tag = tag;
+      slot->klen = static_cast<uint8_t>(word.size());
+      slot->n = static_cast<uint8_t>(n);
+      std::memcpy(slot->key, word.data(), word.size());
+      std::copy(out.begin() + static_cast<std::ptrdiff_t>(from), out.end(), slot->ids);
+    }
+  }
+
+  void tokenize_slow(std::string_view word, std::vector<int32_t>& out) const {
     if (ignore_merges_) {
       const int32_t id = vocab_.find(word);
       if (id >= 0) {
@@ -92,6 +118,24 @@ class Bpe : public Model {
   int64_t vocab_size() const override { return size_; }
 
  private:
+  struct FastSlot {
+    uint64_t tag = 0;  // hash | 1; 0: empty
+    uint8_t klen = 0, n = 0;
+    char key[30];
+    int32_t ids[8];
+  };
+  static constexpr size_t kFastSlots = size_t{1} << 14;
+  // This thread's cache for this tokenizer; a thread that switches tokenizers starts a new one.
+  FastSlot* fast_cache() const {
+    thread_local uint64_t owner = 0;
+    thread_local std::vector<FastSlot> slots;
+    if (owner != instance_) {
+      slots.assign(kFastSlots, FastSlot{});
+      owner = instance_;
+    }
+    return slots.data();
+  }
+
   struct Sym {
     int32_t c, prev, next, len;
   };
@@ -283,6 +327,11 @@ class Bpe : public Model {
   int32_t unk_id_ = -1;
   int32_t byte_id_[256];
   std::vector<int32_t> char_id_;  // ids of the one-code-point tokens below U+0200 (plain words)
+  const uint64_t instance_ = next_instance();
+  static uint64_t next_instance() {
+    static std::atomic<uint64_t> n{0};
+    return ++n;
+  }
   mutable std::mutex cache_mu_;
   mutable std::unordered_map<std::string, std::vector<int32_t>, SvHash, std::equal_to<>> cache_;
 };

@@ -61,7 +61,7 @@ class Unigram : public Model {
         fail(w.at("vocab").at(k), "is not [piece, score]");
       pieces_.push_back(e[0].get<std::string>());
       const double sc = e[1].get<double>();
-      if (!(sc > -1e30 && sc < 1e30)) fail(w.at("vocab").at(k), "score is not a finite number");
+      if (!(sc > -1e30 && sc < 1e30)) fail(w.at("vocab").at(k), "score is outside (-1e30, 1e30)");
       scores_.push_back(sc);
       min_score_ = std::min(min_score_, sc);
       ids_[pieces_.back()] = static_cast<int32_t>(k);

@@ -3,15 +3,11 @@
 // path of the object and what is allowed. Builds an HfTokenizer (hf_internal.h). Not the pipeline.
 // Reference: the `tokenizers` serialization format (huggingface.co/docs/tokenizers) and
 // transformers' tokenizer_config.json (add_bos_token / add_eos_token of the Llama/Gemma classes).
-#include <sys/stat.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "engine/core/error.h"
+#include "engine/io/json_util.h"
 #include "engine/tokenizer/hf_internal.h"
 #include "engine/tokenizer/hf_tables.h"
 #include "engine/tokenizer/hf_tokenizer.h"
@@ -60,25 +56,6 @@ int64_t opt_int(const nlohmann::json& obj, const char* key, int64_t def, int64_t
 }
 
 namespace {
-
-std::string read_file(const std::string& path, uint64_t limit, const char* what) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw LoadError(path + ": cannot open " + what + ": " + std::strerror(errno));
-  struct stat st {};
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    std::fclose(f);
-    throw LoadError(path + ": " + what + " is not a regular file");
-  }
-  if (static_cast<uint64_t>(st.st_size) > limit) {
-    std::fclose(f);
-    throw LoadError(path + ": " + what + " is " + std::to_string(st.st_size) + " bytes, allowed at most " + std::to_string(limit));
-  }
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
-  const size_t got = bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), f);
-  std::fclose(f);
-  if (got != bytes.size()) throw LoadError(path + ": " + what + ": short read");
-  return bytes;
-}
 
 // Nesting deeper than 64 levels is refused before parsing (no real tokenizer file nests beyond 6).
 void check_depth(const std::string& bytes, const std::string& name, const char* what) {
@@ -401,9 +378,9 @@ std::unique_ptr<Tokenizer> hf_tokenizer_from_bytes(const std::string& json, cons
 }
 
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& json_path, const std::string& config_path) {
-  const std::string json = hf::read_file(json_path, kMaxTokenizerJsonBytes, "tokenizer.json");
+  const std::string json = read_file_limited(json_path, kMaxTokenizerJsonBytes, json_path);
   const std::string config =
-      config_path.empty() ? std::string() : hf::read_file(config_path, kMaxTokenizerConfigBytes, "tokenizer config");
+      config_path.empty() ? std::string() : read_file_limited(config_path, kMaxTokenizerConfigBytes, config_path);
   if (!config_path.empty() && config.empty()) throw LoadError(config_path + ": tokenizer config is empty");
   return hf_tokenizer_from_bytes(json, json_path, config, config_path);
 }

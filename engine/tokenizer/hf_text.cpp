@@ -10,6 +10,7 @@
 #include <unicode/unistr.h>
 #include <unicode/ustring.h>
 
+#include <algorithm>
 #include <array>
 #include <mutex>
 
@@ -300,8 +301,8 @@ Regex::Regex(const std::string& pattern, const Where& w) : impl_(std::make_uniqu
   }
   impl_->jit = pcre2_jit_compile(impl_->code, PCRE2_JIT_COMPLETE) == 0;
   impl_->mctx = pcre2_match_context_create(nullptr);
-  pcre2_set_match_limit(impl_->mctx, 1000000);
   pcre2_set_depth_limit(impl_->mctx, 10000);
+  pcre2_set_heap_limit(impl_->mctx, 64 * 1024);   // KiB of backtracking memory per match
 }
 
 Regex::~Regex() {
@@ -314,17 +315,29 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view s) const
   // Input is made valid UTF-8 by the caller (normalized text); PCRE2 checks once per call.
   thread_local pcre2_match_data* md = nullptr;
   if (!md) md = pcre2_match_data_create(4, nullptr);
+  // Steps allowed per match: enough for linear patterns over the whole subject (a repeat costs a
+  // few steps per character), far too few for exponential backtracking to run long.
+  struct Ctx {
+    pcre2_match_context* p;
+    ~Ctx() { pcre2_match_context_free(p); }
+  } ctx{pcre2_match_context_copy(impl_->mctx)};
+  if (!ctx.p) throw Error("tokenizer regex: out of memory");
+  pcre2_set_match_limit(ctx.p, static_cast<uint32_t>(std::min<size_t>(1000000 + 64 * s.size(), 2000000000)));
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
   size_t pos = 0;
   uint32_t opts = 0;
   while (pos <= s.size()) {
-    const int rc = impl_->jit ? pcre2_jit_match(impl_->code, subject, s.size(), pos, opts, md, impl_->mctx)
-                              : pcre2_match(impl_->code, subject, s.size(), pos, opts, md, impl_->mctx);
+    int rc = impl_->jit ? pcre2_jit_match(impl_->code, subject, s.size(), pos, opts, md, ctx.p)
+                        : pcre2_match(impl_->code, subject, s.size(), pos, opts, md, ctx.p);
+    // The JIT's machine stack is small: such a subject is matched again by the interpreter, whose
+    // backtracking memory is on the heap (bounded by the heap limit).
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) rc = pcre2_match(impl_->code, subject, s.size(), pos, opts | PCRE2_NO_JIT, md, ctx.p);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
-      if (rc == PCRE2_ERROR_BADUTFOFFSET || rc <= PCRE2_ERROR_UTF8_ERR1) break;
-      throw Error("tokenizer regex: matching stopped (" + std::to_string(rc) +
-                  ", match limit reached on a pathological pattern)");
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(rc, msg, sizeof msg);
+      throw Error("tokenizer regex '" + impl_->pattern.substr(0, 80) + "': matching stopped at byte " + std::to_string(pos) +
+                  " of " + std::to_string(s.size()) + ": " + reinterpret_cast<char*>(msg));
     }
     opts = PCRE2_NO_UTF_CHECK;
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);

@@ -98,8 +98,10 @@ TEST(HfTokenizerCorrupt, EveryDefect_OneLineErrorNamingFileAndObject) {
       {"decoder unknown", [](json& j) { j["decoder"]["type"] = "CTC"; }, "decoder.type: 'CTC' is not a supported decoder"},
       {"strip content not one char", [](json& j) { j["decoder"] = json::parse(R"({"type": "Strip", "content": "ab", "start": 1, "stop": 0})"); },
        "decoder.content: is not one character"},
-      {"unigram score not finite", [](json& j) { j["model"] = json::parse(R"({"type": "Unigram", "vocab": [["a", 1e308], ["b", "x"]]})"); },
+      {"unigram score not a number", [](json& j) { j["model"] = json::parse(R"({"type": "Unigram", "vocab": [["a", -1.5], ["b", "x"]]})"); },
        "model.vocab[1]: is not [piece, score]"},
+      {"unigram score out of range", [](json& j) { j["model"] = json::parse(R"({"type": "Unigram", "vocab": [["a", 1e300]]})"); },
+       "model.vocab[0]: score is outside (-1e30, 1e30)"},
       {"unigram unk_id outside", [](json& j) { j["model"] = json::parse(R"({"type": "Unigram", "unk_id": 3, "vocab": [["a", -1.0]]})"); },
        "model.unk_id: 3 is outside [-1, 0]"},
       {"wordpiece unk missing", [](json& j) { j["model"] = json::parse(R"({"type": "WordPiece", "vocab": {"a": 0}})"); },
@@ -145,7 +147,7 @@ TEST(HfTokenizerCorrupt, OversizeFile_RefusedBeforeReading) {
     load_hf_tokenizer(path, "");
     FAIL() << "loaded";
   } catch (const LoadError& e) {
-    EXPECT_NE(std::string(e.what()).find("bytes, allowed at most " + std::to_string(kMaxTokenizerJsonBytes)), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("larger than the limit of " + std::to_string(kMaxTokenizerJsonBytes)), std::string::npos) << e.what();
   }
   std::filesystem::remove(path);
 }

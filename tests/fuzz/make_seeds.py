@@ -209,11 +209,11 @@ def tokenizer_json_seeds():
         "post_processor": {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A"}}, {"SpecialToken": {"id": "<eos>"}}],
                            "special_tokens": {"<eos>": {"id": "<eos>", "ids": [5], "tokens": ["<eos>"]}}},
         "decoder": {"type": "ByteLevel"}, "model": bpe}
-    w("bpe_bytelevel.json", bytelevel)
+    w("valid_bpe_bytelevel.json", bytelevel)
     sp = {"type": "BPE", "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True,
           "vocab": dict(bytes_vocab, **{"<unk>": 0, "<s>": 1, "</s>": 2, "\u2581": 259, "h": 260, "i": 261, "hi": 262, "\u2581hi": 263}),
           "merges": ["h i", "\u2581 hi"]}
-    w("bpe_byte_fallback.json", {
+    w("valid_bpe_byte_fallback.json", {
         "added_tokens": [{"id": 0, "content": "<unk>", "special": True}, {"id": 1, "content": "<s>", "special": True},
                          {"id": 2, "content": "</s>", "special": True}],
         "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
@@ -224,7 +224,7 @@ def tokenizer_json_seeds():
                                                      {"type": "ByteFallback"}, {"type": "Fuse"},
                                                      {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
         "model": sp})
-    w("unigram_metaspace.json", {
+    w("valid_unigram_metaspace.json", {
         "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"},
                                                            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
         "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True},
@@ -233,7 +233,7 @@ def tokenizer_json_seeds():
         "model": {"type": "Unigram", "unk_id": 0, "byte_fallback": True,
                   "vocab": [["<unk>", 0.0], ["\u2581", -2.0], ["\u2581he", -3.0], ["llo", -3.5], ["l", -4.0], ["h", -4.0]]
                            + [["<0x%02X>" % b, -9.0] for b in range(0x20, 0x80)]}})
-    w("wordpiece_bert.json", {
+    w("valid_wordpiece_bert.json", {
         "added_tokens": [{"id": 0, "content": "[UNK]", "special": True}, {"id": 1, "content": "[CLS]", "special": True},
                          {"id": 2, "content": "[SEP]", "special": True}, {"id": 7, "content": "new", "special": False,
                                                                           "single_word": True, "rstrip": True}],
@@ -243,13 +243,13 @@ def tokenizer_json_seeds():
         "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 2], "cls": ["[CLS]", 1]},
         "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
         "model": {"type": "WordPiece", "unk_token": "[UNK]", "vocab": {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "hello": 3, "##s": 4, "1": 5, ",": 6, "new": 7}}})
-    w("whitespace_split_config.json", json.dumps({
+    w("valid_whitespace_split_config.json", json.dumps({
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Whitespace"}, {"type": "WhitespaceSplit"},
             {"type": "Split", "pattern": {"String": "a"}, "behavior": "MergedWithNext", "invert": True}]},
         "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 1]},
         "model": sp}).encode() + b"\0" + json.dumps({"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": True,
                                                       "add_eos_token": True, "bos_token": {"content": "<s>"}, "eos_token": "</s>"}).encode())
-    w("precompiled_garbage.json", dict(bytelevel, normalizer={"type": "Precompiled", "precompiled_charsmap": "EAAAAAEAAAACAAAAAwAAAAQAAABhAGIA"}))
+    w("bad_precompiled_garbage.json", dict(bytelevel, normalizer={"type": "Precompiled", "precompiled_charsmap": "EAAAAAEAAAACAAAAAwAAAAQAAABhAGIA"}))
     w("bad_merge.json", dict(bytelevel, model=dict(bpe, merges=["a c"])))
     w("bad_regex.json", dict(bytelevel, pre_tokenizer={"type": "Split", "pattern": {"Regex": "(a|aa)+(a|aa)+$"}}))
     w("bad_truncated.json", json.dumps(bytelevel).encode()[:200])
