@@ -120,7 +120,13 @@ class PairTable {
     int32_t rank, id;
   };
   static uint64_t key(int32_t a, int32_t b) { return static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32 | static_cast<uint32_t>(b); }
-  static size_t mix(uint64_t k) { return static_cast<size_t>((k * 0x9E3779B97F4A7C15ull) >> 17); }
+  static size_t mix(uint64_t k) {  // splitmix64's finalizer: every key bit reaches the low bits
+    k ^= k >> 30;
+    k *= 0xBF58476D1CE4E5B9ull;
+    k ^= k >> 27;
+    k *= 0x94D049BB133111EBull;
+    return static_cast<size_t>(k ^ (k >> 31));
+  }
   std::vector<Slot> slots_;
   size_t mask_ = 0;
 };
