@@ -179,10 +179,9 @@ void EngineWorker::startRun(const RunRequest& r) {
     std::vector<int32_t> ids;
     if (r.useText) {
       if (!tokenizer_) {
-        throw hl::Error(model_->dir + " has no tokenizer.model: type token ids (\"1, 5, 9\") and choose Token ids");
+        throw hl::Error(model_->dir + " has no tokenizer.json or tokenizer.model: type token ids (\"1, 5, 9\") and choose Token ids");
       }
-      if (r.addBos && c.bos_token_id >= 0) ids.push_back(static_cast<int32_t>(c.bos_token_id));
-      for (int32_t id : tokenizer_->encode(r.text.toStdString())) ids.push_back(id);
+      ids = hl::encode_prompt(*tokenizer_, r.text.toStdString(), r.addBos, c.bos_token_id);
     } else {
       ids = r.ids;
     }
@@ -204,7 +203,8 @@ void EngineWorker::startRun(const RunRequest& r) {
     s.runId = r.runId;
     s.prompt = r.useText ? r.text : QString();
     s.tokens = ids;
-    for (int32_t id : ids) s.texts.push_back(tokenText(id));
+    for (const std::string& t : tokenizer_ ? hl::display_pieces(*tokenizer_, ids) : std::vector<std::string>(ids.size()))
+      s.texts.push_back(t);  // byte pieces joined into characters in context
     s.settings = recA_->run().settings;
     s.backend = QString::fromStdString(recA_->backend().name());
     emit runStarted(s);

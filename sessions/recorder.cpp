@@ -117,7 +117,7 @@ Recording make_recording(const Model& model, const CheckpointIdentity& id, const
   rec.tokens = tokens;
   if (tokenizer) {
     rec.token_text.reserve(tokens.size());
-    for (int32_t id : tokens) rec.token_text.push_back(tokenizer->piece(id));
+    rec.token_text = display_pieces(*tokenizer, tokens);
   }
   rec.engine_version = HL_VERSION;
   return rec;

@@ -19,7 +19,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   qt6-base-dev qt6-svg-dev libqcustomplot-dev
   libvulkan-dev glslc mesa-vulkan-drivers xvfb xauth
-  libsentencepiece-dev sentencepiece nlohmann-json3-dev libxxhash-dev
+  libsentencepiece-dev sentencepiece nlohmann-json3-dev libxxhash-dev libpcre2-dev libicu-dev
   libopenblas-dev libopenblas0-pthread
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   python3-numpy python3-torch

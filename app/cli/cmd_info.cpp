@@ -134,6 +134,7 @@ nlohmann::json collect(const std::string& dir) {
     try {
       auto t = Tokenizer::load(ckpt.tokenizer_path());
       tok["vocab_size"] = t->vocab_size();
+      tok["kind"] = t->kind();
     } catch (const Error& e) {
       tok["error"] = e.what();
     }
@@ -196,9 +197,9 @@ void printText(const nlohmann::json& j) {
   if (!tok["present"].get<bool>())
     std::printf("tokenizer   none (token ids are used directly)\n");
   else if (tok.contains("error"))
-    std::printf("tokenizer   tokenizer.model, unreadable: %s\n", tok["error"].get<std::string>().c_str());
+    std::printf("tokenizer   %s, unreadable: %s\n", tok["path"].get<std::string>().c_str(), tok["error"].get<std::string>().c_str());
   else
-    std::printf("tokenizer   tokenizer.model (%" PRId64 " pieces)\n", I(tok["vocab_size"]));
+    std::printf("tokenizer   %s (%" PRId64 " pieces)\n", tok["kind"].get<std::string>().c_str(), I(tok["vocab_size"]));
   const auto& ext = j["extensions"];
   const auto sinks = ext["sink_layers"].get<std::vector<int64_t>>();
   std::printf("extensions  normalizer %s; sinks %s; registers %" PRId64 " (%" PRId64 " trained rows)\n",

@@ -32,6 +32,7 @@ int runMemory(const std::vector<std::string>& args);
 int runBench(const std::vector<std::string>& args);
 int runRecord(const std::vector<std::string>& args);
 int runCompare(const std::vector<std::string>& args);
+int runTokenize(const std::vector<std::string>& args);
 int runExport(const std::vector<std::string>& args);  // app/gui_cli/cmd_export.cpp, with HL_HAVE_EXPORT
 
 }  // namespace hl::cli

@@ -13,7 +13,7 @@ namespace hl::cli {
 void addInputOptions(ArgParser& p, const std::string& generateHelp) {
   p.option("checkpoint", "DIR", "checkpoint folder", true)
       .option("ids", "LIST", "token ids to feed, comma-separated (e.g. 1,2,3)")
-      .option("prompt", "TEXT", "text to tokenize with the checkpoint's tokenizer.model")
+      .option("prompt", "TEXT", "text to tokenize with the checkpoint's tokenizer.json or tokenizer.model")
       .option("chat", "FILE", "JSON messages [{role, content}...] rendered with the checkpoint's chat template")
       .flag("no-bos", "with --prompt: do not prepend bos_token_id")
       .option("generate", "N", generateHelp)
@@ -110,22 +110,19 @@ std::vector<int32_t> inputTokens(const ParsedArgs& a, const Model& model, const 
   } else if (a.has("chat")) {
     // As apply_chat_template(tokenize=True): the template writes the special tokens (BOS
     // included) itself, so nothing is prepended (add_special_tokens=False).
-    if (!tok) throw Error("--chat needs a tokenizer, but " + model.dir + " has no tokenizer.model (use --ids)");
+    if (!tok) throw Error("--chat needs a tokenizer, but " + model.dir + " has no tokenizer.json or tokenizer.model (use --ids)");
     const std::string rendered = chatText(a, model.dir);
     ids = tok->encode(rendered);
     if (ids.empty()) throw Error("--chat: the rendered chat gives no tokens");
     if (text) *text = rendered;
   } else {
-    if (!tok) throw Error("--prompt needs a tokenizer, but " + model.dir + " has no tokenizer.model (use --ids)");
-    if (text) *text = a.get("prompt");
-    if (!a.has("no-bos") && model.config.bos_token_id >= 0)
-      ids.push_back(static_cast<int32_t>(model.config.bos_token_id));
-    for (int32_t id : tok->encode(a.get("prompt"))) ids.push_back(id);
+    if (!tok) throw Error("--prompt needs a tokenizer, but " + model.dir + " has no tokenizer.json or tokenizer.model (use --ids)");
+    ids = encode_prompt(*tok, a.get("prompt"), !a.has("no-bos"), model.config.bos_token_id);
     if (ids.empty()) throw Error("--prompt: the text gives no tokens (and --no-bos adds none)");
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= V) {
-      throw Error(std::string(a.has("ids") ? "--ids" : a.has("chat") ? "--chat (tokenizer.model)" : "--prompt (tokenizer.model)") + ": token id " +
+      throw Error(std::string(a.has("ids") ? "--ids" : std::string(a.has("chat") ? "--chat (" : "--prompt (") + tok->kind() + ")") + ": token id " +
                   std::to_string(ids[i]) + " at position " + std::to_string(i) + " is outside the vocabulary [0, " +
                   std::to_string(V) + ") of config.json");
     }

@@ -121,13 +121,11 @@ int runExport(const std::vector<std::string>& args) {
       const std::string dir = a.get("checkpoint");
       cfg = load_config_file(dir + "/config.json");
       io.config = &cfg;
-      const std::string tp = dir + "/tokenizer.model";
-      struct stat st;
-      if (::lstat(tp.c_str(), &st) == 0) tok = Tokenizer::load(tp);  // load refuses a FIFO or a device
+      tok = load_tokenizer_for(dir);  // tokenizer.json, else tokenizer.model, else none
     }
     rec = import_trace(a.get("trace"), io);
     if (tok) {
-      for (int32_t id : rec.tokens) rec.token_text.push_back(tok->piece(id));
+      rec.token_text = display_pieces(*tok, rec.tokens);
       vocab.reserve(static_cast<size_t>(tok->vocab_size()));
       for (int64_t i = 0; i < tok->vocab_size(); ++i) vocab.push_back(tok->piece(static_cast<int32_t>(i)));
     }

@@ -155,8 +155,9 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const LoadProgress& progr
 }
 
 std::string Checkpoint::tokenizer_path() const {
-  std::string p = dir_ + "/tokenizer.model";
-  return exists(p) ? p : std::string();
+  for (const char* name : {"/tokenizer.json", "/tokenizer.model"})  // tokenizer.json preferred; a FIFO or device is then refused by the reader
+    if (exists(dir_ + name)) return dir_ + name;
+  return std::string();
 }
 
 const TensorInfo* Checkpoint::find(const std::string& name) const {

@@ -1,5 +1,5 @@
 // A checkpoint folder: config.json, model.safetensors or shards via model.safetensors.index.json,
-// optional tokenizer.model. Opens and validates every file, then offers tensors by name.
+// optional tokenizer.json / tokenizer.model. Opens and validates every file, then offers tensors by name.
 // Not the binding of tensors to layers: model/loader.h does that with shape checks.
 #pragma once
 #include <functional>
@@ -32,7 +32,7 @@ class Checkpoint {
   const std::string& dir() const { return dir_; }
   const JambaConfig& config() const { return config_; }
   const std::string& config_sha256() const { return config_sha256_; }
-  std::string tokenizer_path() const;  // empty if the folder has no tokenizer.model
+  std::string tokenizer_path() const;  // tokenizer.json, else tokenizer.model; empty if neither
   const TensorInfo* find(const std::string& name) const;
   std::vector<const TensorInfo*> all_tensors() const;
   uint64_t total_tensor_bytes() const;

@@ -1,4 +1,5 @@
-// SentencePiece tokenizer (tokenizer.h) over libsentencepiece, plus the --ids list parser.
+// SentencePiece tokenizer (tokenizer.h) over libsentencepiece, the choice between tokenizer.json and
+// tokenizer.model (load_tokenizer_for), plus the --ids list parser.
 // The model file is untrusted input: read here with a size limit, then parsed from memory; every
 // failure is a LoadError naming the file. Not BOS handling (callers prepend bos_token_id,
 // trace-format.md §3). Reference: google/sentencepiece sentencepiece_processor.h.
@@ -14,6 +15,7 @@
 
 #include "engine/core/error.h"
 #include "engine/io/file_check.h"
+#include "engine/tokenizer/hf_tokenizer.h"
 #include "engine/tokenizer/sp_model_check.h"
 
 namespace hl {
@@ -73,17 +75,65 @@ std::string byte_piece_text(const std::string& piece) {
 
 }  // namespace
 
-struct Tokenizer::Impl {
-  sentencepiece::SentencePieceProcessor sp;
-  std::string path;
-  int64_t size = 0;
+class SentencePieceTokenizer final : public Tokenizer {
+ public:
+  std::vector<int32_t> encode(const std::string& text) const override;
+  std::string piece(int32_t id) const override;
+  std::string raw_piece(int32_t id) const override;
+  std::string token_bytes(int32_t id) const override;
+  bool is_special(int32_t id) const override;
+  std::string decode(const std::vector<int32_t>& ids) const override;
+  int64_t vocab_size() const override;
+  std::string kind() const override { return "tokenizer.model"; }
+
+  struct Impl {
+    sentencepiece::SentencePieceProcessor sp;
+    std::string path;
+    int64_t size = 0;
+  };
+  std::unique_ptr<Impl> impl_ = std::make_unique<Impl>();
 };
 
-Tokenizer::Tokenizer() : impl_(std::make_unique<Impl>()) {}
 Tokenizer::~Tokenizer() = default;
 
-std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& model_path) {
-  return from_bytes(read_model_file(model_path), model_path);
+namespace {
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+bool ends_with(const std::string& s, const std::string& x) {
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_tokenizer_for(const std::string& path) {
+  std::string dir = path, json, model;
+  if (is_dir(path)) {
+    if (is_file(path + "/tokenizer.json")) json = path + "/tokenizer.json";
+    else if (is_file(path + "/tokenizer.model")) model = path + "/tokenizer.model";
+    else return nullptr;
+  } else if (ends_with(path, ".json")) {
+    json = path;
+    const size_t slash = path.find_last_of('/');
+    dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  } else {
+    model = path;
+  }
+  if (!json.empty()) {
+    const std::string config = dir + "/tokenizer_config.json";
+    return load_hf_tokenizer(json, is_file(config) ? config : std::string());
+  }
+  return Tokenizer::from_bytes(read_model_file(model), model);
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
+  auto t = load_tokenizer_for(path);
+  if (!t) throw LoadError(path + ": has no tokenizer.json or tokenizer.model");
+  return t;
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::from_bytes(const std::string& bytes, const std::string& name) {
@@ -92,7 +142,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_bytes(const std::string& bytes, const
     throw LoadError(name + ": tokenizer model is " + std::to_string(bytes.size()) + " bytes, allowed at most " +
                     std::to_string(kMaxModelBytes));
   check_sp_model(bytes, name);  // the library trusts piece lengths and the normaliser's trie
-  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  auto t = std::make_unique<SentencePieceTokenizer>();
   sentencepiece::util::Status status;
   try {
     status = t->impl_->sp.LoadFromSerializedProto(bytes);
@@ -106,14 +156,14 @@ std::unique_ptr<Tokenizer> Tokenizer::from_bytes(const std::string& bytes, const
   return t;
 }
 
-std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
+std::vector<int32_t> SentencePieceTokenizer::encode(const std::string& text) const {
   std::vector<int> ids;
   const auto status = impl_->sp.Encode(text, &ids);
   if (!status.ok()) throw Error(impl_->path + ": cannot encode text: " + status.ToString());
   return std::vector<int32_t>(ids.begin(), ids.end());
 }
 
-std::string Tokenizer::piece(int32_t id) const {
+std::string SentencePieceTokenizer::piece(int32_t id) const {
   if (id < 0 || id >= impl_->size) return "<id " + std::to_string(id) + ">";
   const std::string& p = impl_->sp.IdToPiece(id);
   if (impl_->sp.IsByte(id)) return byte_piece_text(p);
@@ -121,7 +171,7 @@ std::string Tokenizer::piece(int32_t id) const {
 }
 
 // Decodes runs of in-vocabulary ids with SentencePiece; an out-of-range id appears as "<id N>".
-std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+std::string SentencePieceTokenizer::decode(const std::vector<int32_t>& ids) const {
   std::string out;
   std::vector<int> run;
   auto flush = [&]() {
@@ -149,8 +199,25 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   return out;
 }
 
-int64_t Tokenizer::vocab_size() const {
+int64_t SentencePieceTokenizer::vocab_size() const {
   return impl_->size;
+}
+
+std::string SentencePieceTokenizer::raw_piece(int32_t id) const {
+  return id >= 0 && id < impl_->size ? impl_->sp.IdToPiece(id) : std::string();
+}
+
+std::string SentencePieceTokenizer::token_bytes(int32_t id) const {
+  if (id < 0 || id >= impl_->size) return std::string();
+  const std::string& p = impl_->sp.IdToPiece(id);
+  unsigned v = 0;
+  if (impl_->sp.IsByte(id) && p.size() == 6 && std::sscanf(p.c_str(), "<0x%2X>", &v) == 1)
+    return std::string(1, static_cast<char>(v));
+  return replace_word_marks(p);
+}
+
+bool SentencePieceTokenizer::is_special(int32_t id) const {
+  return id >= 0 && id < impl_->size && (impl_->sp.IsControl(id) || impl_->sp.IsUnknown(id));
 }
 
 std::vector<int32_t> parse_id_list(const std::string& s) {

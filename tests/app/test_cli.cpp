@@ -422,3 +422,53 @@ TEST(CliCommands, Dora_GoldenAdapter_PrintsSlope) {
   EXPECT_NE(both.status, 0);
   EXPECT_EQ(lineCount(both.err), 1) << both.err;
 }
+
+// `hybridlens tokenize` on the vendored Qwen3 tokenizer.json (tests/data/tokenizers): the ids
+// Hugging Face's tokenizers gave for the first fixture text, raw pieces in --json, decode back.
+TEST(CliTokenize, Json_IdsAndPiecesAsHuggingFace_DecodeRoundTrips) {
+  const std::string dir = std::string(HL_TOKENIZER_FIXTURES) + "/qwen3";
+  const nlohmann::json exp =
+      nlohmann::json::parse(readFile(fs::path(HL_TEST_DATA_DIR) / "tokenizers" / "qwen3.expected.json"));
+  const nlohmann::json& c = exp["cases"][1];
+  RunResult r = runHybridlens({"tokenize", "--tokenizer", dir, "--text", c["text"].get<std::string>(), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.size(), 2u);
+  EXPECT_EQ(j["ids"], c["ids"]);
+  EXPECT_EQ(j["pieces"], c["tokens"]);
+
+  std::string list;
+  for (const auto& id : c["ids"]) list += (list.empty() ? "" : ",") + std::to_string(id.get<int>());
+  r = runHybridlens({"tokenize", "--tokenizer", dir, "--decode", list});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, c["decoded"].get<std::string>() + "\n");
+}
+
+TEST(CliTokenize, TextFileAndNoSpecial_TextOutputShowsReadablePieces) {
+  const std::string dir = std::string(HL_TOKENIZER_FIXTURES) + "/llama2";
+  const fs::path text = scratchDir() / "tokenize.txt";
+  std::ofstream(text) << "Hi\n";
+  RunResult r = runHybridlens({"tokenize", "--tokenizer", dir, "--text-file", text.string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("<s>  [special]"), std::string::npos) << r.out;  // BOS from the template
+  EXPECT_NE(r.out.find("\\n"), std::string::npos) << r.out;            // <0x0A> shown as \n
+  r = runHybridlens({"tokenize", "--tokenizer", dir, "--text-file", text.string(), "--no-special", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(nlohmann::json::parse(r.out)["ids"].front(), 1);
+}
+
+TEST(CliTokenize, BadUse_OneLineErrors) {
+  const std::string dir = std::string(HL_TOKENIZER_FIXTURES) + "/llama2";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"tokenize", "--tokenizer", dir},
+           {"tokenize", "--tokenizer", dir, "--text", "a", "--decode", "1"},
+           {"tokenize", "--tokenizer", scratchDir().string() + "/nowhere", "--text", "a"},
+           {"tokenize", "--tokenizer", dir, "--decode", "1,x"}}) {
+    RunResult r = runHybridlens(args);
+    EXPECT_NE(r.status, 0);
+    EXPECT_EQ(lineCount(r.err), 1) << r.err;
+  }
+  RunResult r = runHybridlens({"tokenize", "--help"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("--text-file"), std::string::npos);
+}

@@ -23,6 +23,7 @@
 #include "engine/io/config.h"
 #include "engine/io/safetensors.h"
 #include "engine/model/loader.h"
+#include "engine/tokenizer/hf_tokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "sessions/session_file.h"
 #include "sessions/trace_import.h"
@@ -260,6 +261,17 @@ TEST(FuzzCorpus, Tokenizer_EverySeedWorksOrThrowsError) {
                          (void)Tokenizer::from_bytes(rest, "seed")->encode("Hello world");
                          break;
                      }
+                   }),
+            0);
+}
+
+TEST(FuzzCorpus, TokenizerJson_EverySeedWorksOrThrowsError) {
+  EXPECT_GT(replay("tokenizer_json",
+                   [](const std::string& b) {
+                     const size_t nul = b.find('\0');
+                     const auto t = hf_tokenizer_from_bytes(b.substr(0, nul), "seed",
+                                                            nul == std::string::npos ? std::string() : b.substr(nul + 1), "seed config");
+                     (void)t->decode(t->encode_special("Hello world, 123 \xC3\xA9"));
                    }),
             0);
 }

@@ -298,6 +298,68 @@ def trace_seeds():
     w("bad_layer_sum.safetensors", trace_file(edit=replace("ssm_delta_mean", "F32", [3, 2], f32(*([0.1] * 6)))))
 
 
+def tokenizer_json_seeds():
+    # Input of fuzz_tokenizer_json: a tokenizer.json, optionally NUL + tokenizer_config.json. Small
+    # files that use every component kind, and near-valid ones.
+    w = lambda n, b: write("tokenizer_json", n, b if isinstance(b, bytes) else json.dumps(b).encode())
+    bytes_vocab = {"<0x%02X>" % b: b + 3 for b in range(256)}
+    bpe = {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "\u0120": 3, "\u0120ab": 4}, "merges": ["a b", "\u0120 ab"]}
+    bytelevel = {
+        "added_tokens": [{"id": 5, "content": "<eos>", "special": True, "normalized": False, "lstrip": True}],
+        "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Strip"}]},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "(?i:'s|'t)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+             "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]},
+        "post_processor": {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A"}}, {"SpecialToken": {"id": "<eos>"}}],
+                           "special_tokens": {"<eos>": {"id": "<eos>", "ids": [5], "tokens": ["<eos>"]}}},
+        "decoder": {"type": "ByteLevel"}, "model": bpe}
+    w("valid_bpe_bytelevel.json", bytelevel)
+    sp = {"type": "BPE", "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True,
+          "vocab": dict(bytes_vocab, **{"<unk>": 0, "<s>": 1, "</s>": 2, "\u2581": 259, "h": 260, "i": 261, "hi": 262, "\u2581hi": 263}),
+          "merges": ["h i", "\u2581 hi"]}
+    w("valid_bpe_byte_fallback.json", {
+        "added_tokens": [{"id": 0, "content": "<unk>", "special": True}, {"id": 1, "content": "<s>", "special": True},
+                         {"id": 2, "content": "</s>", "special": True}],
+        "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                                           {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+        "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}],
+                           "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+        "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                                                     {"type": "ByteFallback"}, {"type": "Fuse"},
+                                                     {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": sp})
+    w("valid_unigram_metaspace.json", {
+        "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"},
+                                                           {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
+        "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True},
+        "post_processor": {"type": "Sequence", "processors": [{"type": "ByteLevel"}]},
+        "decoder": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first"},
+        "model": {"type": "Unigram", "unk_id": 0, "byte_fallback": True,
+                  "vocab": [["<unk>", 0.0], ["\u2581", -2.0], ["\u2581he", -3.0], ["llo", -3.5], ["l", -4.0], ["h", -4.0]]
+                           + [["<0x%02X>" % b, -9.0] for b in range(0x20, 0x80)]}})
+    w("valid_wordpiece_bert.json", {
+        "added_tokens": [{"id": 0, "content": "[UNK]", "special": True}, {"id": 1, "content": "[CLS]", "special": True},
+                         {"id": 2, "content": "[SEP]", "special": True}, {"id": 7, "content": "new", "special": False,
+                                                                          "single_word": True, "rstrip": True}],
+        "normalizer": {"type": "BertNormalizer", "lowercase": True, "strip_accents": None},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "BertPreTokenizer"}, {"type": "Digits", "individual_digits": True},
+                                                               {"type": "Punctuation", "behavior": "Contiguous"}]},
+        "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 2], "cls": ["[CLS]", 1]},
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "vocab": {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "hello": 3, "##s": 4, "1": 5, ",": 6, "new": 7}}})
+    w("valid_whitespace_split_config.json", json.dumps({
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Whitespace"}, {"type": "WhitespaceSplit"},
+            {"type": "Split", "pattern": {"String": "a"}, "behavior": "MergedWithNext", "invert": True}]},
+        "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 1]},
+        "model": sp}).encode() + b"\0" + json.dumps({"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": True,
+                                                      "add_eos_token": True, "bos_token": {"content": "<s>"}, "eos_token": "</s>"}).encode())
+    w("bad_precompiled_garbage.json", dict(bytelevel, normalizer={"type": "Precompiled", "precompiled_charsmap": "EAAAAAEAAAACAAAAAwAAAAQAAABhAGIA"}))
+    w("bad_merge.json", dict(bytelevel, model=dict(bpe, merges=["a c"])))
+    w("bad_regex.json", dict(bytelevel, pre_tokenizer={"type": "Split", "pattern": {"Regex": "(a|aa)+(a|aa)+$"}}))
+    w("bad_truncated.json", json.dumps(bytelevel).encode()[:200])
+
+
 def main():
     safetensors_seeds()
     config_seeds()
@@ -305,8 +367,9 @@ def main():
     tokenizer_seeds()
     chat_template_seeds()
     trace_seeds()
+    tokenizer_json_seeds()
     total = 0
-    for t in ["safetensors", "config", "adapter", "tokenizer", "chat_template", "trace"]:
+    for t in ["safetensors", "config", "adapter", "tokenizer", "chat_template", "trace", "tokenizer_json"]:
         d = os.path.join(CORPUS, t)
         files = sorted(os.listdir(d))
         size = sum(os.path.getsize(os.path.join(d, f)) for f in files)
