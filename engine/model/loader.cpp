@@ -275,6 +275,8 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
                     " of tensors + " + format_bytes(widened) + " of widened vectors), more than the memory budget of " +
                     format_bytes(budget) + (opts.memory_budget_bytes ? "" : " (physical RAM)"));
   }
+  ck.read_data();  // FileAccess::Read: the weights arrive only now, after the budget check
+  m.files = ck.stamps();
   for (const auto& map : ck.mappings()) m.keep_alive.push_back(map);
 
   Binder b(ck, opts, m);
@@ -334,7 +336,8 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
 }
 
 std::shared_ptr<Model> load_model(const std::string& dir, const LoadOptions& opts) {
-  auto ck = std::make_shared<Checkpoint>(Checkpoint::open(dir, opts.progress));
+  // Read, not Map: a run must not depend on the file after load (MappedFile::open_read).
+  auto ck = std::make_shared<Checkpoint>(Checkpoint::open(dir, opts.progress, FileAccess::Read));
   std::shared_ptr<Model> m = bind_model(*ck, opts);
   m->keep_alive.push_back(ck);
   return m;

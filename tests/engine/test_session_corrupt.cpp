@@ -160,8 +160,8 @@ std::vector<Case> corruption_table() {
        "tensor 'runs/B/position': token 3: position 0, expected 3"},
       {"router expert out of range", [](const B& b) { return poke_i32(b, "runs/A/router_topk", 5, 4); },
        "tensor 'runs/A/router_topk': token 1: expert 4 outside [0, 4)"},
-      {"nonfinite layer out of range", [](const B& b) { return poke_i32(b, "runs/A/nonfinite_layer", 0, 4); },
-       "layer 4 outside [-1, 4)"},
+      {"nonfinite layer out of range", [](const B& b) { return poke_i32(b, "runs/A/nonfinite_layer", 0, 6); },
+       "layer 6 outside [-1, 5] (L: the final norm, L + 1: the LM head)"},
   };
 }
 
