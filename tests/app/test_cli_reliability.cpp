@@ -98,6 +98,28 @@ long long bytesRead(pid_t pid) {
   return -1;
 }
 
+// Whether the process has `path` open (a link in /proc/PID/fd).
+bool holdsOpen(pid_t pid, const std::string& path) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    std::error_code ec2;
+    if (fs::read_symlink(e.path(), ec2) == path) return true;
+  }
+  return false;
+}
+
+// Sends SIGSTOP and waits until the process shows as stopped ('T' in /proc/PID/stat).
+void stop(pid_t pid) {
+  ::kill(pid, SIGSTOP);
+  for (int i = 0; i < 10000; ++i) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string all((std::istreambuf_iterator<char>(f)), {});
+    const size_t close = all.rfind(')');
+    if (close == std::string::npos || close + 2 >= all.size() || all[close + 2] == 'T') return;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
 struct Scratch {
   test::TempDir dir;
   std::string operator/(const std::string& leaf) const { return dir / leaf; }
@@ -136,12 +158,17 @@ TEST(CliReliability, ShardTruncatedWhileTraceRuns_OneLineChangedOnDisk_NoSignal)
   Proc p = start("", "trace --checkpoint " + (s / "ckpt") + " --ids 1,2 --generate 4000 --ignore-eos --out " +
                                      (s / "t.safetensors"));
   ASSERT_GT(p.pid, 0);
-  // Loaded once the process has read the whole shard (the weights are read, not mapped).
+  // Loaded once the process has read as many bytes as the shard holds and closed it again (the
+  // weights are read into memory, then the file is closed): checked while it is stopped.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (bytesRead(p.pid) < size && std::chrono::steady_clock::now() < deadline)
+  bool loaded = false;
+  while (!loaded && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
-  ::kill(p.pid, SIGSTOP);
-  const bool loaded = bytesRead(p.pid) >= size;
+    if (bytesRead(p.pid) < size) continue;
+    stop(p.pid);
+    loaded = bytesRead(p.pid) >= size && !holdsOpen(p.pid, shard);
+    if (!loaded) ::kill(p.pid, SIGCONT);
+  }
   fs::resize_file(shard, 4096);
   ::kill(p.pid, SIGCONT);
   const Result r = finish(p);

@@ -6,10 +6,32 @@
 #include <cmath>
 #include <filesystem>
 
+#include "engine/io/safetensors.h"
 #include "tests/app/gui_test_util.h"
-#include "tests/engine/test_util.h"
 
 using namespace hl::test;
+
+namespace {
+
+// Puts a NaN at element `index` of tensor `name` of a checkpoint's model.safetensors (any float dtype).
+void poisonTensor(const fs::path& dir, const std::string& name, int64_t index) {
+  const std::string path = (dir / "model.safetensors").string();
+  hl::SafetensorsWriter w;
+  {
+    const hl::SafetensorsFile f = hl::SafetensorsFile::open(path);
+    for (const hl::TensorInfo& t : f.tensors()) {
+      std::vector<uint8_t> bytes(t.data, t.data + t.nbytes());
+      if (t.name == name) {
+        const float nan = std::nanf("");
+        hl::from_float(t.dtype, &nan, bytes.data() + index * hl::dtype_size(t.dtype), 1);
+      }
+      w.add(t.name, t.dtype, t.shape, bytes.data(), bytes.size());
+    }
+  }
+  w.write(path);
+}
+
+}  // namespace
 
 TEST(GuiReliability, CheckpointTruncatedWhileStepping_OneLineError_RecordedRunStays) {
   TempDir tmp("changed");
@@ -34,11 +56,10 @@ TEST(GuiReliability, CheckpointTruncatedWhileStepping_OneLineError_RecordedRunSt
 
 TEST(GuiReliability, NanLogits_GenerationRefused_OneLineError_PromptRecordsStay) {
   TempDir tmp("nanhead");
-  hl::JambaConfig c = hl::test::tiny_config();
-  c.tie_word_embeddings = false;
-  hl::test::write_tiny_checkpoint((tmp.path).string(), c, [&](std::vector<hl::test::TestTensor>& ts) {
-    hl::test::find_tensor(ts, "lm_head.weight")->values[7 * c.hidden_size] = std::nanf("");
-  });
+  makeDemo(tmp.path);
+  const hl::JambaConfig c = hl::preset_config("demo-random");
+  // Row 7 of the LM head (the embedding when tied: token 7 is not fed, so only its logit is NaN).
+  poisonTensor(tmp.path, c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", 7 * c.hidden_size);
   Harness h;
   ASSERT_TRUE(h.load(tmp.q(), QStringLiteral("1, 2")));
   ASSERT_TRUE(h.step(2));  // the prompt: fed, its records flag the LM head
