@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "engine/core/error.h"
@@ -39,7 +40,8 @@ int try_lock(const std::string& lock_path) {
     ::close(fd);
     return -1;
   }
-  struct stat a {}, b {};
+  struct stat a {};
+  struct stat b {};
   if (::fstat(fd, &a) != 0 || ::stat(lock_path.c_str(), &b) != 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
     ::close(fd);
     return -1;
@@ -135,27 +137,23 @@ std::vector<AutosaveStore::Orphan> AutosaveStore::orphans() const {
   return out;
 }
 
-bool AutosaveStore::adopt(const std::string& orphan) {
+bool AutosaveStore::with_orphan_locked(const std::string& orphan, const std::function<bool()>& act) {
   if (orphan == path_ || orphan.rfind(dir_ + "/", 0) != 0 || !ends_with(orphan, kExtension)) return false;
   const std::string lock = lock_of(orphan);
   const int fd = try_lock(lock);
-  if (fd < 0) return false;
-  if (::rename(orphan.c_str(), path_.c_str()) != 0) {  // gone: another instance took it first
-    remove_locked(lock, fd);
-    return false;
-  }
+  if (fd < 0) return false;  // its owner lives
+  const bool done = act();
   remove_locked(lock, fd);
-  return true;
+  return done;
+}
+
+bool AutosaveStore::adopt(const std::string& orphan) {
+  // rename fails when the file is gone: another instance took it first.
+  return with_orphan_locked(orphan, [&] { return ::rename(orphan.c_str(), path_.c_str()) == 0; });
 }
 
 bool AutosaveStore::discard(const std::string& orphan) {
-  if (orphan == path_ || orphan.rfind(dir_ + "/", 0) != 0 || !ends_with(orphan, kExtension)) return false;
-  const std::string lock = lock_of(orphan);
-  const int fd = try_lock(lock);
-  if (fd < 0) return false;
-  ::unlink(orphan.c_str());
-  remove_locked(lock, fd);
-  return true;
+  return with_orphan_locked(orphan, [&] { return ::unlink(orphan.c_str()) == 0 || errno == ENOENT; });
 }
 
 }  // namespace hl::app

@@ -6,6 +6,7 @@
 // POSIX, no Qt, so it is tested across processes without a window (tests/app/test_autosave_store.cpp).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,8 @@ class AutosaveStore {
 
   const std::string& dir() const { return dir_; }
   const std::string& path() const { return path_; }  // where this instance autosaves
-  bool exists() const;                                // this instance's autosave is on disk
-  void clear();                                       // removes it (after a save, at a clean exit)
+  bool exists() const;                               // this instance's autosave is on disk
+  void clear();                                      // removes it (after a save, at a clean exit)
 
   struct Orphan {
     std::string path;
@@ -43,6 +44,9 @@ class AutosaveStore {
   static constexpr const char* kExtension = ".hlsession";
 
  private:
+  // Runs `act` while holding the lock of `orphan` (one of this folder's autosaves, not this
+  // instance's), then removes its lock file; false when the lock is held elsewhere or act fails.
+  bool with_orphan_locked(const std::string& orphan, const std::function<bool()>& act);
   std::string dir_, path_, lock_path_;
   int lock_fd_ = -1;
 };

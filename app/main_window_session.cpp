@@ -398,7 +398,7 @@ void MainWindow::offerRecovery() {
     if (r == QMessageBox::Yes) {
       recoverAutosave();
     } else if (autosave_ && autosave_->discard(orphan)) {  // only an orphan: never a live window's
-      offerRecovery();                                      // the next one, if any
+      offerRecovery();                                     // the next one, if any
     }
   });
   box->open();

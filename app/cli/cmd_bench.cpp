@@ -125,7 +125,8 @@ int runBench(const std::vector<std::string>& args) {
   auto measure = [&](std::unique_ptr<Backend>& bp) {
     Backend* b = bp.get();
     warm.clear(), steps_on.clear(), steps_off.clear(), on.clear(), off.clear(), pre.clear(), bws.clear();
-    decode_rate(*b, true, std::vector<int32_t>(decode_ids.begin(), decode_ids.begin() + std::min<int64_t>(n, 4)), &warm);
+    decode_rate(*b, true, std::vector<int32_t>(decode_ids.begin(), decode_ids.begin() + std::min<int64_t>(n, 4)),
+                &warm);
     probe.pass();
     // The CPU backend shares the model's weights between instances, so a second one costs only its
     // state: on and off then run in lockstep. Other backends alternate whole rounds.

@@ -149,11 +149,12 @@ int runRecord(const std::vector<std::string>& args) {
   if (hasB) {
     // B on the backend that finished A (the CPU after a fallback), so A and B compare alike.
     const bool aOnCpu = rec.runs[0].settings.backend == "cpu";
-    runWithFallback("record", backendName == "auto" && aOnCpu ? "cpu" : backendName, model, [&](std::unique_ptr<Backend>& b) {
-      Recorder recB(std::move(b), optsB, sampling, "B");
-      recB.feed(tokens);
-      rec.runs.push_back(recB.take_run());
-    });
+    runWithFallback("record", backendName == "auto" && aOnCpu ? "cpu" : backendName, model,
+                    [&](std::unique_ptr<Backend>& b) {
+                      Recorder recB(std::move(b), optsB, sampling, "B");
+                      recB.feed(tokens);
+                      rec.runs.push_back(recB.take_run());
+                    });
   }
   model->check_files();  // at the end of the runs too: a session never pairs an identity with other weights
   save_session(out, rec, save);

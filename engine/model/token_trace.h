@@ -55,8 +55,12 @@ struct TokenTrace {
 };
 
 // nonfinite_layer's values for the final norm and the LM head of an L-layer model.
-inline int32_t nonfinite_final_norm(int64_t L) { return static_cast<int32_t>(L); }
-inline int32_t nonfinite_lm_head(int64_t L) { return static_cast<int32_t>(L + 1); }
+inline int32_t nonfinite_final_norm(int64_t L) {
+  return static_cast<int32_t>(L);
+}
+inline int32_t nonfinite_lm_head(int64_t L) {
+  return static_cast<int32_t>(L + 1);
+}
 // "layer 3", "the final norm", "the LM head" for a nonfinite_layer value >= 0.
 std::string nonfinite_where(int32_t nonfinite_layer, int64_t L);
 // Sets r.nonfinite_layer to L + 1 when it is still −1 and a logit is NaN or Inf.

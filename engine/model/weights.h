@@ -1,6 +1,7 @@
 // The model's weights bound to layers (jamba-spec.md §2.1). Matrices stay in their stored dtype
 // (views into the checkpoint files' bytes, read into owned memory at load, or into owned buffers
-// for merged adapters); small vectors (norms, biases, A, D, conv) are widened to float at load. Not the forward pass: see backend/.
+// for merged adapters); small vectors (norms, biases, A, D, conv) are widened to float at load.
+// Not the forward pass: see backend/.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -53,8 +53,8 @@ struct Proc {
 Proc start(const std::string& env, const std::string& args) {
   static int n = 0;
   Proc p;
-  p.errPath = (fs::temp_directory_path() / ("hl_clirel_" + std::to_string(::getpid()) + "_" + std::to_string(n++)))
-                  .string();
+  p.errPath =
+      (fs::temp_directory_path() / ("hl_clirel_" + std::to_string(::getpid()) + "_" + std::to_string(n++))).string();
   const std::string line = "echo $$; exec env " + env + " " + HL_HYBRIDLENS + " " + args + " 2>" + p.errPath;
   p.pipe = ::popen(line.c_str(), "r");
   if (p.pipe && std::fscanf(p.pipe, "%d\n", &p.pid) != 1) p.pid = -1;
@@ -156,7 +156,7 @@ TEST(CliReliability, ShardTruncatedWhileTraceRuns_OneLineChangedOnDisk_NoSignal)
   const std::string shard = s / "ckpt/model.safetensors";
   const long long size = static_cast<long long>(fs::file_size(shard));
   Proc p = start("", "trace --checkpoint " + (s / "ckpt") + " --ids 1,2 --generate 4000 --ignore-eos --out " +
-                                     (s / "t.safetensors"));
+                         (s / "t.safetensors"));
   ASSERT_GT(p.pid, 0);
   // Loaded once the process has read as many bytes as the shard holds and closed it again (the
   // weights are read into memory, then the file is closed): checked while it is stopped.
@@ -185,10 +185,11 @@ TEST(CliReliability, NanInLmHead_TraceFlagsTheHead_GenerateRefusesWithOneLine) {
     const Result ok = run(isa, "trace --checkpoint " + (s / "nan") + " --ids 1,2 --backend cpu --out " + (s / "a.st"));
     EXPECT_EQ(ok.status, 0) << isa << ": " << ok.err;
     EXPECT_NE(ok.out.find("non-finite values from token 0 at the LM head"), std::string::npos) << isa << ": " << ok.out;
-    const Result gen = run(isa, "trace --checkpoint " + (s / "nan") + " --ids 1,2 --generate 3 --backend cpu --out " +
-                                    (s / "b.st"));
-    expectOneLine(gen, "cannot sample the token after position 1: its logits are not finite (NaN at token id 7; "
-                       "non-finite from the LM head)");
+    const Result gen =
+        run(isa, "trace --checkpoint " + (s / "nan") + " --ids 1,2 --generate 3 --backend cpu --out " + (s / "b.st"));
+    expectOneLine(gen,
+                  "cannot sample the token after position 1: its logits are not finite (NaN at token id 7; "
+                  "non-finite from the LM head)");
   }
   const Result rec = run("", "record --checkpoint " + (s / "nan") + " --ids 1 --generate 2 --temperature 0.7 --out " +
                                  (s / "r.hlsession"));
@@ -205,8 +206,7 @@ TEST(CliReliability, DoraTunedWithNanWeight_FailsNamingTheTensor) {
   test::write_tiny_checkpoint(s / "tuned", c, [](std::vector<test::TestTensor>& ts) {
     test::find_tensor(ts, "model.layers.1.self_attn.v_proj.weight")->values[5] = std::nanf("");
   });
-  const Result r =
-      run("", "dora --base " + (s / "base") + " --tuned " + (s / "tuned") + " --out " + (s / "d.csv"));
+  const Result r = run("", "dora --base " + (s / "base") + " --tuned " + (s / "tuned") + " --out " + (s / "d.csv"));
   expectOneLine(r, "tensor 'model.layers.1.self_attn.v_proj.weight' of the tuned checkpoint " + (s / "tuned") +
                        " holds NaN (row 0, column 5)");
   EXPECT_FALSE(fs::exists(s / "d.csv"));

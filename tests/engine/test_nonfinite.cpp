@@ -72,8 +72,9 @@ TEST(NonFinite, NonFiniteLogits_GenerationRefusesWithOneLine_RecordsKept) {
       FAIL() << "sampled from NaN logits at temperature " << temperature;
     } catch (const Error& e) {
       const std::string m = e.what();
-      EXPECT_EQ(m, "cannot sample the token after position 1: its logits are not finite (NaN at token id 7; "
-                   "non-finite from the LM head)");
+      EXPECT_EQ(m,
+                "cannot sample the token after position 1: its logits are not finite (NaN at token id 7; "
+                "non-finite from the LM head)");
     }
     EXPECT_EQ(rec.run().records.size(), 2u);  // the fed tokens' records stay
   }

@@ -94,7 +94,7 @@ void CpuBackend::init_record(TokenTrace& r, int32_t token, int64_t t) const {
 void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) {
   if (S <= 0) return;
   check_context(opts_, cfg_, position_, S);  // RunOptions::max_context, before any state changes
-  model_->check_files();                      // the checkpoint still the one loaded (Model::files)
+  model_->check_files();                     // the checkpoint still the one loaded (Model::files)
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
   for (int64_t s = 0; s < S; ++s)
