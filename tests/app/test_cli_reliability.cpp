@@ -57,7 +57,7 @@ Proc start(const std::string& env, const std::string& args) {
       (fs::temp_directory_path() / ("hl_clirel_" + std::to_string(::getpid()) + "_" + std::to_string(n++))).string();
   const std::string line = "echo $$; exec env " + env + " " + HL_HYBRIDLENS + " " + args + " 2>" + p.errPath;
   p.pipe = ::popen(line.c_str(), "r");
-  if (p.pipe && std::fscanf(p.pipe, "%d\n", &p.pid) != 1) p.pid = -1;
+  if (p.pipe && std::fscanf(p.pipe, "%d", &p.pid) != 1) p.pid = -1;
   return p;
 }
 
