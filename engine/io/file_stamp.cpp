@@ -22,13 +22,16 @@ FileStamp FileStamp::of(const std::string& path, const struct stat& st) {
 }
 
 std::string FileStamp::change() const {
+  // Allocation-free while nothing changed: every decode step calls it (Model::check_files).
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return errno == ENOENT ? "removed" : std::string(std::strerror(errno));
-  const FileStamp now = of(path, st);
-  if (same_as(now)) return {};
-  if (now.dev != dev || now.ino != ino) return "replaced by another file";
-  if (now.size != size) return "size " + std::to_string(size) + " -> " + std::to_string(now.size) + " bytes";
-  return "modified";
+  const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  const uint64_t now_size = static_cast<uint64_t>(st.st_size);
+  if (static_cast<uint64_t>(st.st_dev) != dev || static_cast<uint64_t>(st.st_ino) != ino)
+    return "replaced by another file";
+  if (now_size != size) return "size " + std::to_string(size) + " -> " + std::to_string(now_size) + " bytes";
+  if (mtime != mtime_ns) return "modified";
+  return {};
 }
 
 void check_unchanged(const std::vector<FileStamp>& stamps) {
