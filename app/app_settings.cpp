@@ -143,11 +143,11 @@ QString defaultDemoDir() {
   return randomDemoDir();
 }
 
-QString autosavePath() {
+QString autosaveDir() {
   QString dir = QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation);
   if (dir.isEmpty()) dir = QDir::tempPath();
   QDir().mkpath(dir);
-  return dir + "/autosave.hlsession";
+  return dir + "/autosave";
 }
 
 }  // namespace hl::app

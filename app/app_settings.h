@@ -38,7 +38,8 @@ std::vector<DemoModel> bundledModels(const QString& root);
 // The model `tools/setup.sh --run` opens: the baseline if bundled, else the random demo.
 QString defaultDemoDir();
 
-// Where the autosave of the current session goes (per user, in the app's data folder).
-QString autosavePath();
+// The folder of the autosaves (per user, in the app's data folder; one file per running instance,
+// see autosave_store.h).
+QString autosaveDir();
 
 }  // namespace hl::app

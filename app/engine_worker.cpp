@@ -68,6 +68,7 @@ void EngineWorker::loadModel(int requestId, int cancelEpoch, const QString& dir)
     ModelInfo info;
     info.requestId = requestId;
     info.identity = hl::identify_checkpoint(path);
+    m->check_files();  // the identity read the files the weights came from
     if (flags_->cancelEpoch.load() != cancelEpoch) throw hl::Cancelled();
     info.dir = dir;
     info.name = QString::fromStdString(m->name);

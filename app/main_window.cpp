@@ -23,6 +23,7 @@
 #include <QVBoxLayout>
 
 #include "app/app_settings.h"
+#include "app/autosave_store.h"
 #include "app/engine_thread.h"
 #include "app/run_panel.h"
 #include "app/session_io.h"
@@ -91,6 +92,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   refreshTimer_ = new QTimer(this);
   refreshTimer_->setSingleShot(true);
   connect(refreshTimer_, &QTimer::timeout, this, [this] { refreshViews(false); });
+  try {
+    autosave_ = std::make_unique<AutosaveStore>(QFile::encodeName(autosaveDir()).toStdString());
+  } catch (const std::exception& e) {
+    statusBar()->showMessage(tr("Autosave is off: %1").arg(QString::fromUtf8(e.what())));
+  }
   autosaveTimer_ = new QTimer(this);
   autosaveTimer_->setInterval(20000);
   connect(autosaveTimer_, &QTimer::timeout, this, &MainWindow::autosaveTick);

@@ -29,6 +29,7 @@ class InstrumentView;
 
 namespace hl::app {
 
+class AutosaveStore;
 class EngineThread;
 class RunPanel;
 class SessionIo;
@@ -84,8 +85,9 @@ class MainWindow : public QMainWindow {
   QString sessionPath() const { return sessionPath_; }
   void setAutosaveInterval(int ms);
   void autosaveNow();
-  bool hasRecovery() const;  // an autosave left by a session that did not end cleanly
-  bool recoverAutosave();    // opens it as unsaved work
+  bool hasRecovery() const;  // an autosave left by an instance that is gone (AutosaveStore)
+  bool recoverAutosave();    // opens the newest such as unsaved work
+  bool hasAutosave() const;  // this instance's own autosave is on disk
   void offerRecovery();      // asks (non-modal) when hasRecovery()
   // True when the current work may be discarded (not dirty, saved, or the user said Discard).
   bool maybeDiscard();
@@ -227,6 +229,7 @@ class MainWindow : public QMainWindow {
   uint64_t changes_ = 0, savedChanges_ = 0, autosavedChanges_ = 0;
   QTimer* autosaveTimer_ = nullptr;
   bool autosaving_ = false;
+  std::unique_ptr<AutosaveStore> autosave_;  // null when the folder cannot be used
 
   ErrorHook errorHook_;
   DiscardHook discardHook_;

@@ -7,11 +7,11 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QSettings>
 #include <QStatusBar>
 #include <QTimer>
 
 #include "app/app_settings.h"
+#include "app/autosave_store.h"
 #include "app/engine_thread.h"
 #include "app/engine_worker.h"
 #include "app/main_window.h"
@@ -24,7 +24,6 @@
 namespace hl::app {
 
 namespace {
-const char* kAutosavePending = "autosave/pending";
 
 QString withExtension(const QString& path) {
   return path.endsWith(QLatin1String(hl::kSessionExtension)) ? path : path + QLatin1String(hl::kSessionExtension);
@@ -329,14 +328,10 @@ void MainWindow::autosaveTick() {
 }
 
 void MainWindow::autosaveNow() {
-  if (autosaving_ || !rec_ || rec_->runs.empty()) return;
+  if (autosaving_ || !autosave_ || !rec_ || rec_->runs.empty()) return;
   autosaving_ = true;
   const uint64_t at = changes_;
-  QSettings s;
-  s.setValue(kAutosavePending, true);
-  s.setValue("autosave/time", QDateTime::currentDateTime());
-  s.sync();
-  io_->save(autosavePath(), snapshot(), [this, at](const QString& error) {
+  io_->save(QFile::decodeName(autosave_->path().c_str()), snapshot(), [this, at](const QString& error) {
     autosaving_ = false;
     if (error.isEmpty())
       autosavedChanges_ = at;
@@ -345,52 +340,66 @@ void MainWindow::autosaveNow() {
   });
 }
 
+// Only this instance's autosave: another running instance's is never touched (AutosaveStore).
 void MainWindow::clearAutosave() {
   if (autosaving_) io_->waitAll();  // the file being written must not reappear after removal
-  QFile::remove(autosavePath());
-  QSettings s;
-  s.setValue(kAutosavePending, false);
-  s.sync();
+  if (autosave_) autosave_->clear();
+}
+
+bool MainWindow::hasAutosave() const {
+  return autosave_ && autosave_->exists();
 }
 
 bool MainWindow::hasRecovery() const {
-  return QSettings().value(kAutosavePending, false).toBool() && QFileInfo::exists(autosavePath());
+  return autosave_ && !autosave_->orphans().empty();
 }
 
 bool MainWindow::recoverAutosave() {
-  if (!hasRecovery()) return false;
-  io_->load(autosavePath(), [this](std::shared_ptr<hl::Recording> rec, const QString& error) {
+  if (!autosave_) return false;
+  // The newest orphan becomes this instance's autosave (moved under its lock), then opens from there.
+  bool adopted = false;
+  for (const AutosaveStore::Orphan& o : autosave_->orphans()) {
+    if (autosaving_) io_->waitAll();  // this instance's own autosave is about to be replaced
+    if ((adopted = autosave_->adopt(o.path))) break;
+  }
+  if (!adopted) return false;
+  const QString path = QFile::decodeName(autosave_->path().c_str());
+  io_->load(path, [this, path](std::shared_ptr<hl::Recording> rec, const QString& error) {
     if (!rec) {
-      reportError(tr("Could not recover the session"), tr("%1\n\n%2").arg(autosavePath(), error));
+      reportError(tr("Could not recover the session"), tr("%1\n\n%2").arg(path, error));
       clearAutosave();
       return;
     }
-    applySession(std::move(rec), autosavePath(), true);
+    applySession(std::move(rec), path, true);
     statusBar()->showMessage(tr("Recovered the autosaved session: save it to keep it (Ctrl+Shift+S)"), 10000);
   });
   return true;
 }
 
 void MainWindow::offerRecovery() {
-  if (!hasRecovery()) return;
+  if (!autosave_) return;
+  const std::vector<AutosaveStore::Orphan> orphans = autosave_->orphans();
+  if (orphans.empty()) return;
+  const std::string orphan = orphans.front().path;
   QString what;
   try {
-    const hl::SessionSummary s = hl::read_session_summary(QFile::encodeName(autosavePath()).toStdString());
+    const hl::SessionSummary s = hl::read_session_summary(orphan);
     what = tr("%1 tokens on %2").arg(s.n_tokens).arg(QString::fromStdString(s.checkpoint.name));
   } catch (const std::exception& e) {
     what = QString::fromUtf8(e.what());
   }
-  const QDateTime when = QSettings().value("autosave/time").toDateTime();
+  const QDateTime when = QFileInfo(QFile::decodeName(orphan.c_str())).lastModified();
   auto* box = new QMessageBox(QMessageBox::Question, tr("Recover session"),
-                              tr("HybridLens did not close cleanly. Recover the session autosaved %1 (%2)?")
+                              tr("A HybridLens window did not close cleanly. Recover the session autosaved %1 (%2)?")
                                   .arg(QLocale().toString(when, QLocale::ShortFormat), what),
                               QMessageBox::Yes | QMessageBox::No, this);
   box->setAttribute(Qt::WA_DeleteOnClose);
-  connect(box, &QMessageBox::finished, this, [this](int r) {
-    if (r == QMessageBox::Yes)
+  connect(box, &QMessageBox::finished, this, [this, orphan](int r) {
+    if (r == QMessageBox::Yes) {
       recoverAutosave();
-    else
-      clearAutosave();
+    } else if (autosave_ && autosave_->discard(orphan)) {  // only an orphan: never a live window's
+      offerRecovery();                                     // the next one, if any
+    }
   });
   box->open();
 }

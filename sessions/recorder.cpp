@@ -64,6 +64,7 @@ int32_t Recorder::generate_one() {
     throw Error("backend " + backend_->name() + " returned " + std::to_string(logits.size()) +
                 " logits, expected vocab_size " + std::to_string(V));
   }
+  require_finite_logits(run_.records.back(), backend_->model().config.num_hidden_layers);
   const auto t0 = std::chrono::steady_clock::now();
   const int32_t next = sampler_.sample(logits.data(), V);
   run_.run_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -545,8 +545,9 @@ Recording read_session(const SafetensorsFile& sf, const std::string& name) {
           if (f->i32 == &TokenTrace::position && x != t) {
             throw bad(t, "position " + std::to_string(x) + ", expected " + std::to_string(t));
           }
-          if (f->i32 == &TokenTrace::nonfinite_layer && (x < -1 || x >= d.L1 - 1)) {
-            throw bad(t, "layer " + std::to_string(x) + " outside [-1, " + std::to_string(d.L1 - 1) + ")");
+          if (f->i32 == &TokenTrace::nonfinite_layer && (x < -1 || x > d.L1)) {  // L1 + 1 = L + 2 values
+            throw bad(t, "layer " + std::to_string(x) + " outside [-1, " + std::to_string(d.L1) +
+                             "] (L: the final norm, L + 1: the LM head)");
           }
         }
         continue;

@@ -95,7 +95,7 @@ json plan_run(const Run& run, const TraceDims& d, const SessionSaveOptions& opts
     std::string bad;
     if (r.token_id < 0 || r.token_id >= d.V) bad = "token id " + std::to_string(r.token_id) + " outside the vocabulary";
     if (r.position != t) bad = "position " + std::to_string(r.position) + " is not its index";
-    if (r.nonfinite_layer < -1 || r.nonfinite_layer >= d.L1 - 1) bad = "nonfinite_layer outside [-1, L)";
+    if (r.nonfinite_layer < -1 || r.nonfinite_layer > d.L1) bad = "nonfinite_layer outside [-1, L + 1]";
     if (r.kv_cache_bytes < 0 || r.ssm_state_bytes < 0) bad = "a negative byte count";
     for (int32_t e : r.router_topk)
       if (e < 0 || e >= d.E) bad = "router_topk expert " + std::to_string(e) + " outside [0, E)";

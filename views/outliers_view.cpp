@@ -251,7 +251,9 @@ QString OutliersView::describePoint(QCPAbstractPlottable* p, int index) const {
     s += tr("\ntoken %1: %2").arg(tok).arg(tokenLabel(*state().rec, tok));
     if (state().a && tok >= 0 && tok < static_cast<int>(state().a->records.size()) &&
         state().a->records[tok].nonfinite_layer >= 0)
-      s += tr("\nnon-finite from layer %1").arg(state().a->records[tok].nonfinite_layer);
+      s += tr("\nnon-finite from %1")
+               .arg(QString::fromStdString(hl::nonfinite_where(state().a->records[tok].nonfinite_layer,
+                                                               state().rec->config.num_hidden_layers)));
   }
   return s;
 }

@@ -13,6 +13,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/run_args.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu/cpu_simd.h"
 #include "engine/core/bandwidth.h"
@@ -109,7 +110,6 @@ int runBench(const std::vector<std::string>& args) {
   const int64_t rounds = a.getIntOr("rounds", 3, 1, 100);
   const int64_t prefill_n = a.getIntOr("prefill", 512, 1, 100000);
   std::shared_ptr<Model> model = load_model(a.get("checkpoint"));
-  std::unique_ptr<Backend> b = make_backend(a.getOr("backend", "auto"), model);
   const int64_t V = model->config.vocab_size;
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V - 1));
@@ -120,27 +120,34 @@ int runBench(const std::vector<std::string>& args) {
   const std::vector<int32_t> prefill_ids(ids.begin(), ids.begin() + prefill_n);
   BandwidthProbe probe;
   std::vector<double> warm, steps_on, steps_off;  // per-step seconds of every round
-  decode_rate(*b, true, std::vector<int32_t>(decode_ids.begin(), decode_ids.begin() + std::min<int64_t>(n, 4)), &warm);
-  probe.pass();
-  // The CPU backend shares the model's weights between instances, so a second one costs only its
-  // state: on and off then run in lockstep. Other backends alternate whole rounds.
-  std::unique_ptr<Backend> b_off = b->name() == "cpu" ? make_backend("cpu", model) : nullptr;
   std::vector<double> on, off, pre, bws;
-  for (int64_t r = 0; r < rounds; ++r) {  // alternate so drift and other processes hit all alike
-    if (b_off) {
-      const auto [r_on, r_off] = decode_rates_lockstep(*b, *b_off, decode_ids, &steps_on, &steps_off);
-      on.push_back(r_on);
-      off.push_back(r_off);
-    } else if (r % 2 == 0) {
-      on.push_back(decode_rate(*b, true, decode_ids, &steps_on));
-      off.push_back(decode_rate(*b, false, decode_ids, &steps_off));
-    } else {
-      off.push_back(decode_rate(*b, false, decode_ids, &steps_off));
-      on.push_back(decode_rate(*b, true, decode_ids, &steps_on));
+  // With `auto`, a GPU backend lost mid-measurement is replaced by the CPU and the measurement redone.
+  auto measure = [&](std::unique_ptr<Backend>& bp) {
+    Backend* b = bp.get();
+    warm.clear(), steps_on.clear(), steps_off.clear(), on.clear(), off.clear(), pre.clear(), bws.clear();
+    decode_rate(*b, true, std::vector<int32_t>(decode_ids.begin(), decode_ids.begin() + std::min<int64_t>(n, 4)),
+                &warm);
+    probe.pass();
+    // The CPU backend shares the model's weights between instances, so a second one costs only its
+    // state: on and off then run in lockstep. Other backends alternate whole rounds.
+    std::unique_ptr<Backend> b_off = b->name() == "cpu" ? make_backend("cpu", model) : nullptr;
+    for (int64_t r = 0; r < rounds; ++r) {  // alternate so drift and other processes hit all alike
+      if (b_off) {
+        const auto [r_on, r_off] = decode_rates_lockstep(*b, *b_off, decode_ids, &steps_on, &steps_off);
+        on.push_back(r_on);
+        off.push_back(r_off);
+      } else if (r % 2 == 0) {
+        on.push_back(decode_rate(*b, true, decode_ids, &steps_on));
+        off.push_back(decode_rate(*b, false, decode_ids, &steps_off));
+      } else {
+        off.push_back(decode_rate(*b, false, decode_ids, &steps_off));
+        on.push_back(decode_rate(*b, true, decode_ids, &steps_on));
+      }
+      pre.push_back(prefill_rate(*b, prefill_ids));
+      bws.push_back(probe.pass());
     }
-    pre.push_back(prefill_rate(*b, prefill_ids));
-    bws.push_back(probe.pass());
-  }
+  };
+  const std::unique_ptr<Backend> b = runWithFallback("bench", backendOption(a), model, measure);
   const double on_s = median(on), off_s = median(off), bw = median(bws), prefill_s = median(pre);
   // Median step times: robust to the odd step a busy machine preempts, which the rates above absorb.
   const double p50_on = median(steps_on), p50_off = median(steps_off);

@@ -32,6 +32,7 @@ ArgParser recordParser() {
               "--checkpoint DIR (--ids 1,2,3 | --prompt TEXT [--no-bos] | --chat FILE.json) [--generate N [--ignore-eos]]\n"
               "       [--temperature T [--top-p P] [--seed S]] [--normalizer softmax|softmax1|sink]\n"
               "       [--registers N] [--adapter DIR] [--backend auto|cpu|vulkan|cuda]\n"
+              "       [--memory-budget SIZE] [--max-context N]\n"
               "       [--compare-normalizer NAME | --compare-registers N] [--no-full]\n"
               "       [--logits-dtype f32|f16|bf16] [--full-dtype f16|bf16|f32] --out FILE.hlsession",
               "Runs the model on the tokens, one at a time, and writes a session file: settings, checkpoint\n"
@@ -43,6 +44,7 @@ ArgParser recordParser() {
       .option("top-p", "P", "with --temperature: nucleus sampling mass in (0, 1] (default 1)")
       .option("seed", "S", "with --temperature: random seed (default 0)");
   addModelOptions(p);
+  addLimitOptions(p);
   p.option("compare-normalizer", "NAME", "also record run B with this normalizer over the same tokens")
       .option("compare-registers", "N", "also record run B with N registers over the same tokens")
       .flag("no-full", "leave out attn_rows, ssm_delta and ssm_retained (much smaller files)")
@@ -94,6 +96,8 @@ int runRecord(const std::vector<std::string>& args) {
   RunOptions opts;
   opts.full = !a.has("no-full");
   applyToggleOptions(a, &opts);
+  LoadOptions loadOptions;
+  applyLimitOptions(a, &opts, &loadOptions);
   RunOptions optsB = opts;
   const bool hasB = a.has("compare-normalizer") || a.has("compare-registers");
   if (a.has("compare-normalizer")) {
@@ -118,18 +122,24 @@ int runRecord(const std::vector<std::string>& args) {
 
   const std::string dir = a.get("checkpoint");
   const auto t0 = std::chrono::steady_clock::now();
-  std::shared_ptr<Model> model = loadModelOptions(a);
+  std::shared_ptr<Model> model = loadModelOptions(a, loadOptions);
   const double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const CheckpointIdentity identity = identify_checkpoint(dir);
+  model->check_files();  // the identity read the files the weights came from
   std::unique_ptr<Tokenizer> tok;
   if (!model->tokenizer_path.empty()) tok = Tokenizer::load(model->tokenizer_path);
   std::string promptText;
   const std::vector<int32_t> prompt = inputTokens(a, *model, tok.get(), &promptText);
 
-  Recorder recA(make_backend(backendName, model), opts, sampling, "A");
-  recA.feed(prompt);
-  const int64_t generated = generate > 0 ? recA.generate(generate) : 0;
-  Run runA = recA.take_run();
+  // With `auto`, a GPU backend lost mid-run is replaced by the CPU and the run redone (as `trace`).
+  Run runA;
+  int64_t generated = 0;
+  runWithFallback("record", backendName, model, [&](std::unique_ptr<Backend>& b) {
+    Recorder recA(std::move(b), opts, sampling, "A");
+    recA.feed(prompt);
+    generated = generate > 0 ? recA.generate(generate) : 0;
+    runA = recA.take_run();
+  });
   runA.load_seconds = loadSeconds;
   std::vector<int32_t> tokens;
   for (const TokenTrace& r : runA.records) tokens.push_back(r.token_id);
@@ -138,10 +148,16 @@ int runRecord(const std::vector<std::string>& args) {
       make_recording(*model, identity, promptText, tokens, tok.get());
   rec.runs.push_back(std::move(runA));
   if (hasB) {
-    Recorder recB(make_backend(backendName, model), optsB, sampling, "B");
-    recB.feed(tokens);
-    rec.runs.push_back(recB.take_run());
+    // B on the backend that finished A (the CPU after a fallback), so A and B compare alike.
+    const bool aOnCpu = rec.runs[0].settings.backend == "cpu";
+    runWithFallback("record", backendName == "auto" && aOnCpu ? "cpu" : backendName, model,
+                    [&](std::unique_ptr<Backend>& b) {
+                      Recorder recB(std::move(b), optsB, sampling, "B");
+                      recB.feed(tokens);
+                      rec.runs.push_back(recB.take_run());
+                    });
   }
+  model->check_files();  // at the end of the runs too: a session never pairs an identity with other weights
   save_session(out, rec, save);
 
   struct stat st {};

@@ -20,8 +20,6 @@
 namespace hl::cli {
 namespace {
 
-constexpr int64_t kMaxContext = (int64_t{1} << 31) - 1;  // positions are int32
-
 ArgParser traceParser() {
   ArgParser p("trace",
               "--checkpoint DIR (--ids 1,2,3 | --prompt TEXT [--no-bos] | --chat FILE.json) [--generate N [--ignore-eos]]\n"
@@ -32,9 +30,8 @@ ArgParser traceParser() {
               "safetensors trace file (tensors and metadata as in trace-format.md section 3).");
   addInputOptions(p, "append up to N greedy tokens (stops after an EOS)");
   addModelOptions(p);
+  addLimitOptions(p);
   p.flag("full", "also write attn_rows, ssm_delta and ssm_retained (large)")
-      .option("memory-budget", "SIZE", "refuse a model needing more memory (e.g. 8G; default: the memory available)")
-      .option("max-context", "N", "most tokens in the run (default: config.json max_position_embeddings)")
       .option("out", "FILE", "trace file to write (.safetensors)", true);
   return p;
 }
@@ -55,10 +52,8 @@ int runTrace(const std::vector<std::string>& args) {
   RunOptions opts;
   opts.full = a.has("full");
   applyToggleOptions(a, &opts);
-  opts.max_context = a.getIntOr("max-context", 0, 1, kMaxContext);
   LoadOptions loadOptions;
-  if (a.has("memory-budget"))
-    loadOptions.memory_budget_bytes = parseByteSize(a.get("memory-budget"), "--memory-budget");
+  applyLimitOptions(a, &opts, &loadOptions);
   const std::string backendName = backendOption(a);
   const std::string out = a.get("out");
   checkOutputPath(out);
@@ -68,14 +63,10 @@ int runTrace(const std::vector<std::string>& args) {
   if ((a.has("prompt") || a.has("chat")) && !model->tokenizer_path.empty())
     tok = Tokenizer::load(model->tokenizer_path);
   const std::vector<int32_t> prompt = inputTokens(a, *model, tok.get());
-  std::string note;  // why `auto` did not take the GPU backend
-  std::unique_ptr<Backend> backend = make_backend(backendName, model, &note);
-  if (!note.empty()) std::fprintf(stderr, "hybridlens trace: %s\n", note.c_str());
-
   // Feed the tokens one at a time (a decode step each), then extend greedily.
   std::vector<TokenTrace> records;
   int64_t generated = 0;
-  auto feed = [&] {
+  auto feed = [&](std::unique_ptr<Backend>& backend) {
     backend->start(opts);
     records.clear();
     records.reserve(prompt.size() + static_cast<size_t>(generate));
@@ -86,6 +77,7 @@ int runTrace(const std::vector<std::string>& args) {
         throw Error("backend " + backend->name() + " returned " + std::to_string(logits.size()) +
                     " logits, expected vocab_size " + std::to_string(model->config.vocab_size));
       }
+      require_finite_logits(records.back(), model->config.num_hidden_layers);  // never sample from NaN
       const int32_t next = argmax(logits.data(), model->config.vocab_size);
       backend->forward(&next, 1, &records);
       if (!a.has("ignore-eos") && model->config.is_eos(next)) {
@@ -95,16 +87,10 @@ int runTrace(const std::vector<std::string>& args) {
     }
   };
   const auto t0 = std::chrono::steady_clock::now();
-  try {
-    feed();
-  } catch (const BackendFailure& e) {
-    // A GPU backend that fails mid-run (device lost): with `auto`, the run is redone on the CPU.
-    if (backendName != "auto") throw;
-    std::fprintf(stderr, "hybridlens trace: %s; falling back to the CPU backend\n", e.what());
-    backend = make_backend("cpu", model);
-    feed();
-  }
+  // A GPU backend that fails mid-run (device lost): with `auto`, the run is redone on the CPU.
+  const std::unique_ptr<Backend> backend = runWithFallback("trace", backendName, model, feed);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  model->check_files();  // the run's end: the trace names the checkpoint its weights came from
 
   TraceMeta meta;
   meta.checkpoint = model->name;
@@ -127,8 +113,8 @@ int runTrace(const std::vector<std::string>& args) {
               records.size(), prompt.size(), static_cast<long long>(generated), backend->name().c_str(),
               records.empty() ? 0.0 : 1e3 * seconds / static_cast<double>(records.size()),
               firstBad < 0 ? ""
-                           : (", non-finite values from token " + std::to_string(firstBad) + " at layer " +
-                              std::to_string(badLayer))
+                           : (", non-finite values from token " + std::to_string(firstBad) + " at " +
+                              nonfinite_where(badLayer, model->config.num_hidden_layers))
                                  .c_str());
   return 0;
 }

@@ -4,6 +4,8 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
+
 #include "engine/core/error.h"
 #include "engine/io/adapter.h"
 #include "engine/tokenizer/chat_template.h"
@@ -25,6 +27,17 @@ void addModelOptions(ArgParser& p) {
       .option("registers", "N", "use N register tokens (default: the trained count)")
       .option("adapter", "DIR", "PEFT LoRA/DoRA adapter folder, merged into the base weights")
       .option("backend", "NAME", "auto (default), cpu, vulkan or cuda");
+}
+
+void addLimitOptions(ArgParser& p) {
+  p.option("memory-budget", "SIZE", "refuse a model needing more memory (e.g. 8G; default: the memory available)")
+      .option("max-context", "N", "most tokens in the run (default: config.json max_position_embeddings)");
+}
+
+void applyLimitOptions(const ParsedArgs& a, RunOptions* opts, LoadOptions* load) {
+  constexpr int64_t kMaxContext = (int64_t{1} << 31) - 1;  // positions are int32
+  opts->max_context = a.getIntOr("max-context", 0, 1, kMaxContext);
+  if (a.has("memory-budget")) load->memory_budget_bytes = parseByteSize(a.get("memory-budget"), "--memory-budget");
 }
 
 void checkInputOptions(const ParsedArgs& a) {
@@ -57,6 +70,23 @@ std::string backendOption(const ParsedArgs& a) {
     throw UsageError("--backend: expected auto, cpu, vulkan or cuda, got '" + name + "'");
   }
   return name;
+}
+
+std::unique_ptr<Backend> runWithFallback(const std::string& command, const std::string& name,
+                                         const std::shared_ptr<const Model>& model,
+                                         const std::function<void(std::unique_ptr<Backend>&)>& body) {
+  std::string note;  // why `auto` did not take the GPU backend at set-up
+  std::unique_ptr<Backend> backend = make_backend(name, model, &note);
+  if (!note.empty()) std::fprintf(stderr, "hybridlens %s: %s\n", command.c_str(), note.c_str());
+  try {
+    body(backend);
+  } catch (const BackendFailure& e) {
+    if (name != "auto") throw;
+    std::fprintf(stderr, "hybridlens %s: %s; falling back to the CPU backend\n", command.c_str(), e.what());
+    backend = make_backend("cpu", model);
+    body(backend);
+  }
+  return backend;
 }
 
 namespace {

@@ -4,6 +4,7 @@
 // Not the parser (app/cli/args.h) and not the commands' own options (--full, --compare-*, ...).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,11 @@ void addInputOptions(ArgParser& p, const std::string& generateHelp);
 // --normalizer, --registers, --adapter, --backend.
 void addModelOptions(ArgParser& p);
 
+// --memory-budget SIZE and --max-context N (trace and record).
+void addLimitOptions(ArgParser& p);
+// Those two into `opts` and `load`. Throws UsageError.
+void applyLimitOptions(const ParsedArgs& a, RunOptions* opts, LoadOptions* load);
+
 // What addInputOptions' options allow without the model: exactly one of --ids / --prompt / --chat,
 // --no-bos only with --prompt, --ignore-eos only with --generate. Throws UsageError.
 void checkInputOptions(const ParsedArgs& a);
@@ -32,6 +38,16 @@ void applyToggleOptions(const ParsedArgs& a, RunOptions* opts);
 Normalizer normalizerOption(const ParsedArgs& a, const std::string& name);
 // --backend: auto (default), cpu, vulkan or cuda. Throws UsageError.
 std::string backendOption(const ParsedArgs& a);
+// Makes backend `name` for `model` and runs `body` with it. With "auto", a GPU backend that fails
+// while being set up or mid-run (BackendFailure: device lost, not enough device memory) is replaced
+// by the CPU backend and `body` runs again from the start; each such event prints one line
+// "hybridlens COMMAND: why; ..." on stderr. An explicitly named backend's failure propagates.
+// `body` may move the backend out (a Recorder owns it); returns it otherwise (null if moved).
+// One function for trace, record and bench, so they fall back alike.
+std::unique_ptr<Backend> runWithFallback(const std::string& command, const std::string& name,
+                                         const std::shared_ptr<const Model>& model,
+                                         const std::function<void(std::unique_ptr<Backend>&)>& body);
+
 // Fails before the (possibly long) run when the output cannot be written where asked.
 void checkOutputPath(const std::string& out);
 

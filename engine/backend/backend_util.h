@@ -19,6 +19,13 @@ namespace hl {
 void index_layers(const JambaConfig& c, std::vector<int64_t>* kind_index, std::vector<int64_t>* moe_index,
                   int64_t* n_attn, int64_t* n_mamba, int64_t* n_moe);
 
+// The final norm and the LM head in nonfinite_layer (token_trace.h) for a backend that does not read
+// the final norm's output back (Vulkan, CUDA): when r.nonfinite_layer is still −1 (every layer's
+// output finite) and a logit is NaN or Inf, L if the final norm can make a finite residual
+// non-finite, else L + 1. Since |h_i · rsqrt(mean(h²) + eps)| ≤ √H, only a norm weight that is NaN,
+// Inf or above FLT_MAX / √H can; the CPU backend checks the norm's output itself and agrees.
+void flag_nonfinite_head(TokenTrace& r, const Model& m);
+
 // The register feed of a device backend's start(): n_reg register rows, the trained rows first, then
 // the mean embedding row (row `trained`), as ids -row-1, in blocks of at most block_limit() rows;
 // per block of n rows, prepare(n) (the block buffers), then run(ids, n).

@@ -75,7 +75,7 @@ std::map<std::string, std::string> read_index(const std::string& path) {
 
 }  // namespace
 
-Checkpoint Checkpoint::open(const std::string& dir_in, const LoadProgress& progress) {
+Checkpoint Checkpoint::open(const std::string& dir_in, const LoadProgress& progress, FileAccess access) {
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   struct stat st;
@@ -119,7 +119,7 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const LoadProgress& progr
                       " named in weight_map is not a file in " + dir);
     }
     check_regular_file(dir + "/" + name, "shard");
-    c.shards_.push_back(SafetensorsFile::open(dir + "/" + name));
+    c.shards_.push_back(SafetensorsFile::open(dir + "/" + name, access));
   }
   report(total - 1, "checking tensor names");
 
@@ -176,6 +176,18 @@ uint64_t Checkpoint::total_tensor_bytes() const {
   uint64_t n = 0;
   for (const auto& [name, t] : by_name_) n += t->nbytes();
   return n;
+}
+
+void Checkpoint::read_data() const {
+  for (const SafetensorsFile& s : shards_)
+    if (s.mapping()) s.mapping()->read_rest();
+}
+
+std::vector<FileStamp> Checkpoint::stamps() const {
+  std::vector<FileStamp> out;
+  for (const SafetensorsFile& s : shards_)
+    if (s.mapping()) out.push_back(s.mapping()->stamp());
+  return out;
 }
 
 std::vector<std::shared_ptr<const MappedFile>> Checkpoint::mappings() const {

@@ -27,7 +27,14 @@ class Checkpoint {
   Checkpoint& operator=(Checkpoint&&) = default;
   // Throws LoadError (message names the file) or Cancelled.
   // Progress: one unit per safetensors file (opening and validating it), then one for the cross-checks.
-  static Checkpoint open(const std::string& dir, const LoadProgress& progress = {});
+  // FileAccess::Read (load_model) reads only the headers here: the weights follow in read_data().
+  static Checkpoint open(const std::string& dir, const LoadProgress& progress = {},
+                         FileAccess access = FileAccess::Map);
+  // With FileAccess::Read: reads every shard's tensor data (throws LoadError "changed on disk while
+  // loading" when a shard shrank or was rewritten meanwhile). Idempotent; nothing to do with Map.
+  void read_data() const;
+  // (device, inode, size, mtime) of every shard when it was opened.
+  std::vector<FileStamp> stamps() const;
 
   const std::string& dir() const { return dir_; }
   const JambaConfig& config() const { return config_; }

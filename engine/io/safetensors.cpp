@@ -1,4 +1,5 @@
-// safetensors reader: read-only mmap of the file, then every check of reliability-checklist.md on
+// safetensors reader: read-only mmap of the file (or, for checkpoint weights, anonymous memory
+// filled by pread: MappedFile::open_read says why), then every check of reliability-checklist.md on
 // the header (streamed through a SAX handler, so a hostile header cannot build a huge DOM).
 // Reference: huggingface/safetensors safetensors/src/tensor.rs (validate, Metadata). Writer: safetensors_writer.cpp.
 #include "engine/io/safetensors.h"
@@ -47,40 +48,119 @@ int64_t TensorInfo::numel() const {
 // ---------------------------------------------------------------------------------------------
 // MappedFile
 
-std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
+namespace {
+
+// An open regular, non-empty file and its stat; throws LoadError naming the path.
+int open_regular(const std::string& path, struct stat* st) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
   if (fd < 0) throw LoadError(path + ": cannot open: " + std::strerror(errno));
+  std::string why;
+  if (::fstat(fd, st) != 0)
+    why = std::string("cannot stat: ") + std::strerror(errno);
+  else if (S_ISDIR(st->st_mode))
+    why = "is a folder, expected a file";
+  else if (!S_ISREG(st->st_mode))
+    why = "is not a regular file (a FIFO, a device or a socket)";
+  else if (st->st_size == 0)
+    why = "empty file (0 bytes)";
+  if (!why.empty()) {
+    ::close(fd);
+    throw LoadError(path + ": " + why);
+  }
+  return fd;
+}
+
+}  // namespace
+
+std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    throw LoadError(path + ": cannot stat: " + std::strerror(err));
-  }
-  if (S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    throw LoadError(path + ": is a folder, expected a file");
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw LoadError(path + ": is not a regular file (a FIFO, a device or a socket)");
-  }
-  if (st.st_size == 0) {
-    ::close(fd);
-    throw LoadError(path + ": empty file (0 bytes)");
-  }
+  int fd = open_regular(path, &st);
   void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
   int err = errno;
   ::close(fd);  // the mapping keeps its own reference
   if (p == MAP_FAILED) throw LoadError(path + ": cannot map: " + std::strerror(err));
   std::shared_ptr<MappedFile> m(new MappedFile());
-  m->data_ = static_cast<const uint8_t*>(p);
+  m->data_ = static_cast<uint8_t*>(p);
   m->size_ = static_cast<uint64_t>(st.st_size);
   m->path_ = path;
+  m->stamp_ = FileStamp::of(path, st);
+  m->read_bytes_ = m->size_;
   return m;
 }
 
+// Why Read exists (issue 18 item 3): a file-backed mapping faults (SIGBUS) when a page beyond a
+// truncated end is touched, and MAP_PRIVATE does not help (pages not yet copied still come from the
+// file). A SIGBUS handler that longjmps out of a registered range is unsafe with the thread pool
+// and the device backends' host copies. So the weights live in anonymous memory the process owns:
+// a later change of the file cannot reach them, and the file's stamp lets a run say "changed on
+// disk" instead of mixing weights. Costs: one pread pass at load (page-cache speed, a few GB/s),
+// and the weights count as anonymous rather than file-backed resident memory (the CPU backend
+// touches every weight each step, so it was resident either way; see README "Reliability").
+std::shared_ptr<MappedFile> MappedFile::open_read(const std::string& path) {
+  struct stat st;
+  int fd = open_regular(path, &st);
+  const size_t n = static_cast<size_t>(st.st_size);
+  void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    int err = errno;
+    ::close(fd);
+    throw LoadError(path + ": cannot reserve " + std::to_string(n) + " bytes of memory: " + std::strerror(err));
+  }
+  std::shared_ptr<MappedFile> m(new MappedFile());
+  m->data_ = static_cast<uint8_t*>(p);
+  m->size_ = static_cast<uint64_t>(st.st_size);
+  m->path_ = path;
+  m->stamp_ = FileStamp::of(path, st);
+  m->fd_ = fd;
+  // The length and the header; parse() reads nothing else.
+  auto read_upto = [&](uint64_t end) {
+    while (m->read_bytes_ < end) {
+      const ssize_t got = ::pread(fd, m->data_ + m->read_bytes_, static_cast<size_t>(end - m->read_bytes_),
+                                  static_cast<off_t>(m->read_bytes_));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) throw LoadError(path + ": cannot read: " + std::strerror(errno));
+      if (got == 0)
+        throw LoadError(path + ": changed on disk while loading (ends at byte " + std::to_string(m->read_bytes_) +
+                        ", " + std::to_string(m->size_) + " expected)");
+      m->read_bytes_ += static_cast<uint64_t>(got);
+    }
+  };
+  read_upto(std::min<uint64_t>(8, m->size_));
+  if (m->size_ >= 8) {
+    uint64_t hdr = 0;
+    for (int i = 7; i >= 0; --i) hdr = hdr << 8 | m->data_[i];
+    read_upto(std::min<uint64_t>(m->size_, 8 + std::min<uint64_t>(hdr, SafetensorsFile::kMaxHeaderBytes)));
+  }
+  return m;
+}
+
+void MappedFile::read_rest() const {
+  if (fd_ < 0) return;
+  constexpr uint64_t kChunk = uint64_t{64} << 20;  // bounded syscalls, EINTR-friendly
+  std::string why;
+  while (read_bytes_ < size_ && why.empty()) {
+    const uint64_t want = std::min(kChunk, size_ - read_bytes_);
+    const ssize_t got = ::pread(fd_, data_ + read_bytes_, static_cast<size_t>(want), static_cast<off_t>(read_bytes_));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0)
+      why = std::string("cannot read: ") + std::strerror(errno);
+    else if (got == 0)
+      why = "changed on disk while loading (ends at byte " + std::to_string(read_bytes_) + ", " +
+            std::to_string(size_) + " expected)";
+    else
+      read_bytes_ += static_cast<uint64_t>(got);
+  }
+  struct stat st {};
+  if (why.empty() && ::fstat(fd_, &st) == 0 && !FileStamp::of(path_, st).same_as(stamp_))
+    why = "changed on disk while loading (size or modification time differ from when it was opened)";
+  ::close(fd_);
+  fd_ = -1;
+  if (!why.empty()) throw LoadError(path_ + ": " + why);
+}
+
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
+  if (fd_ >= 0) ::close(fd_);
+  if (data_) ::munmap(data_, static_cast<size_t>(size_));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -438,8 +518,8 @@ SafetensorsFile SafetensorsFile::parse(const uint8_t* bytes, uint64_t size, cons
   return f;
 }
 
-SafetensorsFile SafetensorsFile::open(const std::string& path) {
-  std::shared_ptr<MappedFile> m = MappedFile::open(path);
+SafetensorsFile SafetensorsFile::open(const std::string& path, FileAccess access) {
+  std::shared_ptr<MappedFile> m = access == FileAccess::Read ? MappedFile::open_read(path) : MappedFile::open(path);
   SafetensorsFile f = parse(m->data(), m->size(), base_name(path));
   for (TensorInfo& t : f.tensors_) t.file = path;
   f.path_ = path;

@@ -10,23 +10,44 @@
 
 #include "engine/core/dtype.h"
 #include "engine/io/atomic_file.h"  // write_file_atomic
+#include "engine/io/file_stamp.h"
 
 namespace hl {
 
-// A read-only memory mapping of a whole file; unmapped when the last owner goes away.
+// How a file's bytes reach memory. Map: a read-only mmap (sessions, adapters, identity hashing:
+// read once, right away). Read: anonymous memory filled with pread (checkpoint weights, which a run
+// reads for as long as the model lives: a file overwritten or truncated meanwhile cannot fault the
+// process with SIGBUS, see MappedFile::open_read).
+enum class FileAccess { Map, Read };
+
+// A whole file in memory, read-only for its users; released when the last owner goes away.
 class MappedFile {
  public:
-  static std::shared_ptr<MappedFile> open(const std::string& path);  // throws LoadError
+  static std::shared_ptr<MappedFile> open(const std::string& path);  // Map; throws LoadError
+  // Read: reserves anonymous memory of the file's size (nothing resident yet), reads the 8-byte
+  // length and the header (at most 8 + SafetensorsFile::kMaxHeaderBytes bytes) and keeps the file
+  // open; the rest is read by read_rest(), after the caller's memory-budget check.
+  static std::shared_ptr<MappedFile> open_read(const std::string& path);
   ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Identity of the file at open (FileStamp::change tells whether it still has it).
+  const FileStamp& stamp() const { return stamp_; }
+  // Read: reads the bytes after the header, checks the file did not change meanwhile (else LoadError
+  // "PATH: changed on disk while loading (...)") and closes it. Once only; Map: nothing to do.
+  void read_rest() const;
 
  private:
   MappedFile() = default;
-  const uint8_t* data_ = nullptr;
+  uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   std::string path_;
+  FileStamp stamp_;
+  mutable int fd_ = -1;              // Read: open until read_rest()
+  mutable uint64_t read_bytes_ = 0;  // Read: bytes read so far (from the start)
 };
 
 // "(192, 16)"; "()" for a scalar. Used in every shape message.
@@ -51,7 +72,8 @@ class SafetensorsFile {
  public:
   static constexpr uint64_t kMaxHeaderBytes = 100000000;  // reliability-checklist.md
   static constexpr int kMaxRank = 8;
-  static SafetensorsFile open(const std::string& path);
+  // Read: the tensors' data arrive with mapping()->read_rest() (Checkpoint::read_data).
+  static SafetensorsFile open(const std::string& path, FileAccess access = FileAccess::Map);
   // Validate an in-memory buffer (used by fuzzers and tests); `name` appears in messages.
   // The buffer must outlive the returned object.
   static SafetensorsFile parse(const uint8_t* bytes, uint64_t size, const std::string& name);

@@ -273,6 +273,8 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
                     format_bytes(budget) +
                     (opts.memory_budget_bytes ? " (--memory-budget)" : " (" + avail.source + ")"));
   }
+  ck.read_data();  // FileAccess::Read: the weights arrive only now, after the budget check
+  m.files = ck.stamps();
   for (const auto& map : ck.mappings()) m.keep_alive.push_back(map);
 
   Binder b(ck, opts, m);
@@ -332,7 +334,8 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
 }
 
 std::shared_ptr<Model> load_model(const std::string& dir, const LoadOptions& opts) {
-  auto ck = std::make_shared<Checkpoint>(Checkpoint::open(dir, opts.progress));
+  // Read, not Map: a run must not depend on the file after load (MappedFile::open_read).
+  auto ck = std::make_shared<Checkpoint>(Checkpoint::open(dir, opts.progress, FileAccess::Read));
   std::shared_ptr<Model> m = bind_model(*ck, opts);
   m->keep_alive.push_back(ck);
   return m;

@@ -1,9 +1,11 @@
 // What every backend shares around its records (token_trace.h): the run-length bound
 // (RunOptions::max_context) checked at the top of forward(), so a long generation stops with a
 // message instead of growing the KV cache until memory runs out (not the memory budget of loading,
-// model/loader.cpp), and the sizing of a fresh record.
+// model/loader.cpp), the sizing of a fresh record, and the non-finite flags of the final norm and
+// the LM head with the refusal to sample from non-finite logits.
 #include "engine/model/token_trace.h"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -60,6 +62,36 @@ void init_token_trace(TokenTrace& r, const JambaConfig& c, const TraceShape& s, 
   r.ssm_delta.assign(md, 0.0f);
   r.ssm_retained.assign(md, 0.0f);
   r.attn_rows.assign(an * static_cast<size_t>(s.registers + t + 2), 0.0f);
+}
+
+std::string nonfinite_where(int32_t layer, int64_t L) {
+  if (layer == nonfinite_final_norm(L)) return "the final norm";
+  if (layer == nonfinite_lm_head(L)) return "the LM head";
+  return "layer " + std::to_string(layer);
+}
+
+namespace {
+
+int64_t first_nonfinite(const std::vector<float>& x) {
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!std::isfinite(x[i])) return static_cast<int64_t>(i);
+  return -1;
+}
+
+}  // namespace
+
+void flag_nonfinite_logits(TokenTrace& r, int64_t L) {
+  if (r.nonfinite_layer < 0 && first_nonfinite(r.logits) >= 0) r.nonfinite_layer = nonfinite_lm_head(L);
+}
+
+void require_finite_logits(const TokenTrace& r, int64_t L) {
+  const int64_t i = first_nonfinite(r.logits);
+  if (i < 0) return;
+  const float v = r.logits[static_cast<size_t>(i)];
+  const std::string what = std::isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf");
+  const std::string where = r.nonfinite_layer >= 0 ? "; non-finite from " + nonfinite_where(r.nonfinite_layer, L) : "";
+  throw Error("cannot sample the token after position " + std::to_string(r.position) + ": its logits are not finite (" +
+              what + " at token id " + std::to_string(i) + where + ")");
 }
 
 }  // namespace hl

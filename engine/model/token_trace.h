@@ -2,6 +2,7 @@
 // instrument of trace-format.md §3. GUI views and sessions consume it; the trace writer stacks it.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/io/config.h"
@@ -40,6 +41,9 @@ struct TokenTrace {
   std::vector<float> router_lse;        // (X_n,)
   std::vector<float> rank1_distance;    // (L+1,)
   std::vector<float> resid_max_abs;     // (L+1,)
+  // Where a NaN or Inf first appeared in this token's pass (README "Trace file", trace-format.md §3):
+  // i in [0, L) the output of layer i, L the final norm's output, L + 1 the logits (LM head)
+  // while everything before them stayed finite; −1 when every value is finite.
   int32_t nonfinite_layer = -1;
   int64_t kv_cache_bytes = 0;
   int64_t ssm_state_bytes = 0;
@@ -49,6 +53,21 @@ struct TokenTrace {
   std::vector<float> ssm_retained;      // (M_n, Di)
   std::vector<float> attn_rows;         // (A_n, nh, n_reg + t + 1 + 1): keys so far, then p_null
 };
+
+// nonfinite_layer's values for the final norm and the LM head of an L-layer model.
+inline int32_t nonfinite_final_norm(int64_t L) {
+  return static_cast<int32_t>(L);
+}
+inline int32_t nonfinite_lm_head(int64_t L) {
+  return static_cast<int32_t>(L + 1);
+}
+// "layer 3", "the final norm", "the LM head" for a nonfinite_layer value >= 0.
+std::string nonfinite_where(int32_t nonfinite_layer, int64_t L);
+// Sets r.nonfinite_layer to L + 1 when it is still −1 and a logit is NaN or Inf.
+void flag_nonfinite_logits(TokenTrace& r, int64_t L);
+// Generation samples the next token from r's logits: throws Error (one line: the position, the first
+// non-finite logit and where the values went non-finite) when any of them is NaN or Inf.
+void require_finite_logits(const TokenTrace& r, int64_t L);
 
 // The layer counts a record's shapes follow (trace-format.md §2: A_n, M_n, X_n) and the run's
 // register count.

@@ -1,6 +1,7 @@
 // The model's weights bound to layers (jamba-spec.md §2.1). Matrices stay in their stored dtype
-// (views into the memory-mapped files, or into owned buffers for merged adapters); small vectors
-// (norms, biases, A, D, conv) are widened to float at load. Not the forward pass: see backend/.
+// (views into the checkpoint files' bytes, read into owned memory at load, or into owned buffers
+// for merged adapters); small vectors (norms, biases, A, D, conv) are widened to float at load.
+// Not the forward pass: see backend/.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include "engine/core/dtype.h"
 #include "engine/io/config.h"
+#include "engine/io/file_stamp.h"
 
 namespace hl {
 
@@ -89,6 +91,11 @@ struct Model {
   ModelWeights w;
   std::vector<std::shared_ptr<const void>> keep_alive;  // mappings and owned buffers
   std::string adapter;           // adapter folder merged in, or empty
+  // The checkpoint files the weights were read from, as they were then (issue 18 item 3): every
+  // forward() calls check_files(), so a file replaced or truncated since is a one-line Error
+  // "FILE: changed on disk since it was loaded" instead of results from weights nobody can name.
+  std::vector<FileStamp> files;
+  void check_files() const { check_unchanged(files); }
 
   // Every matrix of the model with its tensor name (for the adapter merge and the DoRA view).
   std::vector<Mat*> matrices();

@@ -70,6 +70,20 @@ void accumulate_rows(int64_t rows, int64_t cols, RowFn row_fn, double* delta_m, 
   *delta_d = total.delta_d();
 }
 
+// Throws Error naming `m`, where it comes from and its first non-finite element: the figures of a
+// matrix holding NaN or Inf would be nan, which a CSV row and the view would show as data.
+void require_finite(const Mat& m, const std::string& source) {
+  std::vector<double> row(static_cast<size_t>(m.cols));
+  for (int64_t j = 0; j < m.rows; ++j) {
+    mat_row_to_double(m, j, row.data());
+    for (int64_t k = 0; k < m.cols; ++k)
+      if (!std::isfinite(row[k]))
+        throw Error("dora: tensor '" + m.name + "' of " + source + " holds " + (std::isnan(row[k]) ? "NaN" : "Inf") +
+                    " (row " + std::to_string(j) + ", column " + std::to_string(k) +
+                    "): delta_m and delta_d need finite weights");
+  }
+}
+
 }  // namespace
 
 void dora_deltas(const Mat& w0, const Mat& w1, double* delta_m, double* delta_d) {
@@ -104,6 +118,11 @@ std::vector<DoraRow> dora_rows_adapter(const Model& base, const Adapter& a) {
     if (zero_norm)
       throw LoadError(std::string(Adapter::kWeightsName) + ": module '" + am->path +
                       "': a row of W0 + s·B·A has norm 0, so the DoRA magnitude cannot be applied");
+    if (!std::isfinite(r.delta_m) || !std::isfinite(r.delta_d)) {
+      require_finite(w0, "the base checkpoint " + base.dir);
+      throw Error("dora: adapter module '" + am->path + "' of " + a.dir +
+                  " gives NaN or Inf in W0 + s·B·A: delta_m and delta_d need finite weights");
+    }
     rows.push_back(std::move(r));
   }
   return rows;
@@ -121,6 +140,10 @@ std::vector<DoraRow> dora_rows_tuned(const Model& base, const Model& tuned) {
     if (w0.rows != w1.rows || w0.cols != w1.cols) continue;  // only equal shapes are compared
     DoraRow r{lm.layer, lm.module, 0, 0};
     dora_deltas(w0, w1, &r.delta_m, &r.delta_d);
+    if (!std::isfinite(r.delta_m) || !std::isfinite(r.delta_d)) {
+      require_finite(w0, "the base checkpoint " + base.dir);
+      require_finite(w1, "the tuned checkpoint " + tuned.dir);
+    }
     rows.push_back(std::move(r));
   }
   return rows;

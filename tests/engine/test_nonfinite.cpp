@@ -1,5 +1,7 @@
-// Non-finite detection (issue 3 item 7): the per-token record names the first layer whose output
-// had a NaN or Inf, and −1 while every layer stays finite.
+// Non-finite detection (issue 3 item 7, issue 18 item 7): the per-token record names the first layer
+// whose output had a NaN or Inf, L for the final norm, L + 1 for the LM head, −1 while everything
+// stays finite; generation refuses to sample from non-finite logits; the DoRA view names a
+// non-finite weight instead of printing nan.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +9,9 @@
 
 #include "engine/backend/backend.h"
 #include "engine/model/loader.h"
+#include "engine/probes/dora_probe.h"
+#include "sessions/recorder.h"
+#include "tests/engine/nonfinite_test_util.h"
 #include "tests/engine/test_util.h"
 
 using namespace hl;
@@ -45,4 +50,51 @@ TEST(NonFinite, NanInLayerZero_FirstLayerIsZero) {
     test::find_tensor(ts, "model.layers.0.pre_ff_layernorm.weight")->values[3] = std::nanf("");
   });
   for (const TokenTrace& r : recs) EXPECT_EQ(r.nonfinite_layer, 0);
+}
+
+TEST(NonFinite, FinalNormIsL_LmHeadIsLPlusOne_OnTheCpu) {
+  nonfinite_test::expect_head_flags("cpu");
+}
+
+TEST(NonFinite, NonFiniteLogits_GenerationRefusesWithOneLine_RecordsKept) {
+  test::TempDir dir;
+  const int64_t H = nonfinite_test::untied_tiny().hidden_size;
+  test::write_tiny_checkpoint(dir.path, nonfinite_test::untied_tiny(),
+                              nonfinite_test::poison("lm_head.weight", 7 * H + 3, std::nanf("")));
+  auto model = load_model(dir.path);
+  for (float temperature : {0.0f, 0.8f}) {
+    SamplingOptions so;
+    so.temperature = temperature;
+    Recorder rec(make_backend("cpu", model), RunOptions{}, so);
+    rec.feed({1, 2});
+    try {
+      rec.generate(3);
+      FAIL() << "sampled from NaN logits at temperature " << temperature;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m,
+                "cannot sample the token after position 1: its logits are not finite (NaN at token id 7; "
+                "non-finite from the LM head)");
+    }
+    EXPECT_EQ(rec.run().records.size(), 2u);  // the fed tokens' records stay
+  }
+}
+
+TEST(NonFinite, DoraTuned_NanWeight_ErrorNamesTheTensor) {
+  test::TempDir base, tuned;
+  const JambaConfig c = test::tiny_config();
+  test::write_tiny_checkpoint(base.path, c);
+  test::write_tiny_checkpoint(tuned.path, c,
+                              nonfinite_test::poison("model.layers.2.mamba.out_proj.weight", 40, std::nanf("")));
+  auto b = load_model(base.path), t = load_model(tuned.path);
+  try {
+    dora_rows_tuned(*b, *t);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("tensor 'model.layers.2.mamba.out_proj.weight'"), std::string::npos) << m;
+    EXPECT_NE(m.find(tuned.path), std::string::npos) << m;
+    EXPECT_NE(m.find("row 1"), std::string::npos) << m;  // element 40 of a (16, 32) matrix
+  }
+  EXPECT_NO_THROW(dora_rows_tuned(*b, *load_model(base.path)));
 }

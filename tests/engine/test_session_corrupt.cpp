@@ -178,8 +178,8 @@ std::vector<Case> corruption_table() {
        "tensor 'runs/B/position': token 3: position 0, expected 3"},
       {"router expert out of range", [](const B& b) { return poke_i32(b, "runs/A/router_topk", 5, 4); },
        "tensor 'runs/A/router_topk': token 1: expert 4 outside [0, 4)"},
-      {"nonfinite layer out of range", [](const B& b) { return poke_i32(b, "runs/A/nonfinite_layer", 0, 4); },
-       "layer 4 outside [-1, 4)"},
+      {"nonfinite layer out of range", [](const B& b) { return poke_i32(b, "runs/A/nonfinite_layer", 0, 6); },
+       "layer 6 outside [-1, 5] (L: the final norm, L + 1: the LM head)"},
       // Checksums (issue 18 item 9): damage the checks above cannot see.
       {"tensor data damaged (a value still in range)",
        [](const B& b) { return flip_in_tensor(b, "runs/A/logits", 5, 0x01); },

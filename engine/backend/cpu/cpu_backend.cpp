@@ -4,6 +4,7 @@
 // Decode fuses gate+up+SiLU of all chosen experts into one threaded pass; buffers live in sc_.
 #include "engine/backend/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -93,6 +94,7 @@ void CpuBackend::init_record(TokenTrace& r, int32_t token, int64_t t) const {
 void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) {
   if (S <= 0) return;
   check_context(opts_, cfg_, position_, S);  // RunOptions::max_context, before any state changes
+  model_->check_files();                     // the checkpoint still the one loaded (Model::files)
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
   for (int64_t s = 0; s < S; ++s)
@@ -114,6 +116,14 @@ void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrac
   float** rows = grow(sc_.logit_rows, S);
   for (int64_t s = 0; s < S; ++s) rows[s] = recs[s]->logits.data();
   linear_to_rows(model_->w.lm_head, h, S, rows);
+  // nonfinite_layer L: the final norm's output, L + 1: the logits (token_trace.h).
+  const int64_t L = cfg_.num_hidden_layers;
+  for (int64_t s = 0; s < S; ++s) {
+    TokenTrace& r = *recs[s];
+    if (r.nonfinite_layer < 0 && !std::all_of(h + s * H, h + (s + 1) * H, [](float v) { return std::isfinite(v); }))
+      r.nonfinite_layer = nonfinite_final_norm(L);
+    flag_nonfinite_logits(r, L);
+  }
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (int64_t s = 0; s < S; ++s) recs[s]->step_seconds = dt / static_cast<double>(S);
   position_ += S;

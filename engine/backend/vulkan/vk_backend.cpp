@@ -333,6 +333,7 @@ void VulkanBackend::read_records(int64_t S, TokenTrace* recs) {
         t.nonfinite_layer = static_cast<int32_t>(c - 1);
         break;
       }
+    flag_nonfinite_head(t, *model_);  // L: the final norm, L + 1: the LM head
     if (!opts_.instruments) continue;
     for (int64_t c = 0; c <= L; ++c) {
       t.resid_max_abs[c] = r[rl_.resid_max + c];
@@ -357,6 +358,7 @@ void VulkanBackend::read_records(int64_t S, TokenTrace* recs) {
 
 void VulkanBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) {
   fail_guard();
+  model_->check_files();  // the checkpoint still the one loaded (Model::files)
   forward_in_blocks(
       tokens, S, out, cfg_, opts_, TraceShape{n_attn_, n_mamba_, n_moe_, n_reg_}, position_, failed_,
       [&](int64_t total) { ensure_kv(kv_len_ + total); }, [&] { return block_limit(); },
