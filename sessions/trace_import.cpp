@@ -321,9 +321,9 @@ Recording read_trace(const SafetensorsFile& f, const std::string& name, bool map
     if (id < 0 || id >= vocab)
       rd.fail("tensor 'token_ids': token " + std::to_string(t) + " is " + std::to_string(id) + ", allowed [0, " +
               std::to_string(vocab) + ")");
-    if (layer < -1 || layer >= L)
+    if (layer < -1 || layer > L + 1)  // L: the final norm, L + 1: the LM head
       rd.fail("tensor 'nonfinite_layer': token " + std::to_string(t) + ": layer " + std::to_string(layer) +
-              ", allowed [-1, " + std::to_string(L) + ")");
+              ", allowed [-1, " + std::to_string(L + 1) + "]");
     if (kvb < 0 || stb < 0)
       rd.fail("tensor '" + std::string(kvb < 0 ? "kv_cache_bytes" : "ssm_state_bytes") + "': token " +
               std::to_string(t) + ": negative byte count " + std::to_string(std::min(kvb, stb)));

@@ -235,7 +235,7 @@ std::vector<Row> corruption_table() {
        [](Spec& s) {
          s["nonfinite_layer"].bytes = raw(std::vector<int32_t>{-1, 7, -1});
        },
-       "tensor 'nonfinite_layer': token 1: layer 7, allowed [-1, 4)"},
+       "tensor 'nonfinite_layer': token 1: layer 7, allowed [-1, 5]"},
       {"negative byte counter",
        [](Spec& s) {
          s["kv_cache_bytes"].bytes = raw(std::vector<int64_t>{-5, 0, 0});
