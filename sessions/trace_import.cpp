@@ -247,7 +247,7 @@ Recording import_trace(const std::string& path, const TraceImportOptions& opts) 
 
   run.records.resize(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) {
-    TokenTrace& r = run.records[static_cast<size_t>(t)];
+    TokenTrace& r = run.records.edit(static_cast<size_t>(t));
     r.token_id = rec.tokens[static_cast<size_t>(t)];
     r.position = static_cast<int32_t>(t);
     if (logits && opts.logits) r.logits = slice<float>(logits, t, V);

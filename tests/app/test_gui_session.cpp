@@ -55,7 +55,7 @@ bool toggleRegisters(Harness& h, int n) {
 TEST(Sessions, SaveThenOpen_RoundTripsBitExact_AndContinuesStepping) {
   TempDir tmp("roundtrip");
   const QString file = tmp.q("run.hlsession");
-  std::vector<hl::TokenTrace> recordsA;
+  hl::RecordList recordsA;  // shared with the first window's run, not copied
   {
     Harness h;
     ASSERT_TRUE(h.load(demoDir()));
