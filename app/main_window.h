@@ -222,7 +222,7 @@ class MainWindow : public QMainWindow {
   std::function<void()> afterAdapter_;  // once an adapter is in (or failed): a session's resume
   bool keepRecordingOnLoad_ = false;    // a session waits for its checkpoint: do not start a new run
 
-  // The run (the recording itself is the context's: run A, and the toggled run B as runs[1]).
+  // The run (the recording itself is the context's: run A, then the compare runs B, C, ...).
   int runId_ = 0, compareId_ = 0;
   bool busy_ = false, compareBusy_ = false, viewOnly_ = false;
   int liveRun_ = -1;        // the recording's run the engine steps along with A (== runs.size(): a new one)

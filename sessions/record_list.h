@@ -51,6 +51,13 @@ class RecordList {
     if (p.use_count() != 1) p = std::make_shared<TokenTrace>(*p);
     return *p;
   }
+  // A deep copy as a plain vector (the engine's trace writer takes one).
+  std::vector<TokenTrace> to_vector() const {
+    std::vector<TokenTrace> v;
+    v.reserve(p_.size());
+    for (const auto& p : p_) v.push_back(*p);
+    return v;
+  }
   // The shared record t (for handing it to another thread or run without a copy).
   Ptr ptr(size_t t) const { return p_[t]; }
   // How many holders record t has (this list included): 1 when nothing else shares it.
