@@ -195,7 +195,7 @@ class MainWindow : public QMainWindow {
   void saveCurrent();
   void chooseSession();
   void chooseCompareSession();
-  void applySession(std::shared_ptr<hl::Recording> rec, const QString& path, bool recovered);
+  void applySession(std::shared_ptr<hl::Recording> loaded, const QString& path, bool recovered);
   void resumeSession(bool adapterTried = false);
   void onResumed(int runId, const QString& error);
   std::shared_ptr<const hl::Recording> snapshot() const;

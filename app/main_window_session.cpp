@@ -121,8 +121,8 @@ bool MainWindow::openSession(const QString& path) {
   return true;
 }
 
-void MainWindow::applySession(std::shared_ptr<hl::Recording> rec, const QString& path, bool recovered) {
-  if (rec->runs.empty()) {
+void MainWindow::applySession(std::shared_ptr<hl::Recording> loaded, const QString& path, bool recovered) {
+  if (loaded->runs.empty()) {
     reportError(tr("Could not open the session"), tr("%1\n\nThe session holds no run.").arg(path));
     return;
   }
@@ -130,7 +130,7 @@ void MainWindow::applySession(std::shared_ptr<hl::Recording> rec, const QString&
   engine_->post([](EngineWorker& w) { w.endRun(); });  // and the engine lets go of its records (finding 14)
   ++runId_;
   ++compareId_;
-  ctx_->openRecording(std::move(rec), true);
+  ctx_->openRecording(std::move(loaded), true);
   pendingPrompt_.clear();
   pendingText_.clear();
   viewOnly_ = true;
