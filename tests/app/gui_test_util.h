@@ -106,6 +106,15 @@ inline bool Harness::step(int64_t n) {
   return ok && settle();
 }
 
+// Saves the session of `h` to `path` and waits for it.
+inline bool save(Harness& h, const QString& path) {
+  bool saved = false;
+  auto c = QObject::connect(h.w.get(), &hl::app::MainWindow::sessionSaved, [&] { saved = true; });
+  const bool ok = h->saveSession(path) && waitFor([&] { return saved || !h.errors.isEmpty(); });
+  QObject::disconnect(c);
+  return ok && saved;
+}
+
 // One demo checkpoint for every test of the process (ctest runs each test in its own): the temp
 // folder holding it as "demo-random", made on first use and removed at exit.
 inline const TempDir& demo() {

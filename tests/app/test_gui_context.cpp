@@ -24,14 +24,6 @@ using namespace hl::test;  // Harness, TempDir, waitFor, demoDir, ignoreEos, fs,
 
 namespace {
 
-bool save(Harness& h, const QString& path) {
-  bool saved = false;
-  auto c = QObject::connect(h.w.get(), &hl::app::MainWindow::sessionSaved, [&] { saved = true; });
-  const bool ok = h->saveSession(path) && waitFor([&] { return saved || !h.errors.isEmpty(); });
-  QObject::disconnect(c);
-  return ok && saved;
-}
-
 bool openAndSettle(Harness& h, const QString& path) {
   bool resumed = false;
   auto c = QObject::connect(h.w.get(), &hl::app::MainWindow::sessionResumed, [&] { resumed = true; });

@@ -188,7 +188,7 @@ TEST(Session, PartialRecords_AbsentTokensComeBackEmpty) {
 
 TEST(Session, Save_InconsistentRecording_ThrowsNamingTheProblem) {
   Recording rec = synthetic_recording(tiny_config(), 4, 1);
-  rec.runs[0].records[2].attn_entropy.pop_back();
+  rec.runs[0].records.edit(2).attn_entropy.pop_back();
   EXPECT_THAT_ERROR_CONTAINS(serialize_session(rec), "run 'A' token 2: attn_entropy holds 3 values, expected 4");
   rec = synthetic_recording(tiny_config(), 4, 1);
   rec.runs[0].label = "A/B";
