@@ -76,13 +76,14 @@ struct RunStart {
   QString backend;                 // resolved backend name
 };
 
-// One step: the record of run A and, while a compare run is live, of run B for the same token.
+// One step: the record of run A and, while a compare run is live, of run B for the same token —
+// the engine recorder's own records, shared (sessions/record_list.h), not copies.
 struct StepResult {
   int runId = 0;
-  hl::TokenTrace a;
+  std::shared_ptr<const hl::TokenTrace> a;
   bool hasB = false;
   int compareId = 0;
-  hl::TokenTrace b;
+  std::shared_ptr<const hl::TokenTrace> b;
   std::string text;        // the token's text
   bool generated = false;  // sampled (false: a prompt token fed)
   double runSecondsA = 0, runSecondsB = 0;

@@ -2,6 +2,7 @@
 // tokenizing, stepping runs A and B, replaying a reopened session — on the engine thread. Each
 // result is emitted as a value copy; the GUI thread drops results of runs it no longer shows.
 #include "app/engine_worker.h"
+#include "app/inspector_context.h"
 
 #include <QFile>
 #include <chrono>
@@ -217,6 +218,15 @@ void EngineWorker::startRun(const RunRequest& r) {
   }
 }
 
+void EngineWorker::endRun() {
+  recA_.reset();
+  recB_.reset();
+  runId_ = -1;
+  prompt_.clear();
+  prompt_.shrink_to_fit();
+  InspectorContext::releaseMemory();
+}
+
 void EngineWorker::step(int runId, int64_t n, int stopEpoch, int64_t maxNewTokens) {
   if (runId != runId_ || !recA_) {
     emit stepDone(runId, tr("no run"));
@@ -254,15 +264,15 @@ void EngineWorker::step(int runId, int64_t n, int stopEpoch, int64_t maxNewToken
         recA_->generate_one();
         r.generated = true;
       }
-      r.a = recA_->run().records.back();
+      r.a = recA_->run().records.ptr(recA_->run().records.size() - 1);
       r.runSecondsA = recA_->run().run_seconds;
-      r.text = tokenText(r.a.token_id);
+      r.text = tokenText(r.a->token_id);
       if (recB_) {
         try {
-          recB_->feed({r.a.token_id});
+          recB_->feed({r.a->token_id});
           r.hasB = true;
           r.compareId = compareId_;
-          r.b = recB_->run().records.back();
+          r.b = recB_->run().records.ptr(recB_->run().records.size() - 1);
           r.runSecondsB = recB_->run().run_seconds;
         } catch (const std::exception& e) {
           recB_.reset();
@@ -289,7 +299,7 @@ void EngineWorker::setCompare(int runId, int compareId, bool enabled, const Togg
   }
   try {
     std::unique_ptr<hl::Recorder> rec = makeRecorder(t, QStringLiteral("B"));
-    const std::vector<hl::TokenTrace>& a = recA_->run().records;
+    const hl::RecordList& a = recA_->run().records;
     const qint64 total = static_cast<qint64>(a.size());
     for (qint64 i = 0; i < total; ++i) {
       if (stopped(stopEpoch)) {

@@ -40,6 +40,9 @@ class EngineWorker : public QObject {
   void step(int runId, int64_t n, int stopEpoch, int64_t maxNewTokens);
   // Starts run B with `t` over every token run A has seen (enabled), or ends it.
   void setCompare(int runId, int compareId, bool enabled, const Toggles& t, int stopEpoch);
+  // Ends the live run and lets go of its records (a recording was closed or replaced by a session):
+  // the memory goes back to the system (issue 17 finding 14).
+  void endRun();
   // A reopened session with its checkpoint: replays the stored runs so that stepping continues.
   void resume(int runId, const hl::Run& a, bool hasB, const hl::Run& b, int compareId, const QString& backend,
               int64_t maxNewTokens, int stopEpoch);

@@ -25,6 +25,8 @@
 #include "app/app_settings.h"
 #include "app/autosave_store.h"
 #include "app/engine_thread.h"
+#include "app/inspector_context.h"
+#include "app/run_list.h"
 #include "app/run_panel.h"
 #include "app/session_io.h"
 #include "app/token_strip.h"
@@ -42,8 +44,6 @@ static void initHybridLensResources() {
 namespace hl::app {
 
 namespace {
-constexpr int kRefreshIntervalMs = 33;
-
 double residentBytes() {
   QFile f(QStringLiteral("/proc/self/statm"));
   if (!f.open(QIODevice::ReadOnly)) return 0;
@@ -69,6 +69,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   engine_ = new EngineThread(this);
   io_ = new SessionIo(this);
+  ctx_ = new InspectorContext(this);
+  connect(ctx_, &InspectorContext::viewersUpdated, this, &MainWindow::onViewsUpdated);
 
   auto* central = new QWidget(this);
   auto* layout = new QVBoxLayout(central);
@@ -84,14 +86,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setCentralWidget(central);
 
   createViews();
+  createRunList();
   createMenus();
   createStatusBar();
   arrangeDefaultDocks();
   defaultLayout_ = saveState();
 
-  refreshTimer_ = new QTimer(this);
-  refreshTimer_->setSingleShot(true);
-  connect(refreshTimer_, &QTimer::timeout, this, [this] { refreshViews(false); });
   try {
     autosave_ = std::make_unique<AutosaveStore>(QFile::encodeName(autosaveDir()).toStdString());
   } catch (const std::exception& e) {
@@ -109,16 +109,23 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(panel_, &RunPanel::stepRequested, this, &MainWindow::stepRun);
   connect(panel_, &RunPanel::stopRequested, this, &MainWindow::stopRun);
   connect(panel_, &RunPanel::togglesChanged, this, &MainWindow::onTogglesChanged);
+  connect(panel_, &RunPanel::promptEdited, this, &MainWindow::onPromptEdited);
   connect(panel_, &RunPanel::showDiffChanged, this, [this](bool on) {
     if (diffAction_) diffAction_->setChecked(on);
-    refreshViews(true);
+    ctx_->setShowDiff(on);
   });
   connect(strip_, &TokenStrip::tokenClicked, this, &MainWindow::scrubTo);
   connectEngine();
 
   // Persistent settings: theme, backend, panel values, window geometry and dock layout.
   QSettings s;
-  panel_->restoreSettings(s);
+  const QStringList notes = panel_->restoreSettings(s);
+  if (!notes.isEmpty()) {
+    // Said once and not remembered again: the corrected values are written back (finding 8).
+    panel_->saveSettings(s);
+    startNote_ = tr("remembered settings corrected: %1").arg(notes.join(QStringLiteral("; ")));
+  }
+  ctx_->setShowDiff(panel_->showDiff());
   backend_ = s.value("engine/backend", backend_).toString();
   restoreGeometry(s.value("window/geometry").toByteArray());
   restoreState(s.value("window/state").toByteArray());
@@ -128,7 +135,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   updateActions();
   refreshViews(true);
   statusBar()->showMessage(
-      tr("Ready: open a checkpoint folder (Ctrl+O), drop one here, or pick File > Open demo model"));
+      tr("Ready: open a checkpoint folder (Ctrl+O), drop one here, or pick File > Open demo model") +
+      (startNote_.isEmpty() ? QString() : QStringLiteral(" — ") + startNote_));
 }
 
 MainWindow::~MainWindow() {
@@ -142,7 +150,10 @@ MainWindow::~MainWindow() {
 
 void MainWindow::createViews() {
   views_ = hl::views::createAllViews(nullptr);
-  stale_.assign(views_.size(), true);
+  hl::views::HardwareInfo hw;
+  hw.deviceMemoryBytes = physicalMemoryBytes();
+  hw.deviceName = "CPU";
+  ctx_->setHardware(hw);
   for (size_t i = 0; i < views_.size(); ++i) {
     hl::views::InstrumentView* v = views_[i];
     auto* dock = new QDockWidget(v->title(), this);
@@ -153,13 +164,22 @@ void MainWindow::createViews() {
     connect(v, &hl::views::InstrumentView::layerClicked, this, &MainWindow::selectLayer);
     connect(v, &hl::views::InstrumentView::stepClicked, this, &MainWindow::scrubTo);
     connect(v, &hl::views::InstrumentView::headClicked, this, &MainWindow::selectHead);
-    connect(dock, &QDockWidget::visibilityChanged, this, [this, i](bool visible) {
-      if (visible && stale_[i]) {
-        views_[i]->setState(viewState());
-        stale_[i] = false;
-      }
+    ctx_->addViewer(v);
+    connect(dock, &QDockWidget::visibilityChanged, this, [this, v](bool visible) {
+      if (visible) ctx_->viewerShown(v);
     });
   }
+}
+
+void MainWindow::createRunList() {
+  runList_ = new RunList(this);
+  auto* dock = new QDockWidget(tr("Runs"), this);
+  dock->setObjectName("dock_runs");
+  dock->setWidget(runList_);
+  dock->setToolTip(runList_->toolTip());
+  docks_.push_back(dock);
+  connect(runList_, &RunList::runChosen, this, &MainWindow::chooseRun);
+  connect(ctx_, &InspectorContext::viewersUpdated, this, &MainWindow::refreshRunList);
 }
 
 hl::views::InstrumentView* MainWindow::view(const QString& id) const {
@@ -197,6 +217,8 @@ void MainWindow::arrangeDefaultDocks() {
       dock(cell[0])->raise();
     }
   }
+  tabifyDockWidget(dock("candidates"), dock("runs"));
+  dock("candidates")->raise();
   resizeDocks({dock("ribbon"), dock("candidates")}, {360, 360}, Qt::Horizontal);
   resizeDocks({dock("entropy"), dock("ssm_delta")}, {320, 320}, Qt::Vertical);
 }
@@ -251,7 +273,7 @@ void MainWindow::createMenus() {
   run->addSeparator();
   auto scrubAction = [&](const QString& text, QList<QKeySequence> keys, std::function<int()> target) {
     QAction* a = run->addAction(text, this, [this, target] {
-      if (rec_ && !rec_->runs.empty() && !rec_->runs[0].records.empty()) scrubTo(target());
+      if (runA() && !runA()->records.empty()) scrubTo(target());
     });
     a->setShortcuts(keys);
   };
@@ -310,59 +332,38 @@ void MainWindow::createStatusBar() {
 }
 
 const hl::Run* MainWindow::runA() const {
-  return rec_ && !rec_->runs.empty() ? &rec_->runs[0] : nullptr;
+  return ctx_->runA();
 }
 
 const hl::Run* MainWindow::runB() const {
-  if (compareRun_) return compareRun_.get();
-  return rec_ && rec_->runs.size() > 1 ? &rec_->runs[1] : nullptr;
+  return ctx_->runB();
+}
+
+const hl::Recording* MainWindow::recording() const {
+  return ctx_->recording();
+}
+
+hl::Recording* MainWindow::rec() const {
+  return ctx_->mutableRecording();
+}
+
+const std::vector<hl::DoraRow>& MainWindow::doraRows() const {
+  return ctx_->doraRows();
 }
 
 hl::views::ViewState MainWindow::viewState() const {
-  hl::views::ViewState s;
-  s.rec = rec_.get();
-  s.a = runA();
-  s.b = runB();
-  s.step = step_;
-  s.layer = layer_;
-  s.head = head_;
-  s.showDiff = panel_->showDiff();
-  s.dora = doraRows_.empty() ? nullptr : &doraRows_;
-  s.doraLabel = doraLabel_.toStdString();
-  s.hw.weightBytesPerToken = modelInfo_ ? modelInfo_->weightBytesPerToken : 0;
-  s.hw.bandwidthGBs = bandwidthGBs_;
-  s.hw.deviceMemoryBytes = physicalMemoryBytes();
-  s.hw.deviceName = "CPU";
-  if (modelInfo_ && !modelInfo_->vocab.empty()) s.vocab = &modelInfo_->vocab;
-  s.dataVersion = dataVersion_;
-  return s;
+  return ctx_->viewState();
 }
 
 int MainWindow::currentStep() const {
-  const hl::Run* a = runA();
-  if (!a || a->records.empty()) return -1;
-  const int last = static_cast<int>(a->records.size()) - 1;
-  return step_ < 0 || step_ > last ? last : step_;
-}
-
-void MainWindow::scheduleRefresh() {
-  if (refreshTimer_->isActive()) return;
-  const qint64 since = QDateTime::currentMSecsSinceEpoch() - lastRefreshMs_;
-  refreshTimer_->start(static_cast<int>(std::max<qint64>(0, kRefreshIntervalMs - since)));
+  return ctx_->currentStep();
 }
 
 void MainWindow::refreshViews(bool all) {
-  refreshTimer_->stop();
-  lastRefreshMs_ = QDateTime::currentMSecsSinceEpoch();
-  const hl::views::ViewState s = viewState();
-  for (size_t i = 0; i < views_.size(); ++i) {
-    if (all || views_[i]->isVisible()) {
-      views_[i]->setState(s);
-      stale_[i] = false;
-    } else {
-      stale_[i] = true;
-    }
-  }
+  ctx_->flush(all);
+}
+
+void MainWindow::onViewsUpdated() {
   strip_->setCurrent(currentStep());
   updateStatus();
 }
@@ -404,7 +405,7 @@ void MainWindow::updateActions() {
   saveAction_->setEnabled(haveRun);
   saveAsAction_->setEnabled(haveRun);
   compareAction_->setEnabled(haveRun);
-  endCompareAction_->setEnabled(compareRun_ != nullptr);
+  endCompareAction_->setEnabled(ctx_->hasComparedSession());
   adapterAction_->setEnabled(hasModel() && !loading_);
   tunedAction_->setEnabled(hasModel() && !loading_);
   QString title = tr("HybridLens");

@@ -2,7 +2,9 @@
 // strip, every instrument view as a dock, the status bar and the session commands. All engine work
 // goes to the one engine thread; results come back as queued value copies, never waited on. Split
 // by feature: main_window.cpp (frame, views), main_window_model.cpp (checkpoints, adapters, errors),
-// main_window_run.cpp (stepping, scrubbing, A/B), main_window_session.cpp (sessions, autosave).
+// main_window_run.cpp (stepping, scrubbing), main_window_compare.cpp (the compare runs and the run
+// list), main_window_session.cpp (sessions, autosave).
+// What the views look at (recording, runs, step, layer, head) is the InspectorContext's.
 #pragma once
 #include <QMainWindow>
 #include <QMessageBox>
@@ -31,6 +33,8 @@ namespace hl::app {
 
 class AutosaveStore;
 class EngineThread;
+class InspectorContext;
+class RunList;
 class RunPanel;
 class SessionIo;
 class TokenStrip;
@@ -54,7 +58,7 @@ class MainWindow : public QMainWindow {
   // loaded model; adapterLoaded or an error follows.
   void loadAdapter(const QString& dir);
   void loadTunedCheckpoint(const QString& dir);
-  const std::vector<hl::DoraRow>& doraRows() const { return doraRows_; }
+  const std::vector<hl::DoraRow>& doraRows() const;
 
   // --- Stepping (main_window_run.cpp) ---
   // A new run A from the prompt with the current toggles. False without a model or while busy.
@@ -93,7 +97,8 @@ class MainWindow : public QMainWindow {
   bool maybeDiscard();
 
   // --- Views and export (main_window.cpp) ---
-  const hl::Recording* recording() const { return rec_.get(); }
+  const hl::Recording* recording() const;
+  InspectorContext* context() const { return ctx_; }
   const hl::Run* runA() const;
   const hl::Run* runB() const;  // the toggled run B, or the compared session's run
   TokenStrip* tokenStrip() const { return strip_; }
@@ -135,13 +140,15 @@ class MainWindow : public QMainWindow {
  private:
   // main_window.cpp
   void createViews();
+  void createRunList();
   void arrangeDefaultDocks();
   void createMenus();
   void createStatusBar();
   void rebuildRecentMenus();
   void rebuildDemoMenu();
-  void scheduleRefresh();
   void refreshViews(bool all);
+  void onViewsUpdated();
+  hl::Recording* rec() const;  // the context's recording, for the run and session logic
   void updateStatus();
   void updateActions();
   void exportDialog(const std::vector<hl::views::InstrumentView*>& which, const QString& what);
@@ -163,7 +170,11 @@ class MainWindow : public QMainWindow {
   void onRunStarted(const RunStart& s);
   void onStepped(const StepResult& r);
   void onStepDone(int runId, const QString& reason);
+  // main_window_compare.cpp
   void onTogglesChanged();
+  void startCompare(int index, const Toggles& t);  // run `index` of the recording (or a new one) with `t`
+  void chooseRun(int index);                        // the run list: compare run `index` with A
+  void refreshRunList();
   void onCompareReady(int runId, int compareId, const hl::Run& b);
   void onCompareFailed(int runId, int compareId, const QString& message);
   void clearLiveCompare();
@@ -171,15 +182,25 @@ class MainWindow : public QMainWindow {
   void markDifferences(int from);
   QString runSummary() const;
   void defaultPrompt();
+  // Prompt box against the live run (finding 1): a note while they differ; Step then restarts.
+  struct PromptKey {
+    QString text;
+    bool ids = false, bos = true;
+    bool operator==(const PromptKey& o) const { return text == o.text && ids == o.ids && (ids || bos == o.bos); }
+  };
+  PromptKey promptKey() const;
+  bool promptEdited() const;
+  void onPromptEdited();
+  void syncTogglesToRecording();  // the toggles show the recording's last run (finding 4)
   // main_window_session.cpp
   void saveSessionAs();
   void saveCurrent();
   void chooseSession();
   void chooseCompareSession();
-  void applySession(std::shared_ptr<hl::Recording> rec, const QString& path, bool recovered);
+  void applySession(std::shared_ptr<hl::Recording> loaded, const QString& path, bool recovered);
   void resumeSession(bool adapterTried = false);
   void onResumed(int runId, const QString& error);
-  std::shared_ptr<hl::Recording> snapshot() const;
+  std::shared_ptr<const hl::Recording> snapshot() const;
   void autosaveTick();
   void clearAutosave();
 
@@ -189,40 +210,34 @@ class MainWindow : public QMainWindow {
   TokenStrip* strip_ = nullptr;
   std::vector<hl::views::InstrumentView*> views_;
   std::vector<QDockWidget*> docks_;
-  std::vector<bool> stale_;  // per view: state changed while its dock was hidden
+  InspectorContext* ctx_ = nullptr;  // the recording, step, selection; tells the views what changed
   QByteArray defaultLayout_;
 
   // Model and adapter.
   std::optional<ModelInfo> modelInfo_;
   std::optional<AdapterInfo> adapter_;
-  std::vector<hl::DoraRow> doraRows_;
-  QString doraLabel_ = QStringLiteral("DoRA");
   bool loading_ = false;
   int loadRequest_ = 0;
   QString backend_ = QStringLiteral("auto");
   QString runBackend_;  // resolved name of the live run's backend
-  double bandwidthGBs_ = 0;
   std::function<void()> afterLoad_;     // once a model is in: a demo's adapter, or a session's resume
   std::function<void()> afterAdapter_;  // once an adapter is in (or failed): a session's resume
   bool keepRecordingOnLoad_ = false;    // a session waits for its checkpoint: do not start a new run
 
-  // The recording: run A, and the toggled run B as runs[1].
-  std::unique_ptr<hl::Recording> rec_;
+  // The run (the recording itself is the context's: run A, then the compare runs B, C, ...).
   int runId_ = 0, compareId_ = 0;
   bool busy_ = false, compareBusy_ = false, viewOnly_ = false;
+  int liveRun_ = -1;        // the recording's run the engine steps along with A (== runs.size(): a new one)
+  Toggles shownToggles_;    // what the toggles showed before the latest change
+  Toggles resetCompare_;    // the toggles when Reset was pressed: run B of the new run when not A's
+  RunList* runList_ = nullptr;
+  std::optional<PromptKey> runPrompt_, requestedPrompt_;  // the live run's prompt; a Reset's, until it starts
+  int64_t stepAfterStart_ = 0;  // Step pressed with an edited prompt: steps once the new run starts
+  bool autoStarted_ = false;    // the run being started came from loading a model, not from Reset
+  QString startNote_;           // why the remembered prompt was replaced, said when the run starts
   std::vector<int32_t> pendingPrompt_;  // prompt tokens not fed yet
   std::vector<std::string> pendingText_;
-  // A second session compared against this one: its run, aligned on the common tokens.
-  std::unique_ptr<hl::Recording> compareRec_;
-  std::unique_ptr<hl::Run> compareRun_;
-  QString compareName_;
-
-  // What the views show.
-  int step_ = -1, layer_ = -1, head_ = 0;
-  uint64_t dataVersion_ = 1;
   bool dark_ = false;
-  QTimer* refreshTimer_ = nullptr;
-  qint64 lastRefreshMs_ = 0;
 
   // Sessions.
   QString sessionPath_;

@@ -14,10 +14,12 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QStatusBar>
+#include <utility>
 
 #include "app/app_settings.h"
 #include "app/engine_thread.h"
 #include "app/engine_worker.h"
+#include "app/inspector_context.h"
 #include "app/main_window.h"
 #include "app/run_panel.h"
 #include "app/token_strip.h"
@@ -31,8 +33,9 @@ void MainWindow::connectEngine() {
   connect(w, &EngineWorker::modelLoaded, this, &MainWindow::onModelLoaded);
   connect(w, &EngineWorker::loadFailed, this, &MainWindow::onLoadFailed);
   connect(w, &EngineWorker::hardwareMeasured, this, [this](double gbs) {
-    bandwidthGBs_ = gbs;
-    refreshViews(false);
+    hl::views::HardwareInfo hw = ctx_->hardware();
+    hw.bandwidthGBs = gbs;
+    ctx_->setHardware(hw);
   });
   connect(w, &EngineWorker::adapterLoaded, this, &MainWindow::onAdapterLoaded);
   connect(w, &EngineWorker::adapterFailed, this, [this](const QString& dir, const QString& message) {
@@ -45,6 +48,19 @@ void MainWindow::connectEngine() {
   connect(w, &EngineWorker::runStarted, this, &MainWindow::onRunStarted);
   connect(w, &EngineWorker::runFailed, this, [this](int runId, const QString& message) {
     busy_ = false;
+    stepAfterStart_ = 0;
+    if (runId == runId_ && std::exchange(autoStarted_, false)) {
+      // The remembered prompt fails on this model: the default replaces it, once, and is remembered
+      // (finding 8); the failure is said when the new run starts instead of at every start.
+      const QString old = panel_->promptText();
+      panel_->setPromptText(QString());
+      defaultPrompt();
+      startNote_ = tr("the prompt \"%1\" could not run (%2) and was replaced by the default").arg(old.left(60), message);
+      QSettings s;
+      panel_->saveSettings(s);
+      resetRun();
+      return;
+    }
     updateActions();
     if (runId == runId_) reportError(tr("Run failed"), message);
   });
@@ -111,11 +127,18 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
   cancelButton_->hide();
   modelInfo_ = info;
   adapter_.reset();
-  doraRows_.clear();
+  ctx_->setDora({}, QStringLiteral("DoRA"));
+  ctx_->setVocabulary(&modelInfo_->vocab);
+  {
+    hl::views::HardwareInfo hw = ctx_->hardware();
+    hw.weightBytesPerToken = info.weightBytesPerToken;
+    ctx_->setHardware(hw);
+  }
   runBackend_.clear();
   panel_->setTokenizerAvailable(info.hasTokenizer);
   panel_->setChatTemplate(info.chatTemplate, info.chatTokenizer, info.chatTemplateError);
   panel_->setAdapterAvailable(false);
+  if (keepRecordingOnLoad_) syncTogglesToRecording();  // a session's runs, not an empty box (finding 4)
   addRecent(kRecentCheckpoints, info.dir);
   rebuildRecentMenus();
   backendMenu_->clear();
@@ -138,23 +161,22 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
                                .arg(static_cast<double>(info.params) / 1e6, 0, 'f', 2)
                                .arg(info.loadSeconds, 0, 'f', 2),
                            10000);
-  if (bandwidthGBs_ <= 0) engine_->post([](EngineWorker& w) { w.measureHardware(); });
+  if (ctx_->hardware().bandwidthGBs <= 0) engine_->post([](EngineWorker& w) { w.measureHardware(); });
   if (!keepRecordingOnLoad_) {
     // A new model: a fresh, empty recording; a run A starts from the prompt at once.
-    compareRec_.reset();
-    compareRun_.reset();
-    rec_ = std::make_unique<hl::Recording>();
-    rec_->config = info.config;
-    rec_->checkpoint = info.identity;
+    // The model's schedule is drawn at once (ribbon, layer lists), before any step (finding 2).
+    auto fresh = std::make_shared<hl::Recording>();
+    fresh->config = info.config;
+    fresh->checkpoint = info.identity;
+    ctx_->openRecording(std::move(fresh), true);
     sessionPath_.clear();
     viewOnly_ = false;
     changes_ = savedChanges_ = autosavedChanges_ = 0;
     pendingPrompt_.clear();
+    runPrompt_.reset();
     strip_->clear();
-    ++dataVersion_;
     defaultPrompt();
-    refreshViews(true);
-    resetRun();
+    autoStarted_ = resetRun();
   }
   keepRecordingOnLoad_ = false;
   updateActions();
@@ -211,11 +233,9 @@ void MainWindow::onAdapterLoaded(const AdapterInfo& info) {
   if (info.isAdapter) {
     adapter_ = info;
     panel_->setAdapterAvailable(true);
+    syncTogglesToRecording();  // a session whose run uses this adapter shows it ticked (finding 4)
   }
-  doraRows_ = info.rows;
-  doraLabel_ = info.label;
-  ++dataVersion_;
-  refreshViews(true);
+  ctx_->setDora(info.rows, info.label);
   statusBar()->showMessage(
       tr("%1 %2: %3 matrices compared with the base%4")
           .arg(info.label, QDir::toNativeSeparators(info.dir))

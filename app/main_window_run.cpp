@@ -2,10 +2,13 @@
 // recording grows by one record per queued StepResult; scrubbing and layer/head selection; the
 // toggles (issue 5 item 4): a setting that differs from run A's re-runs the same tokens as run B on
 // the engine thread, and B then steps along with A.
+#include <QSettings>
 #include <QStatusBar>
+#include <utility>
 
 #include "app/engine_thread.h"
 #include "app/engine_worker.h"
+#include "app/inspector_context.h"
 #include "app/main_window.h"
 #include "app/run_panel.h"
 #include "app/token_strip.h"
@@ -15,15 +18,6 @@
 
 namespace hl::app {
 
-namespace {
-QString describe(const hl::RunSettings& s) {
-  QString n =
-      s.normalizer_override ? QString::fromLatin1(hl::normalizer_name(s.normalizer)) : QObject::tr("as trained");
-  QString t = QObject::tr("normalizer %1, %2 registers").arg(n).arg(s.registers_used);
-  if (!s.adapter.empty()) t += QObject::tr(", adapter");
-  return t;
-}
-}  // namespace
 
 bool MainWindow::canStep() const {
   return hasModel() && !viewOnly_ && !loading_ && runA() != nullptr;
@@ -33,10 +27,30 @@ void MainWindow::defaultPrompt() {
   const bool tok = modelInfo_ && modelInfo_->hasTokenizer;
   const QString text = panel_->promptText().trimmed();
   bool idsOk = !text.isEmpty();
+  QString why;
   try {
-    if (idsOk) hl::parse_id_list(text.toStdString());
-  } catch (const hl::Error&) {
+    if (idsOk) {
+      const int64_t V = modelInfo_ ? modelInfo_->config.vocab_size : 0;
+      for (int32_t id : hl::parse_id_list(text.toStdString())) {
+        if (V > 0 && (id < 0 || id >= V)) {
+          why = tr("token id %1 is outside the vocabulary [0, %2) of %3").arg(id).arg(V).arg(modelInfo_->name);
+          idsOk = false;
+          break;
+        }
+      }
+    }
+  } catch (const hl::Error& e) {
     idsOk = false;
+    why = QString::fromUtf8(e.what());
+  }
+  // A remembered prompt that cannot run on this model is replaced once, and said (finding 8).
+  if (!why.isEmpty() && panel_->idsMode()) {
+    startNote_ = tr("the prompt \"%1\" could not run (%2) and was replaced by the default").arg(text.left(60), why);
+    panel_->setPromptText(QString());
+    defaultPrompt();
+    QSettings s;
+    panel_->saveSettings(s);
+    return;
   }
   if (!tok) {
     panel_->setIdsMode(true);
@@ -47,9 +61,38 @@ void MainWindow::defaultPrompt() {
   }
 }
 
+MainWindow::PromptKey MainWindow::promptKey() const {
+  return {panel_->promptText(), panel_->idsMode(), panel_->addBos()};
+}
+
+bool MainWindow::promptEdited() const {
+  return runPrompt_ && !viewOnly_ && hasModel() && !(promptKey() == *runPrompt_);
+}
+
+void MainWindow::onPromptEdited() {
+  if (!promptEdited()) {
+    panel_->setPromptNote(QString());
+    return;
+  }
+  const hl::Run* a = runA();
+  panel_->setPromptNote(a && !a->records.empty()
+                            ? tr("Prompt edited: run A was fed the previous prompt. Step restarts with the new "
+                                 "prompt (Reset does the same)")
+                            : tr("Prompt edited: Step starts a new run A with it"));
+}
+
+void MainWindow::syncTogglesToRecording() {
+  const hl::Recording* r = rec();
+  if (!r || r->runs.empty() || compareBusy_) return;
+  const hl::Run* b = ctx_->hasComparedSession() ? nullptr : runB();
+  shownToggles_ = togglesOf(b ? b->settings : r->runs[0].settings);
+  panel_->setToggles(shownToggles_);
+}
+
 bool MainWindow::resetRun() {
   if (!hasModel() || loading_ || isBusy()) return false;
   if (!maybeDiscard()) return false;
+  requestedPrompt_ = promptKey();
   RunRequest r;
   r.useText = !panel_->idsMode();
   r.text = panel_->promptText();  // Chat mode: the rendered chat, fed without an added BOS
@@ -66,14 +109,17 @@ bool MainWindow::resetRun() {
     }
   }
   r.addBos = panel_->addBos();
-  r.toggles = panel_->toggles();
+  // Reset keeps run A's settings as the baseline (finding 13): toggles that differ make run B of
+  // the new run, and the status bar says so.
+  const hl::Run* oldA = runA();
+  r.toggles = oldA ? togglesOf(oldA->settings) : panel_->toggles();
+  resetCompare_ = panel_->toggles();
   r.backend = backend_;
   r.sampling = panel_->sampling();
   r.maxNewTokens = panel_->maxNewTokens();
   r.runId = ++runId_;
   ++compareId_;
-  compareRec_.reset();
-  compareRun_.reset();
+  ctx_->clearComparedSession();
   busy_ = true;  // until runStarted or runFailed
   engine_->post([r](EngineWorker& w) { w.startRun(r); });
   updateActions();
@@ -86,7 +132,9 @@ void MainWindow::onRunStarted(const RunStart& s) {
     updateActions();
     return;
   }
-  auto rec = std::make_unique<hl::Recording>();
+  autoStarted_ = false;
+  runPrompt_ = requestedPrompt_;
+  auto rec = std::make_shared<hl::Recording>();
   rec->checkpoint = modelInfo_->identity;
   rec->config = modelInfo_->config;
   rec->prompt = s.prompt.toStdString();
@@ -97,27 +145,45 @@ void MainWindow::onRunStarted(const RunStart& s) {
   a.label = "A";
   a.settings = s.settings;
   rec->runs.push_back(std::move(a));
-  rec_ = std::move(rec);
   pendingPrompt_ = s.tokens;
   pendingText_ = s.texts;
   runBackend_ = s.backend;
   viewOnly_ = false;
   sessionPath_.clear();
   savedChanges_ = autosavedChanges_ = ++changes_;  // an empty run is nothing to lose yet
-  step_ = -1;
-  ++dataVersion_;
+  ctx_->openRecording(std::move(rec), false);
   setStripFromRecording();
-  refreshViews(true);
   updateActions();
+  const QString note = std::exchange(startNote_, QString());
   statusBar()->showMessage(
-      tr("Run A: %1 prompt tokens ready — Step (F10), Run N (F8) or Run to end (F5)").arg(s.tokens.size()), 8000);
+      tr("Run A: %1 prompt tokens ready — Step (F10), Run N (F8) or Run to end (F5)").arg(s.tokens.size()) +
+          (note.isEmpty() ? QString() : QStringLiteral(" — ") + note),
+      note.isEmpty() ? 8000 : 30000);
+  onPromptEdited();
+  shownToggles_ = togglesOf(s.settings);
+  liveRun_ = -1;
+  const Toggles wanted = std::exchange(resetCompare_, shownToggles_);
+  panel_->setToggles(shownToggles_);
+  if (wanted != shownToggles_) {
+    panel_->setToggles(wanted);
+    onTogglesChanged();  // run B of the new run: the toggles the panel showed
+    statusBar()->showMessage(tr("Reset: run A keeps its settings; the toggles that differ run as run B"), 8000);
+  }
   emit runStarted();
+  if (const int64_t n = std::exchange(stepAfterStart_, 0)) stepRun(n);
 }
 
 bool MainWindow::stepRun(int64_t n) {
+  if (n != 0 && !isBusy() && promptEdited()) {
+    // The prompt box and the run disagree: Step restarts with what the box says (finding 1).
+    if (!resetRun()) return false;
+    stepAfterStart_ = n;
+    statusBar()->showMessage(tr("The prompt was edited: a new run A starts with it"), 8000);
+    return true;
+  }
   if (!canStep() || isBusy() || n == 0) return false;
   busy_ = true;
-  step_ = -1;  // follow the new tokens
+  ctx_->setStep(-1);  // follow the new tokens
   const int id = runId_, epoch = engine_->stopEpoch();
   const int64_t maxNew = panel_->maxNewTokens();  // the limit as the panel shows it now
   engine_->post([id, n, epoch, maxNew](EngineWorker& w) { w.step(id, n, epoch, maxNew); });
@@ -132,27 +198,27 @@ void MainWindow::stopRun() {
 }
 
 void MainWindow::onStepped(const StepResult& r) {
-  if (r.runId != runId_ || !rec_ || rec_->runs.empty()) return;
-  hl::Run& a = rec_->runs[0];
+  if (r.runId != runId_ || !rec() || rec()->runs.empty()) return;
+  hl::Run& a = rec()->runs[0];
   a.records.push_back(r.a);
   a.run_seconds = r.runSecondsA;
   if (!r.generated) a.prompt_tokens = static_cast<int64_t>(a.records.size());
-  rec_->tokens.push_back(r.a.token_id);
-  if (modelInfo_ && modelInfo_->hasTokenizer) rec_->token_text.push_back(r.text);
+  rec()->tokens.push_back(r.a->token_id);
+  if (modelInfo_ && modelInfo_->hasTokenizer) rec()->token_text.push_back(r.text);
   const size_t t = a.records.size() - 1;
-  if (t < pendingPrompt_.size() && pendingPrompt_[t] != r.a.token_id) pendingPrompt_.resize(t);
-  if (r.hasB && r.compareId == compareId_ && rec_->runs.size() > 1) {
-    hl::Run& b = rec_->runs[1];
+  if (t < pendingPrompt_.size() && pendingPrompt_[t] != r.a->token_id) pendingPrompt_.resize(t);
+  if (r.hasB && r.compareId == compareId_ && liveRun_ >= 1 && liveRun_ < static_cast<int>(rec()->runs.size())) {
+    hl::Run& b = rec()->runs[liveRun_];
     if (b.records.size() == t) {
       b.records.push_back(r.b);
       b.run_seconds = r.runSecondsB;
       b.prompt_tokens = a.prompt_tokens;
     }
   }
-  strip_->feed({QString::fromStdString(r.text), r.a.token_id, r.generated, false});
+  strip_->feed({QString::fromStdString(r.text), r.a->token_id, r.generated, false});
   markDifferences(static_cast<int>(t));
   ++changes_;
-  scheduleRefresh();
+  ctx_->recordsAppended(static_cast<int>(t));
   emit stepped(static_cast<int>(a.records.size()));
 }
 
@@ -170,19 +236,15 @@ void MainWindow::onStepDone(int runId, const QString& reason) {
 void MainWindow::scrubTo(int step) {
   const hl::Run* a = runA();
   if (!a || a->records.empty()) return;
-  const int last = static_cast<int>(a->records.size()) - 1;
-  step_ = step < 0 || step >= last ? -1 : step;
-  refreshViews(false);
+  ctx_->setStep(step);
 }
 
 void MainWindow::selectLayer(int layer) {
-  layer_ = layer;
-  refreshViews(false);
+  ctx_->setLayer(layer);
 }
 
 void MainWindow::selectHead(int head) {
-  head_ = std::max(0, head);
-  refreshViews(false);
+  ctx_->setHead(head);
 }
 
 void MainWindow::setToggles(const Toggles& t) {
@@ -192,93 +254,23 @@ void MainWindow::setToggles(const Toggles& t) {
 
 void MainWindow::setShowDiff(bool on) {
   if (panel_->showDiff() != on)
-    panel_->setShowDiff(on);  // emits showDiffChanged → refresh
+    panel_->setShowDiff(on);  // emits showDiffChanged → the context
   else
-    refreshViews(true);
-}
-
-void MainWindow::clearLiveCompare() {
-  if (rec_ && rec_->runs.size() > 1) rec_->runs.resize(1);
-}
-
-void MainWindow::onTogglesChanged() {
-  if (!rec_ || rec_->runs.empty() || viewOnly_ || !hasModel()) {
-    updateActions();
-    return;  // with no run the toggles apply to the next run A
-  }
-  const Toggles t = panel_->toggles();
-  const bool differs = t != togglesOf(rec_->runs[0].settings);
-  compareRec_.reset();
-  compareRun_.reset();
-  clearLiveCompare();
-  ++compareId_;
-  ++dataVersion_;
-  const int id = runId_, cid = compareId_, epoch = engine_->stopEpoch();
-  compareBusy_ = differs;
-  engine_->post([id, cid, differs, t, epoch](EngineWorker& w) { w.setCompare(id, cid, differs, t, epoch); });
-  if (differs) {
-    statusBar()->showMessage(tr("Re-running %1 tokens as run B…").arg(rec_->runs[0].records.size()));
-  } else {
-    ++changes_;
-    statusBar()->showMessage(tr("Toggles match run A: no run B"), 5000);
-  }
-  markDifferences(0);
-  refreshViews(true);
-  updateActions();
-  if (!differs) emit compareChanged();
-}
-
-void MainWindow::onCompareReady(int runId, int compareId, const hl::Run& b) {
-  if (runId != runId_ || compareId != compareId_ || !rec_ || rec_->runs.empty()) return;
-  compareBusy_ = false;
-  clearLiveCompare();
-  if (!b.label.empty()) {
-    hl::Run run = b;
-    run.label.assign(1, 'B');  // not = "B": g++ 12 -Wrestrict false positive (GCC bug 105329)
-    run.prompt_tokens = std::min<int64_t>(rec_->runs[0].prompt_tokens, static_cast<int64_t>(run.records.size()));
-    if (!run.settings.adapter.empty() && adapter_) rec_->adapter_identity = adapter_->identity;
-    rec_->runs.push_back(std::move(run));
-    statusBar()->showMessage(tr("Run B: %1 — %2 tokens").arg(describe(rec_->runs[1].settings)).arg(b.records.size()),
-                             8000);
-  }
-  ++changes_;
-  ++dataVersion_;
-  markDifferences(0);
-  refreshViews(true);
-  updateActions();
-  emit compareChanged();
-  emit idle();
-}
-
-void MainWindow::onCompareFailed(int runId, int compareId, const QString& message) {
-  if (runId != runId_ || compareId != compareId_) return;
-  compareBusy_ = false;
-  clearLiveCompare();
-  if (rec_ && !rec_->runs.empty()) panel_->setToggles(togglesOf(rec_->runs[0].settings));  // no B: A's toggles
-  ++dataVersion_;
-  markDifferences(0);
-  refreshViews(true);
-  updateActions();
-  if (message == tr("stopped"))
-    statusBar()->showMessage(tr("Run B stopped"), 5000);
-  else
-    reportError(tr("Run B failed"), message);
-  emit compareChanged();
-  emit idle();
+    ctx_->setShowDiff(on);
 }
 
 void MainWindow::setStripFromRecording() {
   std::vector<TokenStrip::Chip> chips;
-  if (!rec_) {
+  if (!rec()) {
     strip_->clear();
     return;
   }
   const hl::Run* a = runA();
-  const size_t fed = rec_->tokens.size();
+  const size_t fed = rec()->tokens.size();
   const int64_t prompt = a ? a->prompt_tokens : static_cast<int64_t>(fed);
   for (size_t i = 0; i < fed; ++i) {
-    const QString text = i < rec_->token_text.size() ? QString::fromStdString(rec_->token_text[i]) : QString();
-    chips.push_back({text, rec_->tokens[i], static_cast<int64_t>(i) >= prompt, false});
+    const QString text = i < rec()->token_text.size() ? QString::fromStdString(rec()->token_text[i]) : QString();
+    chips.push_back({text, rec()->tokens[i], static_cast<int64_t>(i) >= prompt, false});
   }
   for (size_t i = fed; i < pendingPrompt_.size(); ++i) {
     const QString text = i < pendingText_.size() ? QString::fromStdString(pendingText_[i]) : QString();
@@ -304,19 +296,6 @@ void MainWindow::markDifferences(int from) {
     }
     strip_->setDiffers(t, differs);
   }
-}
-
-QString MainWindow::runSummary() const {
-  const hl::Run* a = runA();
-  if (!a) return QString();
-  QString s = tr("A: %1").arg(describe(a->settings));
-  if (compareRun_)
-    s += tr("  —  B: %1 (%2)").arg(compareName_, describe(compareRun_->settings));
-  else if (const hl::Run* b = runB())
-    s += tr("  —  B: %1").arg(describe(b->settings));
-  else if (compareBusy_)
-    s += tr("  —  B: running…");
-  return s;
 }
 
 }  // namespace hl::app

@@ -14,6 +14,7 @@
 #include "app/autosave_store.h"
 #include "app/engine_thread.h"
 #include "app/engine_worker.h"
+#include "app/inspector_context.h"
 #include "app/main_window.h"
 #include "app/run_panel.h"
 #include "app/session_io.h"
@@ -46,12 +47,12 @@ QString idsText(const std::vector<int32_t>& ids, int64_t n) {
 }
 }  // namespace
 
-std::shared_ptr<hl::Recording> MainWindow::snapshot() const {
-  return std::make_shared<hl::Recording>(*rec_);
+std::shared_ptr<const hl::Recording> MainWindow::snapshot() const {
+  return ctx_->snapshot();  // shares the records: T pointers per run are copied, not the rows
 }
 
 bool MainWindow::saveSession(const QString& path) {
-  if (!rec_ || rec_->runs.empty()) {
+  if (!rec() || rec()->runs.empty()) {
     reportError(tr("Nothing to save"), tr("Start a run first: the session holds the runs' tokens and records."));
     return false;
   }
@@ -119,37 +120,33 @@ bool MainWindow::openSession(const QString& path) {
   return true;
 }
 
-void MainWindow::applySession(std::shared_ptr<hl::Recording> rec, const QString& path, bool recovered) {
-  if (rec->runs.empty()) {
+void MainWindow::applySession(std::shared_ptr<hl::Recording> loaded, const QString& path, bool recovered) {
+  if (loaded->runs.empty()) {
     reportError(tr("Could not open the session"), tr("%1\n\nThe session holds no run.").arg(path));
     return;
   }
   engine_->requestStop();  // a run of the previous recording ends; its late results are dropped
+  engine_->post([](EngineWorker& w) { w.endRun(); });  // and the engine lets go of its records (finding 14)
   ++runId_;
   ++compareId_;
-  compareRec_.reset();
-  compareRun_.reset();
-  rec_ = std::make_unique<hl::Recording>(std::move(*rec));
+  ctx_->openRecording(std::move(loaded), true);
   pendingPrompt_.clear();
   pendingText_.clear();
   viewOnly_ = true;
-  step_ = -1;
-  layer_ = -1;
-  ++dataVersion_;
   sessionPath_ = recovered ? QString() : path;
   savedChanges_ = ++changes_;
   if (recovered) ++changes_;  // recovered work is unsaved until saved
-  const hl::Run& a = rec_->runs[0];
-  if (!rec_->prompt.empty()) {
+  const hl::Run& a = rec()->runs[0];
+  if (!rec()->prompt.empty()) {
     panel_->setIdsMode(false);
-    panel_->setPromptText(QString::fromStdString(rec_->prompt));
+    panel_->setPromptText(QString::fromStdString(rec()->prompt));
   } else {
     panel_->setIdsMode(true);
-    panel_->setPromptText(idsText(rec_->tokens, a.prompt_tokens));
+    panel_->setPromptText(idsText(rec()->tokens, a.prompt_tokens));
   }
-  panel_->setToggles(togglesOf(rec_->runs.size() > 1 ? rec_->runs[1].settings : a.settings));
+  runPrompt_ = promptKey();
+  syncTogglesToRecording();
   setStripFromRecording();
-  refreshViews(true);
   updateActions();
   if (!recovered) {
     addRecent(kRecentSessions, path);
@@ -158,8 +155,8 @@ void MainWindow::applySession(std::shared_ptr<hl::Recording> rec, const QString&
   emit sessionOpened(path);
 
   // With its checkpoint at hand (the same config and weights), stepping continues.
-  const QString folder = QString::fromStdString(rec_->checkpoint.folder);
-  if (modelInfo_ && hl::identity_mismatch(rec_->checkpoint, modelInfo_->identity).empty()) {
+  const QString folder = QString::fromStdString(rec()->checkpoint.folder);
+  if (modelInfo_ && hl::identity_mismatch(rec()->checkpoint, modelInfo_->identity).empty()) {
     resumeSession();
     return;
   }
@@ -167,7 +164,7 @@ void MainWindow::applySession(std::shared_ptr<hl::Recording> rec, const QString&
     keepRecordingOnLoad_ = true;
     if (openCheckpoint(folder)) {
       afterLoad_ = [this] {
-        const std::string why = hl::identity_mismatch(rec_->checkpoint, modelInfo_->identity);
+        const std::string why = hl::identity_mismatch(rec()->checkpoint, modelInfo_->identity);
         if (why.empty()) {
           resumeSession();
           return;
@@ -185,10 +182,12 @@ void MainWindow::applySession(std::shared_ptr<hl::Recording> rec, const QString&
 }
 
 void MainWindow::resumeSession(bool adapterTried) {
-  if (!rec_ || rec_->runs.empty()) return;
-  const hl::Run& a = rec_->runs[0];
-  const bool hasB = rec_->runs.size() > 1;
-  for (const hl::Run* r : {&a, hasB ? static_cast<const hl::Run*>(&rec_->runs[1]) : nullptr}) {
+  if (!rec() || rec()->runs.empty()) return;
+  const hl::Run& a = rec()->runs[0];
+  // The compare run the views show steps along with A; the other runs stay as stored.
+  const int k = ctx_->compareIndex();
+  const bool hasB = k >= 1 && k < static_cast<int>(rec()->runs.size());
+  for (const hl::Run* r : {&a, hasB ? static_cast<const hl::Run*>(&rec()->runs[k]) : nullptr}) {
     if (!r || r->settings.adapter.empty()) continue;
     const QString dir = QFile::decodeName(QByteArray::fromStdString(r->settings.adapter));
     const bool loaded = adapter_ && QFile::encodeName(adapter_->dir).toStdString() == r->settings.adapter;
@@ -202,7 +201,8 @@ void MainWindow::resumeSession(bool adapterTried) {
   const int id = runId_, cid = compareId_, epoch = engine_->stopEpoch();
   const QString backend = backend_;
   const int64_t maxNew = panel_->maxNewTokens();
-  hl::Run b = hasB ? rec_->runs[1] : hl::Run{};
+  hl::Run b = hasB ? rec()->runs[k] : hl::Run{};  // shares the records (record_list.h)
+  liveRun_ = hasB ? k : -1;
   engine_->post([id, cid, epoch, backend, maxNew, a, hasB, b](EngineWorker& w) {
     w.resume(id, a, hasB, b, cid, backend, maxNew, epoch);
   });
@@ -217,6 +217,8 @@ void MainWindow::onResumed(int runId, const QString& error) {
     return;
   }
   viewOnly_ = !error.isEmpty();
+  syncTogglesToRecording();
+  onPromptEdited();
   if (viewOnly_)
     statusBar()->showMessage(tr("View-only: %1").arg(error));
   else
@@ -227,7 +229,7 @@ void MainWindow::onResumed(int runId, const QString& error) {
 }
 
 bool MainWindow::compareWithSession(const QString& path) {
-  if (!rec_ || rec_->runs.empty()) {
+  if (!rec() || rec()->runs.empty()) {
     reportError(tr("Nothing to compare"), tr("Open a session or start a run first."));
     return false;
   }
@@ -236,7 +238,7 @@ bool MainWindow::compareWithSession(const QString& path) {
       reportError(tr("Could not open the session"), tr("%1\n\n%2").arg(path, error));
       return;
     }
-    if (!rec_ || rec_->runs.empty() || other->runs.empty() || !sameShape(rec_->config, other->config)) {
+    if (!rec() || rec()->runs.empty() || other->runs.empty() || !sameShape(rec()->config, other->config)) {
       reportError(tr("Cannot compare these sessions"),
                   tr("%1 was recorded with a model of another shape (layers, heads, experts or vocabulary), or "
                      "holds no run.")
@@ -244,29 +246,27 @@ bool MainWindow::compareWithSession(const QString& path) {
       return;
     }
     // Token-aligned: B covers the common prefix of token ids (or, with none, the common length).
-    const size_t n = std::min(rec_->tokens.size(), other->tokens.size());
+    const size_t n = std::min(rec()->tokens.size(), other->tokens.size());
     size_t common = 0;
-    while (common < n && rec_->tokens[common] == other->tokens[common]) ++common;
+    while (common < n && rec()->tokens[common] == other->tokens[common]) ++common;
     auto run = std::make_unique<hl::Run>(other->runs[0]);
     const size_t keep = std::min(common > 0 ? common : n, run->records.size());
     run->records.resize(keep);
     run->prompt_tokens = std::min<int64_t>(run->prompt_tokens, static_cast<int64_t>(keep));
     clearLiveCompare();
+    ctx_->setCompareIndex(-1);
     ++compareId_;
     const int id = runId_, cid = compareId_;
     if (hasModel() && !viewOnly_) engine_->post([id, cid](EngineWorker& w) { w.setCompare(id, cid, false, {}, 0); });
-    panel_->setToggles(togglesOf(rec_->runs[0].settings));
-    compareRec_ = std::make_unique<hl::Recording>(std::move(*other));
-    compareRun_ = std::move(run);
-    compareName_ = QFileInfo(path).fileName();
-    ++dataVersion_;
+    panel_->setToggles(togglesOf(rec()->runs[0].settings));
+    const QString name = QFileInfo(path).fileName();
+    ctx_->setComparedSession(std::move(other), std::move(run), name);
     markDifferences(0);
-    refreshViews(true);
     updateActions();
-    statusBar()->showMessage(common > 0 ? tr("Comparing with %1: %2 common tokens").arg(compareName_).arg(common)
+    statusBar()->showMessage(common > 0 ? tr("Comparing with %1: %2 common tokens").arg(name).arg(common)
                                         : tr("Comparing with %1: the tokens differ from the first one, aligned by "
                                              "position over %2 tokens")
-                                              .arg(compareName_)
+                                              .arg(name)
                                               .arg(keep));
     emit compareChanged();
   });
@@ -274,19 +274,16 @@ bool MainWindow::compareWithSession(const QString& path) {
 }
 
 void MainWindow::endSessionCompare() {
-  if (!compareRun_) return;
-  compareRec_.reset();
-  compareRun_.reset();
-  ++dataVersion_;
+  if (!ctx_->hasComparedSession()) return;
+  ctx_->clearComparedSession();
   markDifferences(0);
-  refreshViews(true);
   updateActions();
   emit compareChanged();
 }
 
 bool MainWindow::maybeDiscard() {
-  if (!isDirty() || !rec_ || rec_->runs.empty()) return true;
-  const hl::Run& a = rec_->runs[0];
+  if (!isDirty() || !rec() || rec()->runs.empty()) return true;
+  const hl::Run& a = rec()->runs[0];
   QMessageBox::StandardButton b;
   if (discardHook_) {
     b = discardHook_();
@@ -305,7 +302,7 @@ bool MainWindow::maybeDiscard() {
     if (p.isEmpty()) return false;
     p = withExtension(p);
   }
-  const QString error = SessionIo::saveNow(p, *rec_);
+  const QString error = SessionIo::saveNow(p, *rec());
   if (!error.isEmpty()) {
     reportError(tr("Could not save the session"), tr("%1\n\n%2").arg(p, error));
     return false;
@@ -323,12 +320,12 @@ void MainWindow::setAutosaveInterval(int ms) {
 }
 
 void MainWindow::autosaveTick() {
-  if (autosaving_ || !rec_ || rec_->runs.empty() || !isDirty() || changes_ == autosavedChanges_) return;
+  if (autosaving_ || !rec() || rec()->runs.empty() || !isDirty() || changes_ == autosavedChanges_) return;
   autosaveNow();
 }
 
 void MainWindow::autosaveNow() {
-  if (autosaving_ || !autosave_ || !rec_ || rec_->runs.empty()) return;
+  if (autosaving_ || !autosave_ || !rec() || rec()->runs.empty()) return;
   autosaving_ = true;
   const uint64_t at = changes_;
   io_->save(QFile::decodeName(autosave_->path().c_str()), snapshot(), [this, at](const QString& error) {

@@ -55,6 +55,12 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   auto* modeBox = new QVBoxLayout;
   modeBox->addWidget(mode_);
   modeBox->addWidget(bos_);
+  promptNote_ = new QLabel(this);
+  promptNote_->setObjectName("promptNote");
+  promptNote_->setWordWrap(true);
+  promptNote_->setStyleSheet(QStringLiteral("color: #c0392b; font-weight: bold"));
+  promptNote_->hide();
+  grid->addWidget(promptNote_, 3, 1, 1, 11);
   grid->addLayout(modeBox, 0, 11);
 
   // Row 1: stepping and sampling.
@@ -101,7 +107,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   seed_->setToolTip(tr("Random seed of the sampler (sampling is reproducible)"));
   maxNew_ = new QSpinBox(this);
   maxNew_->setObjectName("maxNewTokens");
-  maxNew_->setRange(1, 1 << 20);
+  maxNew_->setRange(1, kMaxNewTokens);
   maxNew_->setValue(64);
   maxNew_->setToolTip(tr("Run to end stops after this many generated tokens"));
   ignoreEos_ = new QCheckBox(tr("ignore EOS"), this);
@@ -174,6 +180,9 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
     wantChat_ = i == 2;
   });
   setChatTemplate(std::nullopt, nullptr);
+  connect(prompt_, &QPlainTextEdit::textChanged, this, &RunPanel::promptEdited);
+  connect(mode_, &QComboBox::currentIndexChanged, this, &RunPanel::promptEdited);
+  connect(bos_, &QCheckBox::toggled, this, &RunPanel::promptEdited);
   setState(false, false, false, false);
 }
 
@@ -292,6 +301,16 @@ void RunPanel::setRunSummary(const QString& text) {
   summary_->setToolTip(text);
 }
 
+void RunPanel::setPromptNote(const QString& note) {
+  promptNote_->setText(note);
+  promptNote_->setToolTip(note);
+  promptNote_->setVisible(!note.isEmpty());
+}
+
+QString RunPanel::promptNote() const {
+  return promptNote_->text();
+}
+
 void RunPanel::saveSettings(QSettings& s) const {
   s.beginGroup(QStringLiteral("run"));
   s.setValue("prompt", prompt_->toPlainText());
@@ -309,22 +328,46 @@ void RunPanel::saveSettings(QSettings& s) const {
   s.endGroup();
 }
 
-void RunPanel::restoreSettings(QSettings& s) {
+QStringList RunPanel::restoreSettings(QSettings& s) {
+  QStringList notes;
   s.beginGroup(QStringLiteral("run"));
-  if (s.contains("prompt")) setPromptText(s.value("prompt").toString());
+  if (s.contains("prompt")) {
+    QString p = s.value("prompt").toString();
+    if (p.size() > 100000) {  // a prompt this long is a damaged settings file, not something typed
+      notes << tr("the remembered prompt (%1 characters) is longer than 100000: cleared").arg(p.size());
+      p.clear();
+    }
+    setPromptText(p);
+  }
   setIdsMode(s.value("idsMode", false).toBool());
   chat_->restoreSettings(s);
   wantChat_ = s.value("chatMode", false).toBool();
   if (wantChat_ && chat_->hasTemplate()) mode_->setCurrentIndex(2);
   bos_->setChecked(s.value("bos", true).toBool());
-  n_->setValue(s.value("runCount", 8).toInt());
+  // Each number within its box's range, else its default (a spin box would clamp silently).
+  auto number = [&](QSpinBox* box, const char* key, int def) {
+    bool ok = false;
+    const qlonglong v = s.value(key, def).toLongLong(&ok);
+    if (!ok || v < box->minimum() || v > box->maximum()) {
+      notes << tr("%1 %2 is outside [%3, %4]: %5")
+                   .arg(QString::fromLatin1(key), s.value(key).toString())
+                   .arg(box->minimum())
+                   .arg(box->maximum())
+                   .arg(def);
+      box->setValue(def);
+      return;
+    }
+    box->setValue(static_cast<int>(v));
+  };
+  number(n_, "runCount", 8);
   temperature_->setValue(s.value("temperature", 0.0).toDouble());
   topP_->setValue(s.value("topP", 1.0).toDouble());
   seed_->setValue(s.value("seed", 0).toInt());
-  maxNew_->setValue(s.value("maxNew", 64).toInt());
+  number(maxNew_, "maxNew", 64);
   ignoreEos_->setChecked(s.value("ignoreEos", false).toBool());
   diff_->setChecked(s.value("showDiff", false).toBool());
   s.endGroup();
+  return notes;
 }
 
 }  // namespace hl::app

@@ -59,8 +59,17 @@ class RunPanel : public QWidget {
   void setState(bool haveModel, bool busy, bool canStep, bool viewOnly);
   void setRunSummary(const QString& text);  // "run A: softmax (as trained), 0 registers — run B: …"
 
+  // Says whether the prompt box still holds the prompt of the live run (issue 17 finding 1): an empty
+  // note hides it.
+  void setPromptNote(const QString& note);
+  QString promptNote() const;
+
   void saveSettings(QSettings& s) const;
-  void restoreSettings(QSettings& s);
+  // Restores the remembered values, each checked: one out of range is replaced by its default and
+  // named in the returned lines ("max new 1000000 is outside [1, 65536]: 64"), so that a bad value
+  // is said once and not remembered again (issue 17 finding 8).
+  QStringList restoreSettings(QSettings& s);
+  static constexpr int kMaxNewTokens = 65536;  // full records grow as T²: 64 Ki tokens is ~tens of GB
 
   QPlainTextEdit* promptEdit() const { return prompt_; }
 
@@ -70,6 +79,7 @@ class RunPanel : public QWidget {
   void stopRequested();
   void togglesChanged();
   void showDiffChanged(bool on);
+  void promptEdited();  // the text, the text/ids mode or BOS changed
 
  private:
   QPlainTextEdit* prompt_ = nullptr;
@@ -85,7 +95,7 @@ class RunPanel : public QWidget {
   QComboBox* normalizer_ = nullptr;
   QSpinBox* registers_ = nullptr;
   QCheckBox *adapter_ = nullptr, *diff_ = nullptr;
-  QLabel* summary_ = nullptr;
+  QLabel *summary_ = nullptr, *promptNote_ = nullptr;
   bool adapterAvailable_ = false;
 };
 

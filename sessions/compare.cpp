@@ -3,6 +3,7 @@
 // `compare` contract of trace-format.md §4 and issue 6 ("per-instrument differences, token-aligned").
 #include "sessions/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -172,9 +173,39 @@ RunComparison compare_runs(const Run& a, const Run& b) {
   return c;
 }
 
+std::vector<std::string> recording_differences(const Recording& a, const Recording& b) {
+  std::vector<std::string> w;
+  const CheckpointIdentity &x = a.checkpoint, &y = b.checkpoint;
+  if (x.config_sha256 != y.config_sha256 || x.weights_hash != y.weights_hash) {
+    std::string what = x.config_sha256 != y.config_sha256 ? "config.json" : "weights";
+    if (x.config_sha256 != y.config_sha256 && x.weights_hash != y.weights_hash) what = "config.json and weights";
+    w.push_back("different checkpoints: " + (x.name.empty() ? std::string("?") : x.name) + " vs " +
+                (y.name.empty() ? std::string("?") : y.name) + " (" + what + " differ)");
+  } else if (x.name != y.name) {
+    w.push_back("checkpoint folders differ (" + x.name + " vs " + y.name + ") but config and weights are identical");
+  }
+  if (a.adapter_identity != b.adapter_identity) {
+    w.push_back("different adapters: " + (a.adapter_identity.empty() ? std::string("none") : a.adapter_identity) +
+                " vs " + (b.adapter_identity.empty() ? std::string("none") : b.adapter_identity));
+  }
+  if (a.prompt != b.prompt) w.push_back("different prompts: \"" + a.prompt + "\" vs \"" + b.prompt + "\"");
+  const size_t n = std::min(a.tokens.size(), b.tokens.size());
+  size_t common = 0;
+  while (common < n && a.tokens[common] == b.tokens[common]) ++common;
+  if (common < n) {
+    w.push_back("different tokens from token " + std::to_string(common) + ": only the first " +
+                std::to_string(common) + " are compared");
+  } else if (a.tokens.size() != b.tokens.size()) {
+    w.push_back("different lengths: " + std::to_string(a.tokens.size()) + " vs " + std::to_string(b.tokens.size()) +
+                " tokens; the common " + std::to_string(n) + " are compared");
+  }
+  return w;
+}
+
 std::string comparison_text(const RunComparison& c, const std::string& a_name, const std::string& b_name) {
   std::string s = "A: " + a_name + " (" + c.a_desc + ")\nB: " + b_name + " (" + c.b_desc + ")\n";
-  if (c.settings.empty()) s += "settings: identical\n";
+  for (const std::string& w : c.warnings) s += "WARNING: " + w + "\n";
+  if (c.settings.empty()) s += c.warnings.empty() ? "settings: identical\n" : "run settings: identical (see the warnings)\n";
   for (const std::string& d : c.settings) s += "settings: " + d + "\n";
   s += "tokens: " + std::to_string(c.common_tokens) + " common (" + std::to_string(c.a_tokens) + " in A, " +
        std::to_string(c.b_tokens) + " in B)";
@@ -218,6 +249,7 @@ std::string comparison_json(const RunComparison& c, const std::string& a_name, c
   j["a"] = {{"name", a_name}, {"run", c.a_label}, {"tokens", c.a_tokens}, {"description", c.a_desc}};
   j["b"] = {{"name", b_name}, {"run", c.b_label}, {"tokens", c.b_tokens}, {"description", c.b_desc}};
   j["settings_differences"] = c.settings;
+  j["warnings"] = c.warnings;
   j["common_tokens"] = c.common_tokens;
   j["first_token_mismatch"] = c.first_token_mismatch;
   j["top1_compared"] = c.top1_compared;

@@ -34,12 +34,19 @@ struct RunComparison {
   int64_t first_diff_token = -1;      // over every field; -1: the records are identical on the prefix
   std::vector<FieldDiff> fields;      // in trace-format.md order, every field either run carries
   std::vector<std::string> settings;  // "normalizer: as-trained → softmax1", one per differing setting
+  // What differs between the two recordings the runs come from (checkpoint identity, adapter, prompt,
+  // tokens), one sentence each; empty for two runs of one recording. Filled by compare_recordings.
+  std::vector<std::string> warnings;
 };
 
 // Compares the records of `a` and `b` over their common token prefix. Fields are compared where the
 // per-token sizes agree; attn_rows are aligned on token keys and p_null, so runs with different
 // register counts compare too (register columns are skipped and said so in the note).
 RunComparison compare_runs(const Run& a, const Run& b);
+
+// The warnings of RunComparison::warnings for runs taken from recordings `a` and `b`: a different
+// checkpoint (name, config or weights hash), adapter, prompt text or token ids (issue 17 finding 7).
+std::vector<std::string> recording_differences(const Recording& a, const Recording& b);
 
 // Human-readable report (a table) and one JSON object; names label the two sides in the text.
 std::string comparison_text(const RunComparison& c, const std::string& a_name, const std::string& b_name);

@@ -43,7 +43,9 @@ Recorder::Recorder(std::unique_ptr<Backend> backend, const RunOptions& opts, con
 
 void Recorder::step(int32_t token) {
   const auto t0 = std::chrono::steady_clock::now();
-  backend_->forward(&token, 1, &run_.records);
+  std::vector<TokenTrace> out;  // (1,) then shared by the run
+  backend_->forward(&token, 1, &out);
+  for (TokenTrace& r : out) run_.records.push_back(std::move(r));
   run_.run_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -9,6 +9,7 @@
 #include "engine/io/config.h"
 #include "engine/model/sampling.h"
 #include "engine/model/token_trace.h"
+#include "sessions/record_list.h"
 
 namespace hl {
 
@@ -27,7 +28,7 @@ struct RunSettings {
 struct Run {
   std::string label;  // "A", "B", ...
   RunSettings settings;
-  std::vector<TokenTrace> records;  // one per token fed or generated
+  RecordList records;  // one per token fed or generated, shared on copy (record_list.h)
   double load_seconds = 0;          // model load time before the run (0 if already loaded)
   int64_t prompt_tokens = 0;        // records [0, prompt_tokens) were fed, the rest generated
   double run_seconds = 0;           // wall time of the whole run (sum of steps plus sampling)

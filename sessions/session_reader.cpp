@@ -520,8 +520,8 @@ Recording read_session(const SafetensorsFile& sf, const std::string& name) {
   }
   for (RunMeta& m : man.runs) {
     Run run = std::move(m.run);
-    run.records.resize(static_cast<size_t>(m.T));
-    for (int64_t t = 0; t < m.T; ++t) run.records[t].step_seconds = m.steps[t];
+    std::vector<TokenTrace> recs(static_cast<size_t>(m.T));  // filled here, then shared (record_list.h)
+    for (int64_t t = 0; t < m.T; ++t) recs[t].step_seconds = m.steps[t];
     std::vector<FillJob> jobs;
     for (const Field* f : m.fields) {
       const std::string tname = tensor_name(run.label, *f);
@@ -531,7 +531,7 @@ Recording read_session(const SafetensorsFile& sf, const std::string& name) {
       };
       if (f->shape == FieldShape::Scalar) {
         for (int64_t t = 0; t < m.T; ++t) {
-          TokenTrace& rt = run.records[t];
+          TokenTrace& rt = recs[t];
           if (f->i64) {
             rt.*f->i64 = load_le<int64_t>(ti.data + 8 * t);
             if (rt.*f->i64 < 0) throw bad(t, "negative byte count " + std::to_string(rt.*f->i64));
@@ -564,7 +564,8 @@ Recording read_session(const SafetensorsFile& sf, const std::string& name) {
       }
       jobs.push_back(std::move(job));
     }
-    fill_records(jobs, m.n_reg, &run.records);
+    fill_records(jobs, m.n_reg, &recs);
+    run.records = std::move(recs);
     rec.runs.push_back(std::move(run));
   }
   return rec;

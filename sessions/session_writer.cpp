@@ -50,7 +50,7 @@ uint64_t numel_of(const std::vector<int64_t>& shape) {
   return n;
 }
 
-bool fits_f16(const std::vector<TokenTrace>& recs, std::vector<float> TokenTrace::*m) {
+bool fits_f16(const RecordList& recs, std::vector<float> TokenTrace::*m) {
   for (const TokenTrace& r : recs)
     for (float x : r.*m)
       if (std::isfinite(x) && std::fabs(x) > 65504.0f) return false;
@@ -78,7 +78,7 @@ json settings_json(const RunSettings& s) {
 // Plans the tensors of one run and returns its manifest entry. Throws Error on an inconsistent record.
 json plan_run(const Run& run, const TraceDims& d, const SessionSaveOptions& opts, std::vector<Planned>* out) {
   const std::string& L = run.label;
-  const std::vector<TokenTrace>& recs = run.records;
+  const RecordList& recs = run.records;
   const int64_t T = static_cast<int64_t>(recs.size());
   const int64_t n_reg = run.settings.registers_used;
   if (n_reg < 0 || n_reg > kSessionMaxRegisters) {

@@ -360,9 +360,9 @@ Recording read_trace(const SafetensorsFile& f, const std::string& name, bool map
   run.settings.full = rows || delta;
   run.prompt_tokens = T;
 
-  // One tensor at a time into every record, so each tensor's pages go back once copied.
-  std::vector<TokenTrace>& recs = run.records;
-  recs.resize(static_cast<size_t>(T));
+  // One tensor at a time into every record, so each tensor's pages go back once copied; the
+  // records then move into the run's shared list.
+  std::vector<TokenTrace> recs(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) {
     TokenTrace& r = recs[static_cast<size_t>(t)];
     r.token_id = rec.tokens[static_cast<size_t>(t)];
@@ -405,6 +405,7 @@ Recording read_trace(const SafetensorsFile& f, const std::string& name, bool map
     }
     release(mapped, rows, done, rows->nbytes());
   }
+  run.records = RecordList(std::move(recs));
   rec.runs.push_back(std::move(run));
   return rec;
 }

@@ -128,8 +128,8 @@ int write_corpus(const std::string& dir) {
   regs.runs = {run("A", reg2), run("B", full)};
   nofull.runs = {run("A", lean)};
   partial.runs = {run("A", full)};
-  partial.runs[0].records[1].attn_rows.clear();
-  partial.runs[0].records[3].attn_rows.clear();
+  partial.runs[0].records.edit(1).attn_rows.clear();
+  partial.runs[0].records.edit(3).attn_rows.clear();
   hl::SessionSaveOptions f16_logits, bf16_full;
   f16_logits.logits_dtype = hl::DType::F16;
   bf16_full.full_dtype = hl::DType::BF16;

@@ -192,7 +192,9 @@ void AttentionPatternView::rebuild() {
     QVector<double> k, v;
     const int keys = nReg + sa + 1;
     for (int i = 0; i <= keys; ++i) {
-      k << (i < keys ? i : keys + 1);  // the null slot stands one gap to the right
+      // Aligned by token (issue 17 finding 3): token j at x = j in every run, a run's registers to
+      // the left of token 0 (x = −nReg..−1), the null slot one gap right of the last token.
+      k << (i < keys ? i - nReg : sa + 2);
       v << (pa ? p[i] - pa[i] : p[i]);
     }
     bars->setData(k, v, true);
@@ -209,11 +211,12 @@ void AttentionPatternView::rebuild() {
     addRowBars(a, nRegA, "row A", t.runA, false);
     if (b) addRowBars(b, nRegB, "row B", t.runB, true);
   }
-  const int keys = nRegA + sa + 1;
+  const int nRegMax = std::max(nRegA, b ? nRegB : 0);
+  const int keys = nRegMax + sa + 1;
   if (keys <= 24) {
     QSharedPointer<QCPAxisTickerText> kt(new QCPAxisTickerText);
-    for (int i = 0; i < keys; ++i) kt->addTick(i, keyLabel(rec, nRegA, i));
-    kt->addTick(keys + 1, tr("null"));
+    for (int i = 0; i < keys; ++i) kt->addTick(i - nRegMax, keyLabel(rec, nRegMax, i));
+    kt->addTick(sa + 2, tr("null"));
     bx->setTicker(kt);
     bx->setTickLabelRotation(keys > 10 ? 45 : 0);
   } else {
@@ -222,7 +225,7 @@ void AttentionPatternView::rebuild() {
   }
   bx->setLabel(tr("key at query %1 (%2), then the null slot").arg(sa).arg(tokenLabel(rec, sa)));
   byAxis->setLabel(diff ? tr("B − A") : tr("weight"));
-  setHomeRange(bx, -1, keys + 2);
+  setHomeRange(bx, -nRegMax - 1, sa + 3);
   byAxis->rescale();
   if (!diff) byAxis->setRangeLower(0);
   QCPLegend* lg = panelLegend(barRect);

@@ -68,9 +68,23 @@ void InstrumentView::setState(const ViewState& s) {
   redraw();
 }
 
+void InstrumentView::contextChanged(const ViewState& s, unsigned what, int appendedFrom) {
+  Q_UNUSED(appendedFrom);
+  if (what & dependsOn())
+    setState(s);
+  else
+    state_ = s;  // the pointers and the step stay current for tooltips, clicks and CSV
+}
+
+unsigned InstrumentView::dependsOn() const {
+  return followsStep() ? change::All : change::All & ~(change::Records | change::Step);
+}
+
 void InstrumentView::redraw() {
+  ++redraws_;
   subtitle_.clear();
   rebuild();
+  if (!hasData()) clearStaleAxes();
   setTitleText(figureTitle());
   // A hidden view's layout is not active: size the plot to the view (offscreen export, tests).
   if (!isVisible() && plot_->viewport().size() != size()) {
@@ -84,10 +98,26 @@ bool InstrumentView::hasData() const {
   return hasRecords(state_);
 }
 
+void InstrumentView::clearStaleAxes() {
+  // Text tick labels and axis titles of a previous model or run ("L2 attn", "key at query 51")
+  // must not outlive it (issue 17 finding 2): with no data the axes are blank.
+  for (const QPointer<QCPAxisRect>& r : panels_) {
+    if (!r) continue;
+    for (QCPAxis* ax : r->axes()) {
+      if (auto t = ax->ticker().dynamicCast<QCPAxisTickerText>()) t->clear();
+      ax->setLabel(QString());
+    }
+  }
+}
+
 QString InstrumentView::figureTitle() const {
   QString t = title();
   if (!hasData()) {
-    t += QStringLiteral(" — ") + (noDataReason_.isEmpty() ? tr("no data") : noDataReason_);
+    // Before the first step the model's schedule is known but no token is: say that, not a reason
+    // about the model (issue 17 finding 2). Views that draw without records (ribbon, DoRA) have data.
+    const bool noTokens = state_.rec && (!state_.a || state_.a->records.empty());
+    t += QStringLiteral(" — ") + (noTokens && followsStep() ? tr("no tokens yet: Step (F10) to record one")
+                                                            : (noDataReason_.isEmpty() ? tr("no data") : noDataReason_));
     return t;
   }
   if (followsStep() && state_.a && !state_.a->records.empty()) {

@@ -10,12 +10,13 @@
 #include <QWidget>
 
 #include "views/heatmap_widget.h"
+#include "views/inspector_viewer.h"
 #include "views/view_state.h"
 #include "views/view_util.h"
 
 namespace hl::views {
 
-class InstrumentView : public QWidget {
+class InstrumentView : public QWidget, public InspectorViewer {
   Q_OBJECT
 
  public:
@@ -34,8 +35,15 @@ class InstrumentView : public QWidget {
   // the plot then shows why in its title.
   virtual bool hasData() const;
   // False for views that do not follow the step or the runs (layer ribbon, DoRA): their titles
-  // then name neither.
+  // then name neither, and appended records or a new step do not redraw them.
   virtual bool followsStep() const { return true; }
+
+  // InspectorViewer (issue 17 item 1): redraws when `what` meets dependsOn(), else only keeps `s`.
+  void contextChanged(const ViewState& s, unsigned what, int appendedFrom) override;
+  unsigned dependsOn() const override;
+  bool viewerVisible() const override { return isVisible(); }
+  // Redraws since construction (tests: a change a view does not draw from must not redraw it).
+  int redrawCount() const { return redraws_; }
 
   // Writes the figure: format "png" (raster, exactly widthPx × heightPx, DPI in the file), "svg" or
   // "pdf" (vector; heatmap images embedded). The layout is that of a (widthPx, heightPx) · 96 / dpi
@@ -122,6 +130,8 @@ class InstrumentView : public QWidget {
  private:
   // rebuild() from state() with a fresh subtitle, the title, and an immediate replot.
   void redraw();
+  // Blanks text ticks and axis titles when there is nothing to draw (no stale labels).
+  void clearStaleAxes();
   QCustomPlot* plot_ = nullptr;
   QCPTextElement* title_ = nullptr;
   ViewState state_;
@@ -130,6 +140,7 @@ class InstrumentView : public QWidget {
   QHash<QCPAxis*, AxisKind> kinds_;
   QHash<QCPAxis*, bool> userRange_;
   QPoint pressPos_;
+  int redraws_ = 0;
 };
 
 // Styles bars of run A (fill alpha 200) or B (fill alpha 110, dashed outline) in colour `c`.

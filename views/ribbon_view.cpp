@@ -2,6 +2,7 @@
 // for the feed-forward (dense MLP / MoE), block boundaries every attn_layer_period layers, and the
 // block holding the selected layer expanded below with each cell named. Click selects a layer.
 #include <cmath>
+#include <numeric>
 
 #include "views/instrument_views.h"
 
@@ -44,7 +45,10 @@ void LayerRibbonView::rebuild() {
   const hl::JambaConfig& c = state().rec->config;
   const Theme& t = th();
   const int L = static_cast<int>(c.num_hidden_layers);
-  const int period = static_cast<int>(std::max<int64_t>(1, c.attn_layer_period));
+  // The schedule repeats every lcm(attention period, expert period) layers; a model shorter than
+  // that is one partial block (issue 17 finding 2: not "one block of 9" for 8 layers).
+  const int64_t repeat = std::lcm(std::max<int64_t>(1, c.attn_layer_period), std::max<int64_t>(1, c.expert_layer_period));
+  const int period = static_cast<int>(std::min<int64_t>(repeat, std::max<int64_t>(1, c.num_hidden_layers)));
   const int sel = state().layer;
 
   auto drawCells = [&](QCPAxisRect* rect, int first, int count, bool longForm) {
@@ -106,7 +110,8 @@ void LayerRibbonView::rebuild() {
   QCPAxis* bx = block->axis(QCPAxis::atBottom);
   QCPAxis* by = block->axis(QCPAxis::atLeft);
   setAxisKind(bx, AxisKind::Layer);
-  bx->setLabel(tr("layers %1–%2 (one block of %3)").arg(first).arg(std::min(L, first + shown) - 1).arg(period));
+  bx->setLabel(repeat >= L ? tr("layers %1–%2 (all %3 layers)").arg(first).arg(std::min(L, first + shown) - 1).arg(L)
+                           : tr("layers %1–%2 (one block of %3)").arg(first).arg(std::min(L, first + shown) - 1).arg(period));
   QSharedPointer<QCPAxisTickerFixed> bt(new QCPAxisTickerFixed);
   bt->setTickStep(1);
   bx->setTicker(bt);

@@ -70,7 +70,12 @@ int runCompare(const std::vector<std::string>& args) {
   const std::string fa = base_name(files[0]), fb = base_name(files.back());
   const Run& runA = pickRun(ra, fa, a.getOr("run-a", ""), 0);
   const Run& runB = pickRun(second, fb, a.getOr("run-b", ""), files.size() == 2 ? 0 : 1);
-  const RunComparison c = compare_runs(runA, runB);
+  RunComparison c = compare_runs(runA, runB);
+  if (files.size() == 2) {
+    c.warnings = recording_differences(ra, rb);
+    if (a.has("json"))  // the table prints them itself
+      for (const std::string& w : c.warnings) std::fprintf(stderr, "hybridlens compare: warning: %s\n", w.c_str());
+  }
   const std::string na = fa + ":" + runA.label, nb = fb + ":" + runB.label;
   const std::string text = a.has("json") ? comparison_json(c, na, nb) : comparison_text(c, na, nb);
   std::fputs(text.c_str(), stdout);

@@ -10,11 +10,14 @@
 #include <QString>
 #include <QStringList>
 #include <filesystem>
+#include <fstream>
+#include <tuple>
 #include <memory>
 #include <string>
 
 #include "app/main_window.h"
 #include "app/run_panel.h"
+#include "engine/io/safetensors.h"
 #include "engine/model/generator.h"
 
 namespace hl::test {
@@ -103,6 +106,15 @@ inline bool Harness::step(int64_t n) {
   return ok && settle();
 }
 
+// Saves the session of `h` to `path` and waits for it.
+inline bool save(Harness& h, const QString& path) {
+  bool saved = false;
+  auto c = QObject::connect(h.w.get(), &hl::app::MainWindow::sessionSaved, [&] { saved = true; });
+  const bool ok = h->saveSession(path) && waitFor([&] { return saved || !h.errors.isEmpty(); });
+  QObject::disconnect(c);
+  return ok && saved;
+}
+
 // One demo checkpoint for every test of the process (ctest runs each test in its own): the temp
 // folder holding it as "demo-random", made on first use and removed at exit.
 inline const TempDir& demo() {
@@ -113,6 +125,33 @@ inline const TempDir& demo() {
 }
 inline QString demoDir() {
   return demo().q("demo-random");
+}
+
+// A PEFT DoRA adapter on the first attention layer's q_proj and o_proj of demo-random.
+inline void writeDoraAdapter(const fs::path& dir) {
+  const hl::JambaConfig c = hl::preset_config("demo-random");
+  const int64_t H = c.hidden_size, Q = c.num_attention_heads * c.head_dim(), r = 4;
+  const std::string layer = "model.layers." + std::to_string(c.attn_layer_offset) + ".self_attn.";
+  fs::create_directories(dir);
+  std::ofstream((dir / "adapter_config.json").string())
+      << R"({"peft_type": "LORA", "r": 4, "lora_alpha": 8, "use_dora": true, "target_modules": ["q_proj", "o_proj"]})";
+  hl::SafetensorsWriter w;
+  uint32_t seed = 12345;
+  auto values = [&](int64_t n, float scale, float offset) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) {
+      seed = seed * 1664525u + 1013904223u;
+      x = offset + scale * (static_cast<float>(seed >> 8) / 16777216.0f - 0.5f);
+    }
+    return v;
+  };
+  for (auto [module, out, in] : {std::tuple{"q_proj", Q, H}, std::tuple{"o_proj", H, Q}}) {
+    const std::string p = "base_model.model." + layer + module;
+    w.add_float(p + ".lora_A.weight", hl::DType::F32, {r, in}, values(r * in, 0.2f, 0).data());
+    w.add_float(p + ".lora_B.weight", hl::DType::F32, {out, r}, values(out * r, 0.2f, 0).data());
+    w.add_float(p + ".lora_magnitude_vector", hl::DType::F32, {out}, values(out, 0.5f, 1.0f).data());
+  }
+  w.write((dir / "adapter_model.safetensors").string());
 }
 
 // Ticks the run panel's "ignore EOS", so that stepping n tokens gives n tokens.

@@ -160,6 +160,37 @@ TEST_F(RecordCli, SampledGeneration_SameSeedSameTokens) {
   EXPECT_NE(c.out.find("first differing token (any field): none"), std::string::npos) << c.out;
 }
 
+TEST_F(RecordCli, CompareOfDifferentCheckpointsOrPrompts_Warns) {
+  // Issue 17 finding 7: "settings: identical" with no word that the sessions are not comparable.
+  const std::string other = scratch() + "/ckpt_other";
+  hl::GenerateOptions g;
+  g.config = hl::Checkpoint::open(dir_).config();
+  g.seed = 4;  // same shape, other weights
+  hl::generate_checkpoint(other, g);
+  const std::string a = scratch() + "/w1.hlsession", b = scratch() + "/w2.hlsession", c = scratch() + "/w3.hlsession";
+  ASSERT_EQ(hybridlens({"record", "--checkpoint", dir_, "--ids", "1,2,3", "--out", a}).status, 0);
+  ASSERT_EQ(hybridlens({"record", "--checkpoint", other, "--ids", "1,2,3", "--out", b}).status, 0);
+  ASSERT_EQ(hybridlens({"record", "--checkpoint", dir_, "--ids", "1,2,7,8", "--out", c}).status, 0);
+
+  Result same = hybridlens({"compare", a, a});
+  ASSERT_EQ(same.status, 0) << same.err;
+  EXPECT_NE(same.out.find("settings: identical"), std::string::npos) << same.out;
+  EXPECT_EQ(same.out.find("WARNING"), std::string::npos) << same.out;
+
+  Result ckpt = hybridlens({"compare", a, b});
+  ASSERT_EQ(ckpt.status, 0) << ckpt.err;
+  EXPECT_NE(ckpt.out.find("WARNING: different checkpoints: ckpt vs ckpt_other ("), std::string::npos)
+      << ckpt.out;
+  EXPECT_EQ(ckpt.out.find("\nsettings: identical"), std::string::npos) << ckpt.out;
+
+  Result tokens = hybridlens({"compare", a, c, "--json"});
+  ASSERT_EQ(tokens.status, 0) << tokens.err;
+  const nlohmann::json js = nlohmann::json::parse(tokens.out);
+  ASSERT_EQ(js["warnings"].size(), 1u) << tokens.out;
+  EXPECT_EQ(js["warnings"][0], "different tokens from token 2: only the first 2 are compared");
+  EXPECT_NE(tokens.err.find("warning: different tokens from token 2"), std::string::npos) << tokens.err;
+}
+
 TEST_F(RecordCli, BadArgumentsAndFiles_OneLineErrors) {
   const std::string f = scratch() + "/bad.hlsession";
   const std::vector<std::vector<std::string>> usage = {

@@ -69,32 +69,6 @@ void expectRank1Series(hl::views::InstrumentView* v, const hl::Run& a, int step,
   }
 }
 
-// A PEFT DoRA adapter on the first attention layer's q_proj and o_proj of demo-random.
-void writeDoraAdapter(const path& dir) {
-  const hl::JambaConfig c = hl::preset_config("demo-random");
-  const int64_t H = c.hidden_size, Q = c.num_attention_heads * c.head_dim(), r = 4;
-  const std::string layer = "model.layers." + std::to_string(c.attn_layer_offset) + ".self_attn.";
-  hl::test::fs::create_directories(dir);
-  std::ofstream((dir / "adapter_config.json").string())
-      << R"({"peft_type": "LORA", "r": 4, "lora_alpha": 8, "use_dora": true, "target_modules": ["q_proj", "o_proj"]})";
-  hl::SafetensorsWriter w;
-  uint32_t seed = 12345;
-  auto values = [&](int64_t n, float scale, float offset) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) {
-      seed = seed * 1664525u + 1013904223u;
-      x = offset + scale * (static_cast<float>(seed >> 8) / 16777216.0f - 0.5f);
-    }
-    return v;
-  };
-  for (auto [module, out, in] : {std::tuple{"q_proj", Q, H}, std::tuple{"o_proj", H, Q}}) {
-    const std::string p = "base_model.model." + layer + module;
-    w.add_float(p + ".lora_A.weight", hl::DType::F32, {r, in}, values(r * in, 0.2f, 0).data());
-    w.add_float(p + ".lora_B.weight", hl::DType::F32, {out, r}, values(out * r, 0.2f, 0).data());
-    w.add_float(p + ".lora_magnitude_vector", hl::DType::F32, {out}, values(out, 0.5f, 1.0f).data());
-  }
-  w.write((dir / "adapter_model.safetensors").string());
-}
 
 }  // namespace
 

@@ -19,14 +19,6 @@ using namespace hl::test;  // Harness, TempDir, waitFor, demoDir, ignoreEos, fs,
 
 namespace {
 
-bool save(Harness& h, const QString& path) {
-  bool saved = false;
-  auto c = QObject::connect(h.w.get(), &hl::app::MainWindow::sessionSaved, [&] { saved = true; });
-  const bool ok = h->saveSession(path) && waitFor([&] { return saved || !h.errors.isEmpty(); });
-  QObject::disconnect(c);
-  return ok && saved;
-}
-
 // Opens a session and waits until it is either stepping again or settled as view-only.
 bool open(Harness& h, const QString& path, bool* canStep) {
   bool resumed = false;
@@ -55,7 +47,7 @@ bool toggleRegisters(Harness& h, int n) {
 TEST(Sessions, SaveThenOpen_RoundTripsBitExact_AndContinuesStepping) {
   TempDir tmp("roundtrip");
   const QString file = tmp.q("run.hlsession");
-  std::vector<hl::TokenTrace> recordsA;
+  hl::RecordList recordsA;  // shared with the first window's run, not copied
   {
     Harness h;
     ASSERT_TRUE(h.load(demoDir()));

@@ -134,7 +134,7 @@ TEST(Session, F16Decoding_AllHalfValues_MatchTheEngineConversion) {
   const int64_t T = (65536 + per - 1) / per;
   Recording rec = synthetic_recording(c, T, 3);
   for (int64_t i = 0; i < T * per; ++i) {
-    rec.runs[0].records[i / per].ssm_delta[i % per] = f16_to_float(static_cast<uint16_t>(i & 0xffff));
+    rec.runs[0].records.edit(i / per).ssm_delta[i % per] = f16_to_float(static_cast<uint16_t>(i & 0xffff));
   }
   const Recording back = parse_session(serialize_session(rec).data(), serialize_session(rec).size(), "mem");
   for (int64_t i = 0; i < 65536; ++i) {
@@ -165,7 +165,7 @@ TEST(Session, RoundTrip_F16LogitsAndBF16Full_AreTheRoundedValues) {
 
 TEST(Session, F16Storage_ValueBeyondHalfRange_TensorKeptF32) {
   Recording rec = synthetic_recording(tiny_config(), 3, 5);
-  rec.runs[0].records[1].ssm_delta[7] = 1e6f;  // F16 would make it Inf
+  rec.runs[0].records.edit(1).ssm_delta[7] = 1e6f;  // F16 would make it Inf
   const std::vector<uint8_t> bytes = serialize_session(rec);
   EXPECT_NE(header_text(bytes).find("\"runs/A/ssm_delta\":{\"dtype\":\"F32\""), std::string::npos);
   const Recording back = parse_session(bytes.data(), bytes.size(), "mem");
@@ -174,9 +174,10 @@ TEST(Session, F16Storage_ValueBeyondHalfRange_TensorKeptF32) {
 
 TEST(Session, PartialRecords_AbsentTokensComeBackEmpty) {
   Recording rec = synthetic_recording(tiny_config(), 6, 9);
-  rec.runs[0].records[2].attn_rows.clear();
-  rec.runs[0].records[5].attn_rows.clear();
-  for (TokenTrace& r : rec.runs[0].records) r.ssm_retained.clear();  // not recorded at all
+  rec.runs[0].records.edit(2).attn_rows.clear();
+  rec.runs[0].records.edit(5).attn_rows.clear();
+  // ssm_retained not recorded at all:
+  for (size_t t = 0; t < rec.runs[0].records.size(); ++t) rec.runs[0].records.edit(t).ssm_retained.clear();
   const std::vector<uint8_t> bytes = serialize_session(rec);
   EXPECT_EQ(header_text(bytes).find("runs/A/ssm_retained"), std::string::npos);
   const Recording back = parse_session(bytes.data(), bytes.size(), "mem");
@@ -188,7 +189,7 @@ TEST(Session, PartialRecords_AbsentTokensComeBackEmpty) {
 
 TEST(Session, Save_InconsistentRecording_ThrowsNamingTheProblem) {
   Recording rec = synthetic_recording(tiny_config(), 4, 1);
-  rec.runs[0].records[2].attn_entropy.pop_back();
+  rec.runs[0].records.edit(2).attn_entropy.pop_back();
   EXPECT_THAT_ERROR_CONTAINS(serialize_session(rec), "run 'A' token 2: attn_entropy holds 3 values, expected 4");
   rec = synthetic_recording(tiny_config(), 4, 1);
   rec.runs[0].label = "A/B";
@@ -197,7 +198,7 @@ TEST(Session, Save_InconsistentRecording_ThrowsNamingTheProblem) {
   rec.runs.push_back(rec.runs[0]);
   EXPECT_THAT_ERROR_CONTAINS(serialize_session(rec), "two runs are labelled 'A'");
   rec = synthetic_recording(tiny_config(), 4, 1);
-  rec.runs[0].records[1].router_topk[0] = 99;
+  rec.runs[0].records.edit(1).router_topk[0] = 99;
   EXPECT_THAT_ERROR_CONTAINS(serialize_session(rec), "router_topk expert 99");
 }
 
@@ -246,9 +247,9 @@ TEST(Session, Compare_RegistersInsertedInRows_AttnRowsAlignOnTokenKeys) {
       r.push_back(0.5f);
       r.insert(r.end(), x.records[t].attn_rows.begin() + s * len, x.records[t].attn_rows.begin() + (s + 1) * len);
     }
-    y.records[t].attn_rows = r;
+    y.records.edit(t).attn_rows = r;
   }
-  y.records[3].logits[5] += 0.75f;
+  y.records.edit(3).logits[5] += 0.75f;
   const RunComparison c = compare_runs(x, y);
   for (const FieldDiff& d : c.fields) {
     if (d.field == "attn_rows") {
@@ -268,7 +269,7 @@ TEST(Session, Compare_RegistersInsertedInRows_AttnRowsAlignOnTokenKeys) {
 TEST(Session, Compare_DifferentTokens_AlignsOnTheCommonPrefix) {
   hl::Run x = synthetic_run(tiny_config(), 6, 0, 4, "A");
   hl::Run y = x;
-  y.records[4].token_id = (y.records[4].token_id + 1) % 64;
+  y.records.edit(4).token_id = (y.records[4].token_id + 1) % 64;
   y.records.pop_back();
   const RunComparison c = compare_runs(x, y);
   EXPECT_EQ(c.common_tokens, 4);
@@ -295,8 +296,8 @@ TEST(Session, KillDuringSave_PreviousFileIntactAndLoadable) {
   JambaConfig c = tiny_config();
   c.vocab_size = 65536;
   Recording x = synthetic_recording(c, 256, 1), y = x;
-  for (TokenTrace& r : x.runs[0].records) r.logits[0] = 1.0f;
-  for (TokenTrace& r : y.runs[0].records) r.logits[0] = 2.0f;
+  for (size_t t = 0; t < x.runs[0].records.size(); ++t) x.runs[0].records.edit(t).logits[0] = 1.0f;
+  for (size_t t = 0; t < y.runs[0].records.size(); ++t) y.runs[0].records.edit(t).logits[0] = 2.0f;
   TempDir dir;
   const std::string path = dir / "big.hlsession";
   save_session(path, x);

@@ -48,10 +48,10 @@ void expectSameRecords(const std::vector<hl::TokenTrace>& a, const std::vector<h
 
 TEST(TraceImport, FullTrace_RoundTrips_ScheduleAndMemoryInferred) {
   const std::string dir = hl::test::tempDir("import");
-  const auto& recs = demo().rec.runs[0].records;
+  const std::vector<hl::TokenTrace> recs = demo().rec.runs[0].records.to_vector();
   const hl::Recording r = hl::import_trace(writeTrace(dir, recs, 0));
   ASSERT_EQ(r.runs.size(), 1u);
-  expectSameRecords(recs, r.runs[0].records, true);
+  expectSameRecords(recs, r.runs[0].records.to_vector(), true);
   const hl::JambaConfig& c = demo().rec.config;
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     EXPECT_EQ(r.config.is_attention_layer(i), c.is_attention_layer(i)) << i;
@@ -80,7 +80,7 @@ TEST(TraceImport, Registers_FromAttnRows) {
   const auto recs = hl::test::runEngine(*demo().model, ids, o);
   const hl::Recording r = hl::import_trace(writeTrace(dir, recs, 3));
   EXPECT_EQ(r.runs[0].settings.registers_used, 3);
-  expectSameRecords(recs, r.runs[0].records, true);
+  expectSameRecords(recs, r.runs[0].records.to_vector(), true);
 }
 
 TEST(TraceImport, Schedule_Inference) {

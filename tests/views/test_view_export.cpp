@@ -131,7 +131,7 @@ std::string writeDemoTrace(const std::string& dir) {
   meta.checkpoint = demo().model->name;
   meta.registers = "0";
   meta.backend = "cpu";
-  hl::write_trace(path, *demo().model, 0, demo().rec.runs[0].records, meta);
+  hl::write_trace(path, *demo().model, 0, demo().rec.runs[0].records.to_vector(), meta);
   return path;
 }
 
