@@ -11,6 +11,7 @@
 #include "app/token_strip.h"
 #include "engine/core/error.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "views/view_util.h"
 
 namespace hl::app {
 
@@ -96,6 +97,7 @@ void MainWindow::onRunStarted(const RunStart& s) {
   pendingPrompt_ = s.tokens;
   pendingText_ = s.texts;
   runBackend_ = s.backend;
+  setProperty("hlRunRequestedBackend", backend_);  // what the status bar compares the choice with
   viewOnly_ = false;
   sessionPath_.clear();
   savedChanges_ = autosavedChanges_ = ++changes_;  // an empty run is nothing to lose yet
@@ -105,7 +107,8 @@ void MainWindow::onRunStarted(const RunStart& s) {
   refreshViews(true);
   updateActions();
   statusBar()->showMessage(
-      tr("Run A: %1 prompt tokens ready — Step (F10), Run N (F8) or Run to end (F5)").arg(s.tokens.size()), 8000);
+      tr("Run A: %1 ready — Step (F10), Run N (F8) or Run to end (F5)")
+          .arg(hl::views::countOf(static_cast<long long>(s.tokens.size()), tr("prompt token"), tr("prompt tokens"))), 8000);
   emit runStarted();
 }
 
@@ -157,7 +160,7 @@ void MainWindow::onStepDone(int runId, const QString& reason) {
   refreshViews(false);
   updateActions();
   const hl::Run* a = runA();
-  const QString count = a ? tr("%1 tokens (%2 prompt)").arg(a->records.size()).arg(a->prompt_tokens) : QString();
+  const QString count = a ? tr("%1 (%2 prompt)").arg(hl::views::tokensText(static_cast<long long>(a->records.size()))).arg(a->prompt_tokens) : QString();
   statusBar()->showMessage(reason.isEmpty() ? count : tr("%1 — %2").arg(count, reason), 8000);
   emit idle();
 }
@@ -212,7 +215,7 @@ void MainWindow::onTogglesChanged() {
   compareBusy_ = differs;
   engine_->post([id, cid, differs, t, epoch](EngineWorker& w) { w.setCompare(id, cid, differs, t, epoch); });
   if (differs) {
-    statusBar()->showMessage(tr("Re-running %1 tokens as run B…").arg(rec_->runs[0].records.size()));
+    statusBar()->showMessage(tr("Re-running %1 as run B…").arg(hl::views::tokensText(static_cast<long long>(rec_->runs[0].records.size()))));
   } else {
     ++changes_;
     statusBar()->showMessage(tr("Toggles match run A: no run B"), 5000);
@@ -233,7 +236,7 @@ void MainWindow::onCompareReady(int runId, int compareId, const hl::Run& b) {
     run.prompt_tokens = std::min<int64_t>(rec_->runs[0].prompt_tokens, static_cast<int64_t>(run.records.size()));
     if (!run.settings.adapter.empty() && adapter_) rec_->adapter_identity = adapter_->identity;
     rec_->runs.push_back(std::move(run));
-    statusBar()->showMessage(tr("Run B: %1 — %2 tokens").arg(describe(rec_->runs[1].settings)).arg(b.records.size()),
+    statusBar()->showMessage(tr("Run B: %1 — %2").arg(describe(rec_->runs[1].settings)).arg(hl::views::tokensText(static_cast<long long>(b.records.size()))),
                              8000);
   }
   ++changes_;
@@ -290,14 +293,23 @@ void MainWindow::markDifferences(int from) {
   const int n = std::min(strip_->fedCount(), static_cast<int>(a->records.size()));
   for (int t = std::max(0, from); t < n; ++t) {
     bool differs = false;
+    QString note;
     if (b && t < static_cast<int>(b->records.size())) {
       const auto& la = a->records[t].logits;
       const auto& lb = b->records[t].logits;
-      differs = !la.empty() && la.size() == lb.size() &&
-                hl::argmax(la.data(), static_cast<int64_t>(la.size())) !=
-                    hl::argmax(lb.data(), static_cast<int64_t>(lb.size()));
+      if (!la.empty() && la.size() == lb.size()) {
+        const int64_t ia = hl::argmax(la.data(), static_cast<int64_t>(la.size()));
+        const int64_t ib = hl::argmax(lb.data(), static_cast<int64_t>(lb.size()));
+        differs = ia != ib;
+        auto name = [this](int64_t id) {
+          const bool known = modelInfo_ && id < static_cast<int64_t>(modelInfo_->vocab.size());
+          return known ? QStringLiteral("“%1” (#%2)").arg(QString::fromStdString(modelInfo_->vocab[id])).arg(id)
+                       : QStringLiteral("#%1").arg(id);
+        };
+        if (differs) note = tr("A predicts %1, B predicts %2").arg(name(ia), name(ib));
+      }
     }
-    strip_->setDiffers(t, differs);
+    strip_->setDiffers(t, differs, note);
   }
 }
 

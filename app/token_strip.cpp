@@ -113,14 +113,7 @@ class TokenCanvas : public QWidget {
         QToolTip::hideText();
         return true;
       }
-      const TokenStrip::Chip& c = chips[i];
-      QToolTip::showText(he->globalPos(),
-                         QStringLiteral("token %1 · id %2 · “%3” · %4%5")
-                             .arg(i)
-                             .arg(c.id)
-                             .arg(c.text.toHtmlEscaped())
-                             .arg(c.generated ? tr("generated") : tr("prompt"))
-                             .arg(i >= fed ? tr(" (not fed yet)") : QString()),
+      QToolTip::showText(he->globalPos(), strip_->chipToolTip(i),
                          this);
       return true;
     }
@@ -171,10 +164,28 @@ void TokenStrip::feed(const Chip& chip) {
   c.relayout();
 }
 
-void TokenStrip::setDiffers(int index, bool differs) {
-  if (index < 0 || index >= count() || canvas_->chips[index].differs == differs) return;
-  canvas_->chips[index].differs = differs;
+void TokenStrip::setDiffers(int index, bool differs, const QString& note) {
+  if (index < 0 || index >= count()) return;
+  Chip& c = canvas_->chips[index];
+  c.differsNote = differs ? note : QString();
+  if (c.differs == differs) return;
+  c.differs = differs;
   canvas_->update(canvas_->rects[index].adjusted(0, 0, 0, 4));
+}
+
+QString TokenStrip::chipToolTip(int i) const {
+  if (i < 0 || i >= count()) return QString();
+  const Chip& c = canvas_->chips[i];
+  QString t = tr("token %1 · id %2 · “%3” · %4%5")
+                  .arg(i)
+                  .arg(c.id)
+                  .arg(c.text)
+                  .arg(c.generated ? tr("generated") : tr("prompt"))
+                  .arg(i >= canvas_->fed ? tr(" (not fed yet)") : QString());
+  if (c.differs)
+    t += QLatin1Char('\n') + tr("red underline: run B's top-1 next token differs from run A's") +
+         (c.differsNote.isEmpty() ? QString() : QStringLiteral(" — ") + c.differsNote);
+  return t;
 }
 
 void TokenStrip::setCurrent(int index) {
