@@ -9,6 +9,7 @@
 #include <QScrollBar>
 #include <QToolTip>
 #include <algorithm>
+#include <map>
 
 namespace hl::app {
 
@@ -21,6 +22,7 @@ class TokenCanvas : public QWidget {
 
   std::vector<TokenStrip::Chip> chips;
   std::vector<int> widths;   // per chip, in pixels
+  std::map<int, QString> differsNotes;  // chip → "A predicts …, B predicts …" (marked chips only)
   std::vector<QRect> rects;  // per chip, laid out for the current width
   int fed = 0, current = -1;
 
@@ -140,6 +142,7 @@ TokenStrip::TokenStrip(QWidget* parent) : QScrollArea(parent) {
 
 void TokenStrip::setTokens(const std::vector<Chip>& chips, int fed) {
   canvas_->chips = chips;
+  canvas_->differsNotes.clear();
   canvas_->widths.resize(chips.size());
   for (size_t i = 0; i < chips.size(); ++i) canvas_->widths[i] = canvas_->measure(static_cast<int>(i));
   canvas_->fed = std::clamp(fed, 0, static_cast<int>(chips.size()));
@@ -157,6 +160,7 @@ void TokenStrip::feed(const Chip& chip) {
     // A different token than the pending one (or none pending): the pending rest is dropped.
     c.chips.resize(i);
     c.widths.resize(i);
+    c.differsNotes.erase(c.differsNotes.lower_bound(i), c.differsNotes.end());
     c.chips.push_back(chip);
     c.widths.push_back(c.measure(i));
   }
@@ -167,7 +171,10 @@ void TokenStrip::feed(const Chip& chip) {
 void TokenStrip::setDiffers(int index, bool differs, const QString& note) {
   if (index < 0 || index >= count()) return;
   Chip& c = canvas_->chips[index];
-  c.differsNote = differs ? note : QString();
+  if (differs && !note.isEmpty())
+    canvas_->differsNotes[index] = note;
+  else
+    canvas_->differsNotes.erase(index);
   if (c.differs == differs) return;
   c.differs = differs;
   canvas_->update(canvas_->rects[index].adjusted(0, 0, 0, 4));
@@ -182,9 +189,11 @@ QString TokenStrip::chipToolTip(int i) const {
                   .arg(c.text)
                   .arg(c.generated ? tr("generated") : tr("prompt"))
                   .arg(i >= canvas_->fed ? tr(" (not fed yet)") : QString());
-  if (c.differs)
+  if (c.differs) {
+    const auto note = canvas_->differsNotes.find(i);
     t += QLatin1Char('\n') + tr("red underline: run B's top-1 next token differs from run A's") +
-         (c.differsNote.isEmpty() ? QString() : QStringLiteral(" — ") + c.differsNote);
+         (note == canvas_->differsNotes.end() ? QString() : QStringLiteral(" — ") + note->second);
+  }
   return t;
 }
 

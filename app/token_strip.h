@@ -19,7 +19,6 @@ class TokenStrip : public QScrollArea {
     int id = 0;
     bool generated = false;  // sampled rather than part of the prompt
     bool differs = false;    // run B's top-1 differs here (a red underline)
-    QString differsNote;     // the tooltip's line naming A's and B's predictions
   };
 
   explicit TokenStrip(QWidget* parent = nullptr);

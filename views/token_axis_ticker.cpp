@@ -47,9 +47,10 @@ void TokenAxisTicker::generate(const QCPRange& range, const QLocale& locale, QCh
 
 void setTokenAxisTicker(QCPAxis* axis, std::function<QString(int)> label, int cells) {
   axis->setTicker(QSharedPointer<TokenAxisTicker>(new TokenAxisTicker(axis, std::move(label), cells)));
-  if (axis->orientation() != Qt::Horizontal) return;
-  // Upright labels while token texts show: decided before each layout from the range and width.
+  axis->setProperty("hlTickerRetries", 0);
+  // Upright labels on a horizontal axis while token texts show: from the range and the width.
   auto update = [axis] {
+    if (axis->orientation() != Qt::Horizontal) return;
     QCPAxisRect* r = axis->axisRect();
     const bool on = r && TokenAxisTicker::labelled(axis->range(), r->width());
     const double want = on ? -90 : 0;
@@ -58,6 +59,21 @@ void setTokenAxisTicker(QCPAxis* axis, std::function<QString(int)> label, int ce
   if (!axis->property("hlTokenTicker").toBool()) {  // once per axis: views call this every rebuild
     axis->setProperty("hlTokenTicker", true);
     QObject::connect(axis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), axis, update);
+    // QCustomPlot makes the ticks before it sizes the panels: after a size change, the ticks of
+    // this layout were made for the old width. Another pass then follows (at most two per
+    // rebuild, so labels at the edge of fitting cannot make it oscillate).
+    QCustomPlot* plot = axis->parentPlot();
+    QObject::connect(plot, &QCustomPlot::afterLayout, axis, [axis, plot, update] {
+      auto* t = dynamic_cast<TokenAxisTicker*>(axis->ticker().data());
+      QCPAxisRect* r = axis->axisRect();
+      if (!t || !r || !axis->visible()) return;
+      const int px = axis->orientation() == Qt::Horizontal ? r->width() : r->height();
+      const int retries = axis->property("hlTickerRetries").toInt();
+      if (TokenAxisTicker::labelled(axis->range(), px) == t->lastLabelled() || retries >= 2) return;
+      axis->setProperty("hlTickerRetries", retries + 1);
+      update();
+      plot->replot(QCustomPlot::rpQueuedReplot);
+    });
   }
   update();
 }

@@ -46,14 +46,15 @@ int renderedIndex(const HeatmapStyle& st, float value) {
 
 TEST(ColorScale, LogAndPowerMapValuesAsTheirClosedForms) {
   HeatmapStyle log{0.0f, 1.0f, Colormap::Viridis, Pooling::Max, ColorScale::Log, 0.5f, 4.0f};
-  // log10(v) over [-4, 0]: 1e-2 sits half way, 1e-3 a quarter, 1 at the top, below 1e-4 at the bottom.
-  EXPECT_EQ(renderedIndex(log, 1e-2f), static_cast<int>(0.5 * 255 + 0.5));
-  EXPECT_EQ(renderedIndex(log, 1e-3f), static_cast<int>(0.25 * 255 + 0.5));
+  // log10(v) over [-4, 0] (values exact in binary, away from rounding edges).
+  auto logIndex = [](double v) { return static_cast<int>((std::log10(v) + 4.0) / 4.0 * 255.0 + 0.5); };
+  EXPECT_EQ(renderedIndex(log, 1.0f / 64), logIndex(1.0 / 64));      // 140
+  EXPECT_EQ(renderedIndex(log, 1.0f / 1024), logIndex(1.0 / 1024));  // 64
   EXPECT_EQ(renderedIndex(log, 1.0f), 255);
-  EXPECT_EQ(renderedIndex(log, 1e-6f), 0);
+  EXPECT_EQ(renderedIndex(log, 1e-6f), 0);  // below four decades: the lowest colour
   HeatmapStyle pw{0.0f, 1.0f, Colormap::Viridis, Pooling::Max, ColorScale::Power, 0.5f, 4.0f};
-  EXPECT_EQ(renderedIndex(pw, 0.25f), 128);                                 // sqrt(0.25) = 0.5
-  EXPECT_EQ(renderedIndex(pw, 0.01f), static_cast<int>(0.1 * 255 + 0.5));  // sqrt(0.01) = 0.1
+  EXPECT_EQ(renderedIndex(pw, 0.25f), 128);   // sqrt(0.25) = 0.5
+  EXPECT_EQ(renderedIndex(pw, 0.0625f), 64);  // sqrt(1/16) = 0.25
   HeatmapStyle lin{0.0f, 1.0f, Colormap::Viridis, Pooling::Max};
   EXPECT_EQ(renderedIndex(lin, 0.25f), static_cast<int>(0.25 * 255 + 0.5));
   // Many values: the table lookup agrees with colorPosition to within one colour step.
@@ -91,11 +92,13 @@ TEST(AttentionPatternView, ZoomedIn_BothAxesNameTheTokens) {
   // More cells than fit the axis (a small view): numbers only.
   v->resize(260, 300);
   v->setState(v->state());
+  v->plot()->replot(QCustomPlot::rpImmediateRefresh);  // the app's queued replot after a size change
   EXPECT_FALSE(static_cast<TokenAxisTicker*>(x->ticker().data())->lastLabelled()) << r->width();
   v->resize(900, 700);
   v->setState(v->state());
   x->setRange(0, step + 1);
   y->setRange(0, step + 1);
+  v->plot()->replot(QCustomPlot::rpImmediateRefresh);
   v->plot()->replot(QCustomPlot::rpImmediateRefresh);
   ASSERT_TRUE(static_cast<TokenAxisTicker*>(x->ticker().data())->lastLabelled());
   ASSERT_TRUE(static_cast<TokenAxisTicker*>(y->ticker().data())->lastLabelled());

@@ -42,7 +42,7 @@ int expectedRows(const QString& id, int step) {
   const int n = step + 1, runs = 2;
   if (id == "ribbon") return s.L;
   if (id == "entropy") return runs * n * s.An * s.nh;
-  if (id == "attention") return runs * (n + step + 1);  // null share per query + the current row's keys
+  if (id == "attention") return runs * (n * (n + 1) / 2 + n);  // query q: keys 0..q and the null share
   if (id == "rank1") return runs * n * (s.L + 1);
   if (id == "ssm_delta") return runs * n * s.Mn;
   if (id == "router") return runs * s.Xn * s.E;
