@@ -59,6 +59,11 @@ void AttentionPatternView::rebuild() {
     installZoomPan(plot(), panel(4), Qt::Horizontal);
   }
   styleAll();
+  // Token tickers name tokens of the recording they were made for: drop them until the data below
+  // makes new ones (a Reset or a new model replaces the recording before this view is redrawn).
+  for (int i = 0; i < 4; ++i)
+    for (QCPAxis* ax : {panel(i)->axis(QCPAxis::atBottom), panel(i)->axis(QCPAxis::atLeft)})
+      if (dynamic_cast<TokenAxisTicker*>(ax->ticker().data())) ax->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
   syncControls();
   rebuildGrid();
   auto* top = qobject_cast<QCPLayoutGrid*>(body()->element(0, 0));
