@@ -4,7 +4,6 @@
 #include "app/app_settings.h"
 
 #include <QApplication>
-#include <QCollator>
 #include <QDir>
 #include <QFileInfo>
 #include <QPalette>
@@ -13,6 +12,10 @@
 #include <QStyle>
 #include <QStyleFactory>
 #include <algorithm>
+
+#ifdef HL_HAVE_VULKAN
+#include "engine/backend/vulkan/vulkan_backend.h"
+#endif
 
 namespace hl::app {
 
@@ -89,12 +92,52 @@ QStringList candidates(const QString& relFromBinary, const QString& relFromSourc
 
 QStringList sortedSubdirs(const QString& dir) {
   QStringList l = QDir(dir).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
-  QCollator c;
-  c.setNumericMode(true);
-  std::sort(l.begin(), l.end(), [&](const QString& a, const QString& b) { return c.compare(a, b) < 0; });
+  std::sort(l.begin(), l.end(), naturalLess);
   return l;
 }
 }  // namespace
+
+// QCollator's numeric mode needs ICU (without it, as with the POSIX backend, "step-60" sorts
+// before "step-7"): digits are compared here as numbers, the rest case-insensitively.
+bool naturalLess(const QString& a, const QString& b) {
+  int i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (a[i].isDigit() && b[j].isDigit()) {
+      int ie = i, je = j;
+      while (ie < a.size() && a[ie].isDigit()) ++ie;
+      while (je < b.size() && b[je].isDigit()) ++je;
+      // Compare the digit runs as numbers of any length: strip leading zeros, then length, then text.
+      QStringView da = QStringView(a).mid(i, ie - i), db = QStringView(b).mid(j, je - j);
+      while (da.size() > 1 && da[0] == u'0') da = da.mid(1);
+      while (db.size() > 1 && db[0] == u'0') db = db.mid(1);
+      if (da.size() != db.size()) return da.size() < db.size();
+      if (const int c = da.compare(db); c != 0) return c < 0;
+      i = ie;
+      j = je;
+      continue;
+    }
+    const QChar ca = a[i].toCaseFolded(), cb = b[j].toCaseFolded();
+    if (ca != cb) return ca < cb;
+    ++i;
+    ++j;
+  }
+  if ((a.size() - i) != (b.size() - j)) return (a.size() - i) < (b.size() - j);
+  return a < b;  // equal but for case or leading zeros: a fixed order
+}
+
+bool backendIsEmulated(const QString& name) {
+#ifdef HL_HAVE_VULKAN
+  // Some Vulkan device exists but no GPU one: the device is a CPU emulation (lavapipe).
+  if (name == QLatin1String("vulkan")) return hl::vulkan_available(false) && !hl::vulkan_available(true);
+#endif
+  return false;
+}
+
+QString backendMenuLabel(const QString& name) {
+  if (backendIsEmulated(name))
+    return QObject::tr("%1 (lavapipe, CPU emulation: decode ~100× slower than cpu)").arg(name);
+  return name;
+}
 
 QString bundledModelsDir() {
   const QString env = qEnvironmentVariable("HYBRIDLENS_MODELS");

@@ -17,6 +17,15 @@ QStringList recentList(const char* key);  // existing entries, newest first
 void addRecent(const char* key, const QString& path);
 void removeRecent(const char* key, const QString& path);
 
+// Natural order of names: digit runs compare as numbers ("step-7" before "step-60").
+bool naturalLess(const QString& a, const QString& b);
+
+// True when the backend `name` runs on a CPU emulation of a GPU (Vulkan on lavapipe): decoding is
+// about 100 times slower than the cpu backend; such a choice is not remembered across starts.
+bool backendIsEmulated(const QString& name);
+// The backend menu's text for `name`: "vulkan (lavapipe, CPU emulation: …)" when emulated.
+QString backendMenuLabel(const QString& name);
+
 // The application palette and style for the light or dark theme (Fusion with a dark palette).
 void applyAppTheme(bool dark);
 

@@ -258,7 +258,7 @@ void EngineWorker::step(int runId, int64_t n, int stopEpoch, int64_t maxNewToken
           break;
         }
         if (n < 0 && generated >= maxNewTokens_) {
-          reason = tr("%1 new tokens").arg(maxNewTokens_);
+          reason = tr("%1 new %2").arg(maxNewTokens_).arg(maxNewTokens_ == 1 ? tr("token") : tr("tokens"));
           break;
         }
         recA_->generate_one();

@@ -213,7 +213,10 @@ int guiMain(int argc, char** argv) {
     window.runPanel()->setPromptText(QString::fromStdString(g.prompt));
   }
   if (!g.screenshot.empty()) {
-    window.resize(1920, 1200);
+    // HL_SCREENSHOT_SIZE=WxH (tools/screenshot.sh) checks the laptop layout; 1920 x 1200 otherwise.
+    const QStringList wh = qEnvironmentVariable("HL_SCREENSHOT_SIZE").split('x');
+    const int w = wh.size() == 2 ? wh[0].toInt() : 0, h = wh.size() == 2 ? wh[1].toInt() : 0;
+    window.resize(w >= 640 && w <= 7680 ? w : 1920, h >= 480 && h <= 4320 ? h : 1200);
     driveScreenshot(window, g);
   }
   window.show();

@@ -21,10 +21,13 @@
 #include <QStatusBar>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <QWhatsThis>
 
 #include "app/app_settings.h"
 #include "app/autosave_store.h"
+#include "app/dock_maximizer.h"
 #include "app/engine_thread.h"
+#include "app/help_dialog.h"
 #include "app/inspector_context.h"
 #include "app/run_list.h"
 #include "app/run_panel.h"
@@ -49,6 +52,18 @@ double residentBytes() {
   if (!f.open(QIODevice::ReadOnly)) return 0;
   const QList<QByteArray> parts = f.readAll().split(' ');
   return parts.size() > 1 ? parts[1].toDouble() * static_cast<double>(::sysconf(_SC_PAGESIZE)) : 0;
+}
+
+// The CPU's last-level cache (L3, else L2) in bytes, 0 when the C library does not say.
+int64_t lastLevelCacheBytes() {
+  long b = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+  b = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+#ifdef _SC_LEVEL2_CACHE_SIZE
+  if (b <= 0) b = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+  return b > 0 ? b : 0;
 }
 
 double physicalMemoryBytes() {
@@ -81,6 +96,17 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   strip_->setObjectName("tokenStrip");
   layout->addWidget(panel_);
   layout->addWidget(strip_, 1);
+  // What the strip's colours and marks mean (finding 10 of issue 17).
+  auto* legend = new QLabel(tr("Chips: blue = prompt, green = generated, orange = shown token, dashed = not fed "
+                               "yet; red underline = run B's top-1 differs (hover a chip for both)"),
+                            central);
+  legend->setObjectName("stripLegend");
+  legend->setWordWrap(true);
+  QFont small = legend->font();
+  small.setPointSizeF(small.pointSizeF() * 0.85);
+  legend->setFont(small);
+  legend->setContentsMargins(6, 0, 6, 0);
+  layout->addWidget(legend);
   // The prompt and the strip (which scrolls) stay compact; a taller window grows the instruments.
   central->setMaximumHeight(320);
   setCentralWidget(central);
@@ -127,6 +153,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   }
   ctx_->setShowDiff(panel_->showDiff());
   backend_ = s.value("engine/backend", backend_).toString();
+  if (backendIsEmulated(backend_)) backend_ = QStringLiteral("auto");  // older versions remembered lavapipe
   restoreGeometry(s.value("window/geometry").toByteArray());
   restoreState(s.value("window/state").toByteArray());
   setDarkTheme(s.value("ui/dark", false).toBool());
@@ -152,6 +179,7 @@ void MainWindow::createViews() {
   views_ = hl::views::createAllViews(nullptr);
   hl::views::HardwareInfo hw;
   hw.deviceMemoryBytes = physicalMemoryBytes();
+  hw.cacheBytes = lastLevelCacheBytes();
   hw.deviceName = "CPU";
   ctx_->setHardware(hw);
   for (size_t i = 0; i < views_.size(); ++i) {
@@ -291,7 +319,13 @@ void MainWindow::createMenus() {
   QMenu* viewMenu = menuBar()->addMenu(tr("&View"));
   for (QDockWidget* d : docks_) viewMenu->addAction(d->toggleViewAction());
   viewMenu->addSeparator();
-  viewMenu->addAction(tr("Reset &layout"), this, [this] {
+  auto* maximizer = new DockMaximizer(this, docks_);
+  QAction* maximise = viewMenu->addAction(tr("&Maximise view / restore"), this, [maximizer] { maximizer->toggle(); });
+  maximise->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_M));
+  maximise->setObjectName("actionMaximise");
+  maximise->setToolTip(tr("The view under the mouse fills the window; again to restore (or double-click its title)"));
+  viewMenu->addAction(tr("Reset &layout"), this, [this, maximizer] {
+    maximizer->restore();
     restoreState(defaultLayout_);
     refreshViews(true);
   });
@@ -303,6 +337,10 @@ void MainWindow::createMenus() {
   backendMenu_->addAction(tr("(the backends are listed once a checkpoint is loaded)"))->setEnabled(false);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  QAction* instruments = help->addAction(tr("&Instruments…"), this, [this] { showInstrumentsHelp(this); });
+  instruments->setShortcut(QKeySequence::HelpContents);
+  instruments->setObjectName("actionInstrumentsHelp");
+  help->addAction(QWhatsThis::createAction(help));
   help->addAction(tr("&Keyboard shortcuts"), this, &MainWindow::showShortcuts);
   QAction* about = help->addAction(tr("&About HybridLens"), this, &MainWindow::showAbout);
   about->setObjectName("actionAbout");
@@ -316,6 +354,7 @@ void MainWindow::createStatusBar() {
   progress_->hide();
   cancelButton_ = new QPushButton(tr("Cancel"), this);
   cancelButton_->setObjectName("cancelLoad");
+  cancelButton_->setToolTip(tr("Stop loading the checkpoint; the model loaded before stays in use"));
   cancelButton_->hide();
   connect(cancelButton_, &QPushButton::clicked, this, &MainWindow::cancelLoad);
   backendLabel_ = new QLabel(this);
@@ -373,8 +412,11 @@ void MainWindow::updateAllViews() {
 }
 
 void MainWindow::updateStatus() {
-  QString backend = backend_;
-  if (!runBackend_.isEmpty() && runBackend_ != backend_) backend += QStringLiteral(" → ") + runBackend_;
+  // The backend the run uses, whether auto chose it, and a different choice waiting for Reset.
+  const QString requested = property("hlRunRequestedBackend").toString();
+  QString backend = runBackend_.isEmpty() ? backendMenuLabel(backend_) : backendMenuLabel(runBackend_);
+  if (!runBackend_.isEmpty() && requested == QLatin1String("auto")) backend += tr(" (chosen by auto)");
+  if (!runBackend_.isEmpty() && backend_ != requested) backend += tr(" · %1 from the next Reset").arg(backend_);
   backendLabel_->setText(tr("backend: %1").arg(backend));
   const hl::Run* a = runA();
   double secs = 0;
@@ -447,7 +489,7 @@ void MainWindow::saveWindowSettings() {
   QSettings s;
   s.setValue("window/geometry", saveGeometry());
   s.setValue("window/state", saveState());
-  s.setValue("engine/backend", backend_);
+  if (!backendIsEmulated(backend_)) s.setValue("engine/backend", backend_);
   panel_->saveSettings(s);
 }
 

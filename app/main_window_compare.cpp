@@ -5,6 +5,7 @@
 // tokens when it is chosen. Reset keeps A's settings as the baseline and says so.
 #include <QStatusBar>
 
+#include "views/view_util.h"
 #include "app/engine_thread.h"
 #include "app/engine_worker.h"
 #include "app/inspector_context.h"
@@ -95,7 +96,7 @@ void MainWindow::startCompare(int index, const Toggles& t) {
   const QString label = index < static_cast<int>(rec()->runs.size())
                             ? QString::fromStdString(rec()->runs[index].label)
                             : QString::fromStdString(nextRunLabel(*rec()));
-  statusBar()->showMessage(tr("Re-running %1 tokens as run %2…").arg(rec()->runs[0].records.size()).arg(label));
+  statusBar()->showMessage(tr("Re-running %1 as run %2…").arg(hl::views::tokensText(static_cast<long long>(rec()->runs[0].records.size()))).arg(label));
   markDifferences(0);
   updateActions();
 }

@@ -24,6 +24,7 @@
 #include "app/run_panel.h"
 #include "app/token_strip.h"
 #include "sessions/session_file.h"
+#include "views/view_util.h"
 
 namespace hl::app {
 
@@ -146,7 +147,7 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
   QStringList names = {QStringLiteral("auto")};
   names += info.backends;
   for (const QString& n : names) {
-    QAction* a = backendMenu_->addAction(n, this, [this, n] { setBackend(n); });
+    QAction* a = backendMenu_->addAction(backendMenuLabel(n), this, [this, n] { setBackend(n); });
     a->setCheckable(true);
     a->setChecked(n == backend_);
     group->addAction(a);
@@ -286,8 +287,12 @@ void MainWindow::openDemo(const QString& dir, const QString& fineTune, bool tune
 
 void MainWindow::setBackend(const QString& name) {
   backend_ = name;
-  QSettings().setValue("engine/backend", name);
-  statusBar()->showMessage(tr("Backend %1: used from the next Reset").arg(name), 8000);
+  // An emulated device is a one-off choice: the next start goes back to auto.
+  if (backendIsEmulated(name))
+    QSettings().remove("engine/backend");
+  else
+    QSettings().setValue("engine/backend", name);
+  statusBar()->showMessage(tr("Backend %1: used from the next Reset").arg(backendMenuLabel(name)), 8000);
   updateStatus();
 }
 
@@ -301,7 +306,7 @@ void MainWindow::rebuildRecentMenus() {
     QString label = QFileInfo(p).fileName();
     try {
       const hl::SessionSummary s = hl::read_session_summary(QFile::encodeName(p).toStdString());
-      label += tr(" — %1, %2 tokens").arg(QString::fromStdString(s.checkpoint.name)).arg(s.n_tokens);
+      label += tr(" — %1, %2").arg(QString::fromStdString(s.checkpoint.name)).arg(hl::views::tokensText(s.n_tokens));
     } catch (const std::exception&) {
       label += tr(" (unreadable)");
     }

@@ -15,6 +15,7 @@
 #include "engine/core/error.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "app/chat_panel.h"
+#include "views/view_util.h"
 
 namespace hl::app {
 
@@ -148,6 +149,7 @@ void MainWindow::onRunStarted(const RunStart& s) {
   pendingPrompt_ = s.tokens;
   pendingText_ = s.texts;
   runBackend_ = s.backend;
+  setProperty("hlRunRequestedBackend", backend_);  // what the status bar compares the choice with
   viewOnly_ = false;
   sessionPath_.clear();
   savedChanges_ = autosavedChanges_ = ++changes_;  // an empty run is nothing to lose yet
@@ -156,7 +158,8 @@ void MainWindow::onRunStarted(const RunStart& s) {
   updateActions();
   const QString note = std::exchange(startNote_, QString());
   statusBar()->showMessage(
-      tr("Run A: %1 prompt tokens ready — Step (F10), Run N (F8) or Run to end (F5)").arg(s.tokens.size()) +
+      tr("Run A: %1 ready — Step (F10), Run N (F8) or Run to end (F5)")
+              .arg(hl::views::countOf(static_cast<long long>(s.tokens.size()), tr("prompt token"), tr("prompt tokens"))) +
           (note.isEmpty() ? QString() : QStringLiteral(" — ") + note),
       note.isEmpty() ? 8000 : 30000);
   onPromptEdited();
@@ -228,7 +231,7 @@ void MainWindow::onStepDone(int runId, const QString& reason) {
   refreshViews(false);
   updateActions();
   const hl::Run* a = runA();
-  const QString count = a ? tr("%1 tokens (%2 prompt)").arg(a->records.size()).arg(a->prompt_tokens) : QString();
+  const QString count = a ? tr("%1 (%2 prompt)").arg(hl::views::tokensText(static_cast<long long>(a->records.size()))).arg(a->prompt_tokens) : QString();
   statusBar()->showMessage(reason.isEmpty() ? count : tr("%1 — %2").arg(count, reason), 8000);
   emit idle();
 }
@@ -287,14 +290,23 @@ void MainWindow::markDifferences(int from) {
   const int n = std::min(strip_->fedCount(), static_cast<int>(a->records.size()));
   for (int t = std::max(0, from); t < n; ++t) {
     bool differs = false;
+    QString note;
     if (b && t < static_cast<int>(b->records.size())) {
       const auto& la = a->records[t].logits;
       const auto& lb = b->records[t].logits;
-      differs = !la.empty() && la.size() == lb.size() &&
-                hl::argmax(la.data(), static_cast<int64_t>(la.size())) !=
-                    hl::argmax(lb.data(), static_cast<int64_t>(lb.size()));
+      if (!la.empty() && la.size() == lb.size()) {
+        const int64_t ia = hl::argmax(la.data(), static_cast<int64_t>(la.size()));
+        const int64_t ib = hl::argmax(lb.data(), static_cast<int64_t>(lb.size()));
+        differs = ia != ib;
+        auto name = [this](int64_t id) {
+          const bool known = modelInfo_ && id < static_cast<int64_t>(modelInfo_->vocab.size());
+          return known ? QStringLiteral("“%1” (#%2)").arg(QString::fromStdString(modelInfo_->vocab[id])).arg(id)
+                       : QStringLiteral("#%1").arg(id);
+        };
+        if (differs) note = tr("A predicts %1, B predicts %2").arg(name(ia), name(ib));
+      }
     }
-    strip_->setDiffers(t, differs);
+    strip_->setDiffers(t, differs, note);
   }
 }
 

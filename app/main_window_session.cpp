@@ -21,6 +21,7 @@
 #include "app/token_strip.h"
 #include "sessions/identity.h"
 #include "sessions/session_file.h"
+#include "views/view_util.h"
 
 namespace hl::app {
 
@@ -206,7 +207,7 @@ void MainWindow::resumeSession(bool adapterTried) {
   engine_->post([id, cid, epoch, backend, maxNew, a, hasB, b](EngineWorker& w) {
     w.resume(id, a, hasB, b, cid, backend, maxNew, epoch);
   });
-  statusBar()->showMessage(tr("Replaying %1 tokens so that stepping can continue…").arg(a.records.size()));
+  statusBar()->showMessage(tr("Replaying %1 so that stepping can continue…").arg(hl::views::tokensText(static_cast<long long>(a.records.size()))));
   updateActions();
 }
 
@@ -263,7 +264,7 @@ bool MainWindow::compareWithSession(const QString& path) {
     ctx_->setComparedSession(std::move(other), std::move(run), name);
     markDifferences(0);
     updateActions();
-    statusBar()->showMessage(common > 0 ? tr("Comparing with %1: %2 common tokens").arg(name).arg(common)
+    statusBar()->showMessage(common > 0 ? tr("Comparing with %1: %2 in common").arg(name).arg(hl::views::tokensText(static_cast<long long>(common)))
                                         : tr("Comparing with %1: the tokens differ from the first one, aligned by "
                                              "position over %2 tokens")
                                               .arg(name)
@@ -290,7 +291,7 @@ bool MainWindow::maybeDiscard() {
   } else {
     b = QMessageBox::warning(
         this, tr("Unsaved session"),
-        tr("The current session (%1 tokens) has changes that are not saved.\nSave them first?").arg(a.records.size()),
+        tr("The current session (%1) has changes that are not saved.\nSave them first?").arg(hl::views::tokensText(static_cast<long long>(a.records.size()))),
         QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
   }
   if (b == QMessageBox::Discard) return true;
@@ -381,7 +382,7 @@ void MainWindow::offerRecovery() {
   QString what;
   try {
     const hl::SessionSummary s = hl::read_session_summary(orphan);
-    what = tr("%1 tokens on %2").arg(s.n_tokens).arg(QString::fromStdString(s.checkpoint.name));
+    what = tr("%1 on %2").arg(hl::views::tokensText(s.n_tokens)).arg(QString::fromStdString(s.checkpoint.name));
   } catch (const std::exception& e) {
     what = QString::fromUtf8(e.what());
   }

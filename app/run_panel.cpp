@@ -1,4 +1,4 @@
-// RunPanel (see run_panel.h): a compact three-row form — prompt, stepping and sampling, toggles —
+// RunPanel (see run_panel.h): a compact four-row form — prompt, stepping, sampling, toggles —
 // whose values persist in QSettings. Shortcuts live on the main window's actions; the buttons
 // name them in their tooltips.
 #include "app/run_panel.h"
@@ -86,7 +86,9 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
                    tr("Feed the prompt and generate until an end-of-sequence token or the "
                       "maximum of new tokens (F5)"));
   stop_ = button(tr("Stop"), "stopButton", tr("Stop after the current token (Esc, Shift+F5)"));
-  grid->addLayout(buttons, 1, 0, 1, 5);
+  buttons->addStretch(1);
+  grid->addWidget(caption(tr("Run"), this), 1, 0);
+  grid->addLayout(buttons, 1, 1, 1, 11);
 
   temperature_ = new QDoubleSpinBox(this);
   temperature_->setObjectName("temperature");
@@ -113,32 +115,37 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   ignoreEos_ = new QCheckBox(tr("ignore EOS"), this);
   ignoreEos_->setObjectName("ignoreEos");
   ignoreEos_->setToolTip(tr("Keep generating after an end-of-sequence token"));
-  grid->addWidget(caption(tr("temperature"), this), 1, 5);
-  grid->addWidget(temperature_, 1, 6);
-  grid->addWidget(caption(tr("top-p"), this), 1, 7);
-  grid->addWidget(topP_, 1, 8);
-  grid->addWidget(caption(tr("seed"), this), 1, 9);
-  grid->addWidget(seed_, 1, 10);
-  auto* maxBox = new QHBoxLayout;
-  maxBox->addWidget(new QLabel(tr("max new"), this));
-  maxBox->addWidget(maxNew_);
-  maxBox->addWidget(ignoreEos_);
-  grid->addLayout(maxBox, 1, 11);
+  // Sampling on a row of its own: the panel stays narrow enough for a 1280-pixel laptop screen
+  // with the ribbon and candidates docked beside it.
+  auto* sampling = new QHBoxLayout;
+  sampling->addWidget(new QLabel(tr("temperature"), this));
+  sampling->addWidget(temperature_);
+  sampling->addWidget(new QLabel(tr("top-p"), this));
+  sampling->addWidget(topP_);
+  sampling->addWidget(new QLabel(tr("seed"), this));
+  sampling->addWidget(seed_);
+  sampling->addWidget(new QLabel(tr("max new"), this));
+  sampling->addWidget(maxNew_);
+  sampling->addWidget(ignoreEos_);
+  sampling->addStretch(1);
+  grid->addWidget(caption(tr("Sampling"), this), 2, 0);
+  grid->addLayout(sampling, 2, 1, 1, 11);
 
   // Row 2: toggles. Settings that differ from run A's re-run the same tokens as run B.
   normalizer_ = new QComboBox(this);
   normalizer_->setObjectName("normalizer");
   normalizer_->addItems({tr("as trained"), tr("softmax"), tr("softmax-1"), tr("sink")});
   normalizer_->setToolTip(
-      tr("Attention normalizer of every attention layer (DL0169). A change re-runs the same tokens "
-         "as run B"));
+      tr("Attention normalizer of every attention layer: softmax, softmax-1 (a null key: Miller 2023) or a "
+         "learned sink logit (Xiao et al. 2023). A change re-runs the same tokens as run B"));
   registers_ = new QSpinBox(this);
   registers_->setObjectName("registers");
   registers_->setRange(-1, 4096);
   registers_->setValue(-1);
   registers_->setSpecialValueText(tr("trained"));
   registers_->setToolTip(
-      tr("Register tokens (DL0172): -1 is the trained count. A change re-runs the same tokens as run B"));
+      tr("Register tokens before the prompt (Darcet et al. 2023): -1 is the trained count. A change re-runs the "
+         "same tokens as run B"));
   adapter_ = new QCheckBox(tr("adapter"), this);
   adapter_->setObjectName("adapterToggle");
   adapter_->setToolTip(
@@ -155,13 +162,13 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   toggles->addWidget(adapter_);
   toggles->addWidget(diff_);
   toggles->addStretch(1);
-  grid->addWidget(caption(tr("Toggles"), this), 2, 0);
-  grid->addLayout(toggles, 2, 1, 1, 4);
+  grid->addWidget(caption(tr("Toggles"), this), 3, 0);
+  grid->addLayout(toggles, 3, 1, 1, 4);
   summary_ = new QLabel(this);
   summary_->setObjectName("runSummary");
   summary_->setTextFormat(Qt::PlainText);
   summary_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-  grid->addWidget(summary_, 2, 5, 1, 7);
+  grid->addWidget(summary_, 3, 5, 1, 7);
   grid->setColumnStretch(4, 1);
 
   connect(reset_, &QPushButton::clicked, this, &RunPanel::resetRequested);

@@ -9,6 +9,7 @@
 #include <QScrollBar>
 #include <QToolTip>
 #include <algorithm>
+#include <map>
 
 namespace hl::app {
 
@@ -21,6 +22,7 @@ class TokenCanvas : public QWidget {
 
   std::vector<TokenStrip::Chip> chips;
   std::vector<int> widths;   // per chip, in pixels
+  std::map<int, QString> differsNotes;  // chip → "A predicts …, B predicts …" (marked chips only)
   std::vector<QRect> rects;  // per chip, laid out for the current width
   int fed = 0, current = -1;
 
@@ -113,14 +115,7 @@ class TokenCanvas : public QWidget {
         QToolTip::hideText();
         return true;
       }
-      const TokenStrip::Chip& c = chips[i];
-      QToolTip::showText(he->globalPos(),
-                         QStringLiteral("token %1 · id %2 · “%3” · %4%5")
-                             .arg(i)
-                             .arg(c.id)
-                             .arg(c.text.toHtmlEscaped())
-                             .arg(c.generated ? tr("generated") : tr("prompt"))
-                             .arg(i >= fed ? tr(" (not fed yet)") : QString()),
+      QToolTip::showText(he->globalPos(), strip_->chipToolTip(i),
                          this);
       return true;
     }
@@ -147,6 +142,7 @@ TokenStrip::TokenStrip(QWidget* parent) : QScrollArea(parent) {
 
 void TokenStrip::setTokens(const std::vector<Chip>& chips, int fed) {
   canvas_->chips = chips;
+  canvas_->differsNotes.clear();
   canvas_->widths.resize(chips.size());
   for (size_t i = 0; i < chips.size(); ++i) canvas_->widths[i] = canvas_->measure(static_cast<int>(i));
   canvas_->fed = std::clamp(fed, 0, static_cast<int>(chips.size()));
@@ -164,6 +160,7 @@ void TokenStrip::feed(const Chip& chip) {
     // A different token than the pending one (or none pending): the pending rest is dropped.
     c.chips.resize(i);
     c.widths.resize(i);
+    c.differsNotes.erase(c.differsNotes.lower_bound(i), c.differsNotes.end());
     c.chips.push_back(chip);
     c.widths.push_back(c.measure(i));
   }
@@ -171,10 +168,33 @@ void TokenStrip::feed(const Chip& chip) {
   c.relayout();
 }
 
-void TokenStrip::setDiffers(int index, bool differs) {
-  if (index < 0 || index >= count() || canvas_->chips[index].differs == differs) return;
-  canvas_->chips[index].differs = differs;
+void TokenStrip::setDiffers(int index, bool differs, const QString& note) {
+  if (index < 0 || index >= count()) return;
+  Chip& c = canvas_->chips[index];
+  if (differs && !note.isEmpty())
+    canvas_->differsNotes[index] = note;
+  else
+    canvas_->differsNotes.erase(index);
+  if (c.differs == differs) return;
+  c.differs = differs;
   canvas_->update(canvas_->rects[index].adjusted(0, 0, 0, 4));
+}
+
+QString TokenStrip::chipToolTip(int i) const {
+  if (i < 0 || i >= count()) return QString();
+  const Chip& c = canvas_->chips[i];
+  QString t = tr("token %1 · id %2 · “%3” · %4%5")
+                  .arg(i)
+                  .arg(c.id)
+                  .arg(c.text)
+                  .arg(c.generated ? tr("generated") : tr("prompt"))
+                  .arg(i >= canvas_->fed ? tr(" (not fed yet)") : QString());
+  if (c.differs) {
+    const auto note = canvas_->differsNotes.find(i);
+    t += QLatin1Char('\n') + tr("red underline: run B's top-1 next token differs from run A's") +
+         (note == canvas_->differsNotes.end() ? QString() : QStringLiteral(" — ") + note->second);
+  }
+  return t;
 }
 
 void TokenStrip::setCurrent(int index) {

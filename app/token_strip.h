@@ -18,7 +18,7 @@ class TokenStrip : public QScrollArea {
     QString text;  // the token's text ("" without a tokenizer: "#id" is shown)
     int id = 0;
     bool generated = false;  // sampled rather than part of the prompt
-    bool differs = false;    // run B's top-1 differs here (a marker under the chip)
+    bool differs = false;    // run B's top-1 differs here (a red underline)
   };
 
   explicit TokenStrip(QWidget* parent = nullptr);
@@ -27,7 +27,11 @@ class TokenStrip : public QScrollArea {
   void setTokens(const std::vector<Chip>& chips, int fed);
   // A newly fed token: the next pending chip when it matches, else appended.
   void feed(const Chip& chip);
-  void setDiffers(int index, bool differs);
+  // Marks token `index` where run B's top-1 next token differs from A's; `note` (e.g. "A predicts
+  // “x”, B predicts “y”") goes into the chip's tooltip.
+  void setDiffers(int index, bool differs, const QString& note = QString());
+  // The tooltip text of chip i (what hovering it shows).
+  QString chipToolTip(int i) const;
   void setCurrent(int index);  // -1: none
   void clear() { setTokens({}, 0); }
 

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <deque>
 
+#include "views/attention_rows.h"
 #include "views/instrument_views.h"
+#include "views/token_axis_ticker.h"
 
 namespace hl::views {
 
@@ -19,23 +21,9 @@ struct AttentionPatternView::DiffCache {
   std::deque<std::vector<float>> rows;  // row t: (n_reg + t + 2,)
 };
 
-namespace {
-
-bool hasRows(const hl::Run* run) {
-  return run && !run->records.empty() && !run->records[0].attn_rows.empty();
-}
-
-// Row t of (ord, head): pointer to n_reg + t + 1 key weights followed by p_null.
-const float* rowPtr(const hl::TokenTrace& r, int ord, int head, int nh, int nReg, int t) {
-  const int64_t have = int64_t{nReg} + t + 2;
-  return r.attn_rows.data() + (int64_t{ord} * nh + head) * have;
-}
-
-QString keyLabel(const hl::Recording& rec, int nReg, int key) {
-  return key < nReg ? QStringLiteral("reg %1").arg(key) : tokenLabel(rec, key - nReg);
-}
-
-}  // namespace
+using attn::hasRows;
+using attn::keyLabel;
+using attn::rowPtr;
 
 bool AttentionPatternView::hasData() const {
   if (!hasRecords(state())) return false;
@@ -47,8 +35,13 @@ int AttentionPatternView::shownLayer() const {
   return state().rec ? layerOrFirst(modelShape(state().rec->config).attnLayers, state().layer) : -1;
 }
 
+int AttentionPatternView::shownHead() const {
+  const int nh = state().rec ? modelShape(state().rec->config).nh : 1;
+  return std::clamp(state().head, 0, std::max(0, nh - 1));
+}
+
 void AttentionPatternView::rebuild() {
-  noDataReason_ = tr("needs attention rows (a --full trace or a recording with full instruments)");
+  noDataReason_ = tr("no attention rows in this recording (it was saved without the full instruments)");
   clearPlot();
   if (panelCount() < 5) {
     // [keys A | null A | keys B | null B | scale] over [current row as bars].
@@ -66,6 +59,13 @@ void AttentionPatternView::rebuild() {
     installZoomPan(plot(), panel(4), Qt::Horizontal);
   }
   styleAll();
+  // Token tickers name tokens of the recording they were made for: drop them until the data below
+  // makes new ones (a Reset or a new model replaces the recording before this view is redrawn).
+  for (int i = 0; i < 4; ++i)
+    for (QCPAxis* ax : {panel(i)->axis(QCPAxis::atBottom), panel(i)->axis(QCPAxis::atLeft)})
+      if (dynamic_cast<TokenAxisTicker*>(ax->ticker().data())) ax->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+  syncControls();
+  rebuildGrid();
   auto* top = qobject_cast<QCPLayoutGrid*>(body()->element(0, 0));
   QCPColorScale* scale = nullptr;
   for (QCPLayoutElement* e : top->elements(false))
@@ -78,7 +78,7 @@ void AttentionPatternView::rebuild() {
   const hl::Run* a = state().a;
   const hl::Run* b = hasRows(state().b) ? state().b : nullptr;
   const int layer = shownLayer(), ord = s.attnOrdinal(layer);
-  const int head = std::clamp(state().head, 0, s.nh - 1);
+  const int head = shownHead();
   const int nRegA = runRegisters(*a, s), nRegB = b ? runRegisters(*b, s) : 0;
   const bool diff = diffMode() && b && nRegA == nRegB;
   const int sa = stepA();
@@ -132,7 +132,7 @@ void AttentionPatternView::rebuild() {
       keys->addRow(p, nReg + r + 1);
       null->addRow(p + nReg + r + 1, 1);
     }
-    HeatmapStyle st{0.0f, 1.0f, Colormap::Magma, Pooling::Max};
+    HeatmapStyle st = weightStyle();
     if (isDiff) st = {-1.0f, 1.0f, Colormap::Diverging, Pooling::MaxAbs};
     for (int k = 0; k < 2; ++k) {
       QCPAxisRect* rect = k == 0 ? keysRect : nullRect;
@@ -146,8 +146,11 @@ void AttentionPatternView::rebuild() {
       y->setRangeReversed(true);
       x->grid()->setVisible(false);
       y->grid()->setVisible(false);
+      const hl::Recording* recp = &rec;
+      setTokenAxisTicker(y, [recp](int r) { return tokenLabel(*recp, r); }, rows);
       setAxisKind(y, AxisKind::Token);
       if (k == 0) {
+        setTokenAxisTicker(x, [recp, nReg](int c) { return keyLabel(*recp, nReg, c); }, nReg + rows);
         setAxisKind(x, AxisKind::Token);
         x->setLabel(nReg > 0 ? tr("keys %1 (%2 registers first)").arg(label).arg(nReg) : tr("keys %1").arg(label));
         y->setLabel(tr("query token"));
@@ -169,7 +172,7 @@ void AttentionPatternView::rebuild() {
         addHLine(rect, sa + 0.5, QPen(t.highlight, 1));
       }
     }
-    scale->axis()->setLabel(isDiff ? tr("B − A") : tr("attention weight"));
+    scale->axis()->setLabel(isDiff ? tr("B − A (linear)") : tr("attention weight") + colorScaleName(st));
   };
   if (diff) {
     makePair(0, a, nRegA, nb, "B-A", true);
@@ -244,7 +247,7 @@ QString AttentionPatternView::describeCell(HeatmapPlottable* h, int row, int col
   const QString key = nullCol ? tr("null slot") : keyLabel(*state().rec, nReg, col);
   return tr("%1, head %2, run %3\nquery %4 (%5) → %6\nweight = %7")
       .arg(layerName(s, shownLayer()))
-      .arg(std::clamp(state().head, 0, s.nh - 1))
+      .arg(shownHead())
       .arg(h->name().section(' ', 1))
       .arg(row)
       .arg(tokenLabel(*state().rec, row), key, num(h->heatmap()->value(row, col)));
@@ -259,27 +262,25 @@ void AttentionPatternView::handleClick(QCPAxisRect* rect, double x, double y) {
   InstrumentView::handleClick(rect, x, y);
 }
 
-// CSV: per run, the null share of every query 0..step (key "null"), then every key of the current
-// query (what the bars show). Linear in the step; the full matrix is the trace's attn_rows.
+// CSV: the matrix drawn, whole: per run, every query 0..step and every key of its row (registers,
+// tokens 0..query) then the null share (key "null"); rows in the order of the heatmap.
 QString AttentionPatternView::csv() const {
   CsvBuilder out({"run", "layer", "head", "query", "key", "key_label", "weight"});
   if (!hasData()) return out.text();
   const ModelShape s = modelShape(state().rec->config);
-  const int layer = shownLayer(), ord = s.attnOrdinal(layer), head = std::clamp(state().head, 0, s.nh - 1);
+  const int layer = shownLayer(), ord = s.attnOrdinal(layer), head = shownHead();
   const int step = stepA();
-  auto dump = [&](const hl::Run* run, const char* label) {
+  const QString layerText = QString::number(layer), headText = QString::number(head);
+  auto dump = [&](const hl::Run* run, const QString& label) {
     const int nReg = runRegisters(*run, s);
     const int n = std::min<int>(step + 1, static_cast<int>(run->records.size()));
     for (int q = 0; q < n; ++q) {
       const float* p = rowPtr(run->records[q], ord, head, s.nh, nReg, q);
-      out.addRow({label, QString::number(layer), QString::number(head), QString::number(q), "null", "null",
-                  num(p[nReg + q + 1])});
+      const QString query = QString::number(q);
+      for (int k = 0; k <= nReg + q; ++k)
+        out.addRow({label, layerText, headText, query, QString::number(k), keyLabel(*state().rec, nReg, k), num(p[k])});
+      out.addRow({label, layerText, headText, query, "null", "null", num(p[nReg + q + 1])});
     }
-    if (n <= step) return;
-    const float* p = rowPtr(run->records[step], ord, head, s.nh, nReg, step);
-    for (int k = 0; k <= nReg + step; ++k)
-      out.addRow({label, QString::number(layer), QString::number(head), QString::number(step), QString::number(k),
-                  keyLabel(*state().rec, nReg, k), num(p[k])});
   };
   dump(state().a, "A");
   if (hasRows(state().b)) dump(state().b, "B");

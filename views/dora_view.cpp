@@ -33,7 +33,7 @@ bool DoraView::hasData() const {
 }
 
 void DoraView::rebuild() {
-  noDataReason_ = tr("load an adapter or a fine-tuned checkpoint (or pass --dora FILE.csv)");
+  noDataReason_ = tr("load an adapter (File > Load adapter…) or a fine-tuned checkpoint (File > Load fine-tuned checkpoint for DoRA…)");
   clearPlot();
   if (panelCount() < 3) {
     auto* right = new QCPLayoutGrid;

@@ -127,7 +127,18 @@ void EntropyView::rebuild() {
   setAxisKind(dx, AxisKind::Layer);
   dx->setLabel(tr("layer"));
   dy->setLabel(diff ? tr("Δ H / ln N (B − A)") : tr("H / ln N"));
-  if (!diff) addHBand(depthRect, kBandLow, kBandHigh, t.band);
+  if (!diff) {
+    addHBand(depthRect, kBandLow, kBandHigh, t.band);
+    // The band explained inside it, at the left edge whatever the zoom.
+    QCPItemText* l = addLabel(depthRect, 0, kBandHigh,
+                              tr("healthy band %1–%2: below = collapse onto few keys, above = near-uniform")
+                                  .arg(kBandLow)
+                                  .arg(kBandHigh),
+                              Qt::AlignLeft | Qt::AlignTop);
+    l->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
+    l->position->setCoords(0.01, kBandHigh);
+    l->setObjectName("bandLabel");
+  }
   auto depthCurve = [&](const hl::Run* run, int step, bool isB) {
     QCPGraph* g = addGraph(depthRect, isB ? "vs layer B" : (diff ? "vs layer B-A" : "vs layer A"),
                            diff ? t.diff : (isB ? t.runB : t.runA), isB);

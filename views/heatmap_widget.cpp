@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <thread>
@@ -86,6 +87,95 @@ QCPColorGradient colormapGradient(Colormap c) {
   return g;
 }
 
+// ---- colour scales ----
+
+float colorPosition(const HeatmapStyle& s, float v) {
+  if (std::isnan(v)) return v;
+  if (s.scale == ColorScale::Log) {
+    const float hi = s.hi > 0 ? s.hi : 1.0f, dec = std::max(0.1f, s.decades);
+    if (!(v > 0)) return 0.0f;
+    return std::clamp((std::log10(v / hi) + dec) / dec, 0.0f, 1.0f);
+  }
+  const float span = s.hi > s.lo ? s.hi - s.lo : 1.0f;
+  const float t = std::clamp((v - s.lo) / span, 0.0f, 1.0f);
+  return s.scale == ColorScale::Power ? std::pow(t, std::max(0.01f, s.gamma)) : t;
+}
+
+QCPColorGradient colormapGradient(const HeatmapStyle& s) {
+  if (s.scale != ColorScale::Power) return colormapGradient(s.cmap);
+  // The bar's axis is linear in the value: the colour at bar position u is the map at u^gamma.
+  QCPColorGradient g;
+  g.clearColorStops();
+  const QVector<QRgb>& lut = colormapLut(s.cmap);
+  for (int i = 0; i <= 64; ++i) {
+    const double u = i / 64.0;
+    const double pos = std::pow(u, std::max(0.01, static_cast<double>(s.gamma)));
+    g.setColorStopAt(u, QColor(lut[std::clamp(static_cast<int>(pos * 255.0 + 0.5), 0, 255)]));
+  }
+  g.setLevelCount(256);
+  return g;
+}
+
+QString colorScaleName(const HeatmapStyle& s) {
+  switch (s.scale) {
+    case ColorScale::Log:
+      return QStringLiteral(" (log, %1 decades)").arg(static_cast<double>(s.decades));
+    case ColorScale::Power:
+      return QStringLiteral(" (power γ = %1)").arg(static_cast<double>(s.gamma));
+    case ColorScale::Linear:
+      break;
+  }
+  return QStringLiteral(" (linear)");
+}
+
+namespace {
+
+// Value → colour-map index. Linear: (v − lo) / span · 255, rounded. Log and power: a table over
+// the top 16 bits of the non-negative float (8 bits of mantissa: 0.4 % relative resolution), so a
+// pixel costs a shift and a lookup as on the linear path; the table is built once per style.
+class ColorIndexer {
+ public:
+  explicit ColorIndexer(const HeatmapStyle& s) : s_(s), linear_(s.scale == ColorScale::Linear) {
+    lo_ = s.lo;
+    span_ = s.hi > s.lo ? s.hi - s.lo : 1.0f;
+    if (linear_) return;
+    thread_local std::vector<uint8_t> table;
+    thread_local HeatmapStyle key{};
+    thread_local bool built = false;
+    if (!built || key.scale != s.scale || key.gamma != s.gamma || key.decades != s.decades || key.lo != s.lo ||
+        key.hi != s.hi) {
+      table.resize(65536);
+      for (uint32_t i = 0; i < 65536; ++i) {
+        // The middle of the bucket: the value whose top bits are i with the low half at its centre.
+        const uint32_t bits = (i << 15) | 0x4000u;
+        float v;
+        std::memcpy(&v, &bits, 4);
+        const float t = colorPosition(s, v);
+        // Buckets from 0x7f80 up are +inf and NaN payloads: the top colour.
+        table[i] = static_cast<uint8_t>(i >= 0xff00u ? 255 : static_cast<int>(t * 255.0f + 0.5f));
+      }
+      key = s;
+      built = true;
+    }
+    table_ = table.data();
+  }
+  int operator()(float m) const {
+    if (linear_) return static_cast<int>(std::clamp((m - lo_) / span_, 0.0f, 1.0f) * 255.0f + 0.5f);
+    if (!(m > 0)) return static_cast<int>(colorPosition(s_, m) * 255.0f + 0.5f);
+    uint32_t bits;
+    std::memcpy(&bits, &m, 4);
+    return table_[bits >> 15];
+  }
+
+ private:
+  HeatmapStyle s_;
+  bool linear_;
+  float lo_ = 0, span_ = 1;
+  const uint8_t* table_ = nullptr;
+};
+
+}  // namespace
+
 // ---- data ----
 
 void HeatmapData::addRow(const float* p, int len) {
@@ -145,7 +235,7 @@ QImage CpuHeatmapRenderer::render(const HeatmapData& data, const QRectF& window,
   heatmapPixelSpans(window.left(), window.right(), W, data.cols(), &cb, &ce);
   heatmapPixelSpans(window.top(), window.bottom(), H, data.rows(), &rb, &re);
   const QVector<QRgb>& lut = colormapLut(style.cmap);
-  const float lo = style.lo, span = style.hi > style.lo ? style.hi - style.lo : 1.0f;
+  const ColorIndexer index(style);
   const bool absPool = style.pool == Pooling::MaxAbs;
 
   // Columns the window touches: work outside them is skipped.
@@ -185,8 +275,7 @@ QImage CpuHeatmapRenderer::render(const HeatmapData& data, const QRectF& window,
           for (int c = b + 1; c < e; ++c) m = (fold[c] > m || m != m) ? fold[c] : m;
         }
         if (std::isnan(m)) continue;  // NaN cells are not drawn
-        const float t = std::clamp((m - lo) / span, 0.0f, 1.0f);
-        line[px] = lut[static_cast<int>(t * 255.0f + 0.5f)];
+        line[px] = lut[index(m)];
       }
     }
   };
@@ -253,8 +342,19 @@ void HeatmapPlottable::setStyle(const HeatmapStyle& s) {
   style_ = s;
   cacheValid_ = false;
   if (scale_) {
-    scale_->setGradient(colormapGradient(s.cmap));
-    scale_->setDataRange(QCPRange(s.lo, s.hi > s.lo ? s.hi : s.lo + 1));
+    scale_->setGradient(colormapGradient(s));
+    if (s.scale == ColorScale::Log) {
+      const double hi = s.hi > 0 ? s.hi : 1.0;
+      scale_->setDataScaleType(QCPAxis::stLogarithmic);
+      scale_->axis()->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+      scale_->setDataRange(QCPRange(hi * std::pow(10.0, -std::max(0.1, static_cast<double>(s.decades))), hi));
+    } else {
+      if (scale_->dataScaleType() != QCPAxis::stLinear) {
+        scale_->setDataScaleType(QCPAxis::stLinear);
+        scale_->axis()->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+      }
+      scale_->setDataRange(QCPRange(s.lo, s.hi > s.lo ? s.hi : s.lo + 1));
+    }
   }
 }
 

@@ -57,11 +57,27 @@ class HeatmapData {
   std::deque<std::vector<float>> owned_;  // deque: addresses of earlier rows stay valid
 };
 
+// How a value maps to a colour between lo and hi: linearly; on a log axis over `decades` decades
+// below hi (values ≤ hi·10^-decades get the lowest colour; lo is ignored); or as ((v − lo) / (hi −
+// lo))^gamma (gamma < 1 spreads small values: attention weights of long contexts are mostly tiny).
+enum class ColorScale { Linear, Log, Power };
+
 struct HeatmapStyle {
   float lo = 0, hi = 1;  // colour range (values are clamped)
   Colormap cmap = Colormap::Viridis;
   Pooling pool = Pooling::Max;
+  ColorScale scale = ColorScale::Linear;
+  float gamma = 0.5f;    // ColorScale::Power
+  float decades = 4.0f;  // ColorScale::Log
 };
+
+// The position in [0, 1] of `v` on the style's colour scale (NaN stays NaN).
+float colorPosition(const HeatmapStyle& s, float v);
+// The gradient of a colour bar for `s`: for Power the stops are placed so that the bar's linear
+// axis reads the value; for Log the bar's axis must be logarithmic (see HeatmapPlottable).
+QCPColorGradient colormapGradient(const HeatmapStyle& s);
+// The colour-bar caption suffix naming the scale: "", " (log)", " (power γ = 0.5)".
+QString colorScaleName(const HeatmapStyle& s);
 
 // The renderer interface. `window` is in cell units: column c covers x ∈ [c, c+1), row r covers
 // y ∈ [r, r+1); image row 0 shows the window's top edge (smallest y: row 0 of the matrix at the top).

@@ -4,11 +4,14 @@
 // memory and written atomically.
 #include "views/instrument_view.h"
 
+#include "views/plot_fit.h"
+
 #include <typeinfo>
 
 #include <QBuffer>
 #include <QFile>
 #include <QHelpEvent>
+#include <QResizeEvent>
 #include <QPdfWriter>
 #include <QSvgGenerator>
 #include <QToolTip>
@@ -55,6 +58,8 @@ InstrumentView::InstrumentView(QWidget* parent) : QWidget(parent) {
         const int px = vertical ? r->height() : r->width();
         ax->ticker()->setTickCount(std::clamp(px / (vertical ? 30 : 70), 2, 5));
       }
+    // Labels longer than their axis are elided (drawn after this, from the same layout).
+    fitAxisLabels(plot_);
   });
   plot_->installEventFilter(this);
   plot_->setMouseTracking(true);
@@ -91,6 +96,12 @@ void InstrumentView::redraw() {
     plot_->resize(size());
     plot_->setViewport(QRect(QPoint(0, 0), size()));
   }
+  // Small docks: elided title lines, legends kept off the data (issue 17 finding 5).
+  fitTitle(title_, title_->property("hlFull").toString(), plot_->width());
+  QSet<QCPAxis*> zoomed;
+  for (auto it = userRange_.cbegin(); it != userRange_.cend(); ++it)
+    if (it.value()) zoomed.insert(it.key());
+  keepLegendsOffData(plot_, zoomed);
   plot_->replot(QCustomPlot::rpImmediateRefresh);
 }
 
@@ -133,7 +144,8 @@ QString InstrumentView::figureTitle() const {
 }
 
 void InstrumentView::setTitleText(const QString& t) {
-  title_->setText(t);
+  title_->setProperty("hlFull", t);
+  fitTitle(title_, t, plot_->width());
 }
 
 void InstrumentView::applyTheme(bool dark) {
@@ -417,6 +429,10 @@ bool InstrumentView::clickAt(const QPoint& pos) {
 bool InstrumentView::eventFilter(QObject* obj, QEvent* ev) {
   if (obj != plot_) return QWidget::eventFilter(obj, ev);
   switch (ev->type()) {
+    case QEvent::Resize:
+      // The title's lines are elided to the new width before QCustomPlot lays out again.
+      fitTitle(title_, title_->property("hlFull").toString(), static_cast<QResizeEvent*>(ev)->size().width());
+      break;
     case QEvent::ToolTip: {
       auto* he = static_cast<QHelpEvent*>(ev);
       const QString t = tooltipAt(he->pos());
@@ -477,6 +493,15 @@ bool InstrumentView::exportFigure(const QString& path, const QString& format, in
   const int lw = std::max(32, static_cast<int>(std::lround(widthPx / scale)));
   const int lh = std::max(32, static_cast<int>(std::lround(heightPx / scale)));
   constexpr int kDpm96 = 3780;  // dots per metre at 96 dpi
+  // The title fits the figure's width while it is drawn, then the window's again.
+  const QString fullTitle = title_->property("hlFull").toString();
+  fitTitle(title_, fullTitle, lw);
+  struct RestoreTitle {
+    QCPTextElement* t;
+    QString full;
+    int width;
+    ~RestoreTitle() { fitTitle(t, full, width); }
+  } restoreTitle{title_, fullTitle, plot_->width()};
 
   QByteArray bytes;  // rendered in memory, then written with write_file_atomic
   QBuffer buf(&bytes);

@@ -25,7 +25,7 @@ class InstrumentView : public QWidget, public InspectorViewer {
 
   virtual QString viewId() const = 0;     // stable id: "entropy", "router", ... (file names, settings)
   virtual QString title() const = 0;      // "Attention entropy"
-  virtual QString reference() const = 0;  // the seed figure it follows: "DL0172 Figure 1 (right)"
+  virtual QString reference() const = 0;  // the paper it follows: "Gu & Dao 2023 (Mamba)"
 
   // Redraws from `s` (copied; the pointers must stay valid until the next setState). The plot is
   // replotted at once; views cache what does not change with the step.

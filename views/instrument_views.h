@@ -18,7 +18,7 @@ class LayerRibbonView : public InstrumentView {
   using InstrumentView::InstrumentView;
   QString viewId() const override { return QStringLiteral("ribbon"); }
   QString title() const override { return tr("Layer ribbon"); }
-  QString reference() const override { return QStringLiteral("DL0171 Figure 1"); }
+  QString reference() const override { return QStringLiteral("Lieber et al. 2024 (Jamba)"); }
   bool hasData() const override;
   bool followsStep() const override { return false; }
   QString csv() const override;
@@ -36,7 +36,7 @@ class EntropyView : public InstrumentView {
   using InstrumentView::InstrumentView;
   QString viewId() const override { return QStringLiteral("entropy"); }
   QString title() const override { return tr("Attention entropy"); }
-  QString reference() const override { return QStringLiteral("DL0172 Figure 1 (right), DL0168"); }
+  QString reference() const override { return QStringLiteral("Zhai et al. 2023 (attention entropy collapse)"); }
   bool hasData() const override;
   QString csv() const override;
   // The healthy band of normalized entropy: below is collapse (→ 0), above over-smoothing (→ 1).
@@ -50,16 +50,29 @@ class EntropyView : public InstrumentView {
 
 // The selected attention layer and head: rows = query tokens, columns = keys (registers first), the
 // null share as an extra column; the current row as bars over keys plus the null slot (DL0169 Fig. 1).
+// A bar over the plot picks the head, the colour scale (linear, log, power γ; the colour bar names
+// it) and an all-heads grid of the layer (click a head to focus it); both token axes carry the
+// token text once zoomed in far enough (wheel / drag; double-click or "reset zoom" restores).
+class AttentionHeadGrid;
 class AttentionPatternView : public InstrumentView {
   Q_OBJECT
  public:
-  using InstrumentView::InstrumentView;
+  explicit AttentionPatternView(QWidget* parent = nullptr);
   QString viewId() const override { return QStringLiteral("attention"); }
   QString title() const override { return tr("Attention pattern"); }
-  QString reference() const override { return QStringLiteral("DL0169 Figure 1, DL0172"); }
+  QString reference() const override { return QStringLiteral("Xiao et al. 2023 (sinks), Miller 2023 (softmax-1), Darcet et al. 2023 (registers)"); }
   bool hasData() const override;
   QString csv() const override;
   int shownLayer() const;  // decoder layer index drawn (the selected one if it is attention)
+  int shownHead() const;   // head drawn (the selected one, clamped to the layer's heads)
+  // The colour scale of the weight heatmaps (B − A always uses a linear diverging map).
+  void setColorScale(ColorScale scale, double gamma = 0.5);
+  HeatmapStyle weightStyle() const;
+  // The all-heads grid instead of the one-head figure; a click on a head emits headClicked and
+  // returns to the one-head figure.
+  void setAllHeads(bool on);
+  bool allHeads() const { return allHeads_; }
+  AttentionHeadGrid* headGrid() const { return grid_; }
 
  protected:
   void rebuild() override;
@@ -68,7 +81,16 @@ class AttentionPatternView : public InstrumentView {
 
  private:
   struct DiffCache;
+  struct Controls;
+  void buildControls();
+  void syncControls();
+  void rebuildGrid();
   std::shared_ptr<DiffCache> diff_;
+  std::shared_ptr<Controls> ui_;
+  AttentionHeadGrid* grid_ = nullptr;
+  ColorScale scale_ = ColorScale::Log;
+  double gamma_ = 0.5;
+  bool allHeads_ = false;
 };
 
 // rank1_distance against depth (log y) at the current token, and over tokens (DL0172 Figure 1 left).
@@ -78,7 +100,7 @@ class Rank1View : public InstrumentView {
   using InstrumentView::InstrumentView;
   QString viewId() const override { return QStringLiteral("rank1"); }
   QString title() const override { return tr("Distance to rank 1"); }
-  QString reference() const override { return QStringLiteral("DL0172 Figure 1 (left)"); }
+  QString reference() const override { return QStringLiteral("Dong, Cordonnier & Loukas 2021 (rank collapse)"); }
   QString csv() const override;
 
  protected:
@@ -94,7 +116,7 @@ class SsmDeltaView : public InstrumentView {
   using InstrumentView::InstrumentView;
   QString viewId() const override { return QStringLiteral("ssm_delta"); }
   QString title() const override { return tr("SSM Δ gates"); }
-  QString reference() const override { return QStringLiteral("DL0170 Figure 1"); }
+  QString reference() const override { return QStringLiteral("Gu & Dao 2023 (Mamba)"); }
   bool hasData() const override;
   QString csv() const override;
   int shownLayer() const;
@@ -119,7 +141,7 @@ class RouterView : public InstrumentView {
   using InstrumentView::InstrumentView;
   QString viewId() const override { return QStringLiteral("router"); }
   QString title() const override { return tr("Router load"); }
-  QString reference() const override { return QStringLiteral("DL0130 Figure 2"); }
+  QString reference() const override { return QStringLiteral("Fedus, Zoph & Shazeer 2022 (Switch), Zoph et al. 2022 (ST-MoE)"); }
   bool hasData() const override;
   QString csv() const override;
   int shownLayer() const;
@@ -137,7 +159,7 @@ class MemoryView : public InstrumentView {
   using InstrumentView::InstrumentView;
   QString viewId() const override { return QStringLiteral("memory"); }
   QString title() const override { return tr("KV memory vs context"); }
-  QString reference() const override { return QStringLiteral("DL0171 Figure 2, DL0170 Figure 2"); }
+  QString reference() const override { return QStringLiteral("Lieber et al. 2024 (Jamba)"); }
   QString csv() const override;
 
  protected:
@@ -151,7 +173,7 @@ class DoraView : public InstrumentView {
   using InstrumentView::InstrumentView;
   QString viewId() const override { return QStringLiteral("dora"); }
   QString title() const override { return tr("DoRA magnitude / direction"); }
-  QString reference() const override { return QStringLiteral("DL0131 Figure 2"); }
+  QString reference() const override { return QStringLiteral("Liu et al. 2024 (DoRA)"); }
   bool hasData() const override;
   bool followsStep() const override { return false; }
   QString csv() const override;
@@ -170,7 +192,7 @@ class OutliersView : public InstrumentView {
   using InstrumentView::InstrumentView;
   QString viewId() const override { return QStringLiteral("outliers"); }
   QString title() const override { return tr("Outliers and sinks"); }
-  QString reference() const override { return QStringLiteral("DL0169, DL0201 Figure 1"); }
+  QString reference() const override { return QStringLiteral("Sun et al. 2024 (massive activations), Xiao et al. 2023 (sinks)"); }
   QString csv() const override;
 
  protected:
@@ -187,7 +209,7 @@ class LatencyView : public InstrumentView {
   using InstrumentView::InstrumentView;
   QString viewId() const override { return QStringLiteral("latency"); }
   QString title() const override { return tr("Latency"); }
-  QString reference() const override { return QStringLiteral("DL0132"); }
+  QString reference() const override { return QStringLiteral("Williams, Waterman & Patterson 2009 (roofline)"); }
   bool hasData() const override;
   QString csv() const override;
 
@@ -202,7 +224,7 @@ class CandidatesView : public InstrumentView {
   using InstrumentView::InstrumentView;
   QString viewId() const override { return QStringLiteral("candidates"); }
   QString title() const override { return tr("Next-token candidates"); }
-  QString reference() const override { return QStringLiteral("logits (trace-format.md §3)"); }
+  QString reference() const override { return QStringLiteral("softmax of the logits"); }
   bool hasData() const override;
   QString csv() const override;
   static constexpr int kTop = 10;

@@ -29,6 +29,23 @@ double floorSeconds(const HardwareInfo& hw) {
   return hw.weightBytesPerToken > 0 && hw.bandwidthGBs > 0 ? hw.weightBytesPerToken / (hw.bandwidthGBs * 1e9) : 0;
 }
 
+// Whether the DRAM floor bounds the measurement: not when the weights fit in the last-level cache
+// (each step then reads them from cache, faster than DRAM bandwidth), nor when the measured p50 is
+// already below it (the same situation, seen in the numbers). `why` says which.
+bool floorBinds(const HardwareInfo& hw, double floorS, double p50, QString* why) {
+  if (!(floorS > 0)) return false;
+  if (hw.cacheBytes > 0 && hw.weightBytesPerToken <= hw.cacheBytes) {
+    *why = QObject::tr("weights %1 fit in the %2 cache: no DRAM floor")
+               .arg(humanBytes(static_cast<double>(hw.weightBytesPerToken)), humanBytes(static_cast<double>(hw.cacheBytes)));
+    return false;
+  }
+  if (p50 < floorS) {
+    *why = QObject::tr("p50 below the DRAM floor %1 ms: weights are served from cache").arg(floorS * 1e3, 0, 'g', 3);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool LatencyView::hasData() const {
@@ -54,12 +71,16 @@ void LatencyView::rebuild() {
   const int sa = stepA(), n = sa + 1;
   const int nb = b ? std::min<int>(n, static_cast<int>(b->records.size())) : 0;
   const LatencyStats la = stats(*a, n);
-  const double floorS = floorSeconds(state().hw);
+  const double floorAll = floorSeconds(state().hw);
+  QString noFloor;
+  const bool binds = floorBinds(state().hw, floorAll, la.p50, &noFloor);
+  const double floorS = binds ? floorAll : 0;  // the floor is drawn only where it bounds the measurement
   subtitle_ = tr("TTFT %1 ms").arg(la.ttft * 1e3, 0, 'f', 3);
   if (la.load > 0) subtitle_ += tr(" (+ load %1 s)").arg(la.load, 0, 'f', 2);
   if (!la.itl.empty())
     subtitle_ += tr(", p50 %1 ms, p99 %2 ms").arg(la.p50 * 1e3, 0, 'f', 3).arg(la.p99 * 1e3, 0, 'f', 3);
   if (floorS > 0) subtitle_ += tr(", floor %1 ms").arg(floorS * 1e3, 0, 'f', 3);
+  if (!noFloor.isEmpty()) subtitle_ += QStringLiteral("; ") + noFloor;
 
   // Per token.
   QCPAxisRect* pr = panel(0);
@@ -190,20 +211,22 @@ void LatencyView::rebuild() {
 }
 
 // CSV: per run, per token 0..step: the step time; the run's TTFT, p50 and p99 (tokens 1..step) and
-// the floor on every row.
+// the floor on every row, and whether it bounds the run (0: cache-resident weights, see floorBinds).
 QString LatencyView::csv() const {
-  CsvBuilder out(
-      {"run", "token", "step_seconds", "ttft_seconds", "load_seconds", "p50_seconds", "p99_seconds", "floor_seconds"});
+  CsvBuilder out({"run", "token", "step_seconds", "ttft_seconds", "load_seconds", "p50_seconds", "p99_seconds",
+                  "floor_seconds", "floor_binds"});
   if (!hasData()) return out.text();
   const double floorS = floorSeconds(state().hw);
   auto dump = [&](const hl::Run* run, const char* label) {
     if (!run || run->records.empty()) return;
     const int n = std::min<int>(stepA() + 1, static_cast<int>(run->records.size()));
     const LatencyStats s = stats(*run, n);
+    QString why;
+    const QString binds = floorBinds(state().hw, floorS, s.p50, &why) ? "1" : "0";
     for (int i = 0; i < n; ++i)
       out.addRow({label, QString::number(i), num(run->records[i].step_seconds), num(s.ttft), num(s.load),
                   s.itl.empty() ? QString() : num(s.p50), s.itl.empty() ? QString() : num(s.p99),
-                  floorS > 0 ? num(floorS) : QString()});
+                  floorS > 0 ? num(floorS) : QString(), floorS > 0 ? binds : QString()});
   };
   dump(state().a, "A");
   dump(state().b, "B");

@@ -129,14 +129,14 @@ void SsmDeltaView::rebuild() {
     hp->setHeatmap(data);
     hp->setColorScale(scale);
     hp->setStyle(st);
-    scale->axis()->setLabel(diff ? tr("Δ B − A") : tr("Δ"));
+    scale->axis()->setLabel(diff ? tr("step size Δ, B − A") : tr("step size Δ"));
     setHomeRange(hx, 0, s.Di);
     setHomeRange(hy, 0, std::max(1, data->rows()));
     addHLine(hr, sa + 0.5, QPen(t.highlight, 1));
   } else {
     hx->setRange(0, 1);
     hy->setRange(0, 1);
-    addLabel(hr, 0.5, 0.5, tr("per-channel Δ needs a --full trace"), Qt::AlignCenter);
+    addLabel(hr, 0.5, 0.5, tr("per-channel Δ is not in this recording (saved without the full instruments)"), Qt::AlignCenter);
   }
 
   // Mean Δ per Mamba layer at the current token.
@@ -201,6 +201,16 @@ void SsmDeltaView::rebuild() {
     if (!isB) {
       addHLine(mr, kWrite * med, QPen(t.highlight, 1, Qt::DashLine));
       addHLine(mr, kSkip * med, QPen(t.floorLine, 1, Qt::DashLine));
+      // Say what the marks and lines are, at the left edge of the panel whatever the zoom.
+      auto edge = [&](double y, const QString& text, const QColor& c, Qt::Alignment v) {
+        QCPItemText* l = addLabel(mr, 0, y, text, Qt::AlignLeft | v);
+        l->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
+        l->position->setCoords(0.01, y);
+        l->setColor(c);
+      };
+      edge(kWrite * med, tr("▲ write: mean Δ ≥ %1 × median (state overwritten)").arg(kWrite), t.highlight,
+           Qt::AlignBottom);
+      edge(kSkip * med, tr("▼ skip: mean Δ ≤ %1 × median (token passes)").arg(kSkip), t.floorLine, Qt::AlignTop);
     }
   };
   if (diff) {
@@ -251,7 +261,7 @@ void SsmDeltaView::rebuild() {
     }
   } else {
     ry->setRange(0, 1);
-    addLabel(rr, n / 2.0, 0.5, tr("retained state needs a --full trace"), Qt::AlignCenter);
+    addLabel(rr, n / 2.0, 0.5, tr("retained state is not in this recording (saved without the full instruments)"), Qt::AlignCenter);
   }
   setHomeRange(rx, -0.5, T);
   connect(mx, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), rx, qOverload<const QCPRange&>(&QCPAxis::setRange),

@@ -18,6 +18,7 @@ struct HardwareInfo {
   int64_t weightBytesPerToken = 0;  // bytes one decode step reads (0: unknown, no floor drawn)
   double bandwidthGBs = 0;          // memory bandwidth in GB/s (1e9 bytes/s; 0: unknown)
   double deviceMemoryBytes = 0;     // memory of the device that holds the KV cache (0: unknown)
+  int64_t cacheBytes = 0;           // last-level cache of the CPU (0: unknown): weights that fit are no DRAM floor
   std::string deviceName;           // "CPU", "NVIDIA H200", ... (legend text)
 };
 

@@ -200,6 +200,10 @@ uint64_t newDataVersion() {
   return v++;
 }
 
+QString countOf(long long n, const QString& one, const QString& many) {
+  return QStringLiteral("%1 %2").arg(n).arg(n == 1 || n == -1 ? one : many);
+}
+
 QString tokenLabel(const hl::Recording& rec, int t) {
   if (t >= 0 && t < static_cast<int>(rec.token_text.size()) && !rec.token_text[t].empty())
     return QString::fromStdString(rec.token_text[t]);

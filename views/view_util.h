@@ -34,6 +34,9 @@ QPen runPen(const QColor& c, bool runB, double width = 1.0);
 
 // Exact-value text for tooltips and CSV: %.9g (shortest round-trip for floats).
 QString num(double v);
+// "1 token", "2 tokens", "0 tokens": the count with the noun in the number it needs.
+QString countOf(long long n, const QString& one, const QString& many);
+inline QString tokensText(long long n) { return countOf(n, QStringLiteral("token"), QStringLiteral("tokens")); }
 // Human bytes: "12.5 MiB".
 QString humanBytes(double bytes);
 // Percentile p in [0, 100] of `v` by linear interpolation between order statistics (numpy's

@@ -134,6 +134,9 @@ QImage VulkanHeatmapRenderer::render(const HeatmapData& data, const QRectF& wind
     ++d_->fallbacks;
     return cpu_.render(data, window, style, size);
   }
+  // The shader maps values linearly; log and power scales are drawn by the CPU renderer (same
+  // pooling, so the same picture), not counted as a device fallback.
+  if (style.scale != ColorScale::Linear) return cpu_.render(data, window, style, size);
   QImage img(W, H, QImage::Format_ARGB32_Premultiplied);
   img.fill(Qt::transparent);
   if (data.rows() == 0 || data.cols() == 0 || window.width() <= 0 || window.height() <= 0) return img;

@@ -93,7 +93,7 @@ double prefill_rate(Backend& b, const std::vector<int32_t>& ids) {
 }  // namespace
 
 int runBench(const std::vector<std::string>& args) {
-  ArgParser p("bench", "--checkpoint DIR [--backend auto|cpu|vulkan|cuda] [--tokens N] [--rounds R] [--json]",
+  ArgParser p("bench", "--checkpoint DIR [--backend auto|cpu|vulkan|cuda] [--tokens N] [--rounds R] [--prefill N] [--json]",
               "Decode and prefill speed with the instruments on and off, measured in one run.");
   p.option("checkpoint", "DIR", "checkpoint folder", true)
       .option("backend", "NAME", "auto (default), cpu, vulkan or cuda")

@@ -18,7 +18,7 @@ int runMemory(const std::vector<std::string>& args) {
               "KV-cache and Mamba-state bytes at a context length: the model, all-attention, all-Mamba.");
   p.option("config", "FILE", "a Jamba config.json", true)
       .option("context", "N", "context length in tokens (1 .. 2^31)", true)
-      .option("dtype-bytes", "B", "bytes per cached element (1 .. 8, default 2)")
+      .option("dtype-bytes", "B", "bytes per cached element (1 .. 8, default 4: fp32, as the engine keeps the KV cache and the state)")
       .flag("json", "print one JSON object");
   const ParsedArgs a = p.parse(args);
   if (a.helpRequested()) {
@@ -27,7 +27,7 @@ int runMemory(const std::vector<std::string>& args) {
   }
   const JambaConfig c = load_config_file(a.get("config"));
   const int64_t n = a.getInt("context", 1, int64_t{1} << 31);
-  const int64_t b = a.getIntOr("dtype-bytes", 2, 1, 8);
+  const int64_t b = a.getIntOr("dtype-bytes", 4, 1, 8);
   const MemoryReport r = memory_report(c, n, b);
   const uint64_t ram = physical_memory();  // the machine, not what is free: see `available_memory`
   if (a.has("json")) {

@@ -42,7 +42,7 @@ int expectedRows(const QString& id, int step) {
   const int n = step + 1, runs = 2;
   if (id == "ribbon") return s.L;
   if (id == "entropy") return runs * n * s.An * s.nh;
-  if (id == "attention") return runs * (n + step + 1);  // null share per query + the current row's keys
+  if (id == "attention") return runs * (n * (n + 1) / 2 + n);  // query q: keys 0..q and the null share
   if (id == "rank1") return runs * n * (s.L + 1);
   if (id == "ssm_delta") return runs * n * s.Mn;
   if (id == "router") return runs * s.Xn * s.E;
@@ -154,12 +154,15 @@ TEST(ExportCommand, TraceFull_WritesEveryFigureTheDataAllows) {
   QImage img;
   ASSERT_TRUE(img.load(QString::fromStdString(out + "/attention.png")));
   EXPECT_EQ(img.size(), QSize(900, 600));
-  // The heatmaps came from the trace's attn_rows: the CSV holds the last query's keys.
+  // The heatmaps came from the trace's attn_rows: the CSV holds the whole matrix drawn, every query
+  // q = 0..15 with its keys 0..q and the null share.
   std::ifstream csv(out + "/attention.csv");
   std::string line;
   int rows = -1;
   while (std::getline(csv, line)) ++rows;
-  EXPECT_EQ(rows, 16 + 16);
+  int matrix = 0;
+  for (int q = 0; q < 16; ++q) matrix += q + 2;
+  EXPECT_EQ(rows, matrix);
   // Usage errors.
   EXPECT_THROW(hl::cli::runExport({"--out", out}), hl::Error);
   EXPECT_THROW(hl::cli::runExport({"--trace", trace, "--out", out, "--format", "gif"}), hl::Error);

@@ -1,0 +1,286 @@
+// Every option a headless command's --help lists works (issue 17 item 8): the options are parsed
+// from `hybridlens COMMAND --help`, each is run with a valid value on the bundled baseline model
+// (exit 0, nothing "unknown"), every option appears in the help's own synopsis, and the README's
+// "Headless commands" table names exactly the options of each command. Label `cli`.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+fs::path scratch() {
+  static const fs::path d = [] {
+    const fs::path p = fs::temp_directory_path() / ("hl_cli_help_" + std::to_string(::getpid()));
+    fs::remove_all(p);
+    fs::create_directories(p);
+    return p;
+  }();
+  return d;
+}
+
+// Runs hybridlens through the shell with single-quoted arguments (none of ours holds a quote).
+Result run(const std::vector<std::string>& args) {
+  static int n = 0;
+  const fs::path out = scratch() / ("o" + std::to_string(n)), err = scratch() / ("e" + std::to_string(n++));
+  std::string cmd = "QT_QPA_PLATFORM=offscreen '" HL_HYBRIDLENS "'";
+  for (const std::string& a : args) cmd += " '" + a + "'";
+  cmd += " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
+  const int st = std::system(cmd.c_str());
+  Result r;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+// The options of `hybridlens CMD --help` ("  --name VALUE  text" lines), without --help.
+std::set<std::string> helpOptions(const std::string& help) {
+  std::set<std::string> names;
+  const size_t at = help.find("\noptions:\n");
+  std::istringstream lines(at == std::string::npos ? std::string() : help.substr(at));
+  const std::regex line(R"(^  --([a-z0-9-]+))");
+  for (std::string l; std::getline(lines, l);) {
+    std::smatch m;
+    if (std::regex_search(l, m, line) && m[1] != "help") names.insert(m[1]);
+  }
+  return names;
+}
+
+// Every "--name" in `text`.
+std::set<std::string> mentioned(const std::string& text) {
+  std::set<std::string> names;
+  const std::regex opt(R"(--([a-z][a-z0-9-]*))");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), opt); it != std::sregex_iterator(); ++it)
+    names.insert((*it)[1]);
+  names.erase("help");
+  return names;
+}
+
+std::string model() {
+  return std::string(HL_SOURCE_DIR) + "/resources/models/baseline";
+}
+std::string finetune(const std::string& rel) {
+  return std::string(HL_SOURCE_DIR) + "/resources/models/finetunes/" + rel;
+}
+
+// A session and a trace of the baseline for compare / export (recorded once).
+const std::string& sessionFile() {
+  static const std::string s = [] {
+    const std::string p = (scratch() / "ab.hlsession").string();
+    const Result r = run({"record", "--checkpoint", model(), "--ids", "1,2,3,4", "--compare-normalizer", "softmax1",
+                          "--out", p});
+    if (r.status != 0) ADD_FAILURE() << r.err;
+    return p;
+  }();
+  return s;
+}
+const std::string& traceFile() {
+  static const std::string s = [] {
+    const std::string p = (scratch() / "t.safetensors").string();
+    const Result r = run({"trace", "--checkpoint", model(), "--ids", "1,2,3", "--full", "--out", p});
+    if (r.status != 0) ADD_FAILURE() << r.err;
+    return p;
+  }();
+  return s;
+}
+const std::string& doraFile() {
+  static const std::string s = [] {
+    const std::string p = (scratch() / "d.csv").string();
+    const Result r = run({"dora", "--base", model(), "--adapter", finetune("dora/step-7"), "--out", p});
+    if (r.status != 0) ADD_FAILURE() << r.err;
+    return p;
+  }();
+  return s;
+}
+
+// For each command: a command line per option that uses it with a valid value.
+using Cases = std::map<std::string, std::vector<std::string>>;
+
+Cases cases(const std::string& cmd) {
+  const std::string m = model(), out = (scratch() / "x").string();
+  if (cmd == "info") return {{"checkpoint", {"info", "--checkpoint", m}}, {"json", {"info", "--checkpoint", m, "--json"}}};
+  if (cmd == "memory") {
+    const std::string c = m + "/config.json";
+    return {{"config", {"memory", "--config", c, "--context", "64"}},
+            {"context", {"memory", "--config", c, "--context", "4096"}},
+            {"dtype-bytes", {"memory", "--config", c, "--context", "64", "--dtype-bytes", "2"}},
+            {"json", {"memory", "--config", c, "--context", "64", "--json"}}};
+  }
+  if (cmd == "dora")
+    return {{"base", {"dora", "--base", m, "--adapter", finetune("dora/step-7"), "--out", out + ".csv"}},
+            {"adapter", {"dora", "--base", m, "--adapter", finetune("lora/step-15"), "--out", out + ".csv"}},
+            {"tuned", {"dora", "--base", m, "--tuned", finetune("full/step-15"), "--out", out + ".csv"}},
+            {"out", {"dora", "--base", m, "--adapter", finetune("dora/step-7"), "--out", out + "2.csv"}}};
+  if (cmd == "bench") {
+    const std::vector<std::string> b = {"bench", "--checkpoint", m, "--tokens", "2", "--rounds", "1", "--prefill", "4"};
+    auto with = [&](std::vector<std::string> extra) {
+      std::vector<std::string> v = b;
+      v.insert(v.end(), extra.begin(), extra.end());
+      return v;
+    };
+    return {{"checkpoint", b}, {"tokens", b}, {"rounds", b}, {"prefill", b},
+            {"backend", with({"--backend", "cpu"})}, {"json", with({"--json"})}};
+  }
+  if (cmd == "trace" || cmd == "record") {
+    const std::string file = out + (cmd == "trace" ? ".safetensors" : ".hlsession");
+    const std::vector<std::string> b = {cmd, "--checkpoint", m, "--ids", "1,2,3", "--out", file};
+    auto with = [&](std::vector<std::string> extra) {
+      std::vector<std::string> v = b;
+      v.insert(v.end(), extra.begin(), extra.end());
+      return v;
+    };
+    Cases c = {{"checkpoint", b},
+               {"ids", b},
+               {"out", b},
+               {"prompt", {cmd, "--checkpoint", m, "--prompt", "a b", "--out", file}},
+               {"no-bos", {cmd, "--checkpoint", m, "--prompt", "a b", "--no-bos", "--out", file}},
+               {"generate", with({"--generate", "2"})},
+               {"ignore-eos", with({"--generate", "2", "--ignore-eos"})},
+               {"normalizer", with({"--normalizer", "softmax1"})},
+               {"registers", with({"--registers", "2"})},
+               {"adapter", with({"--adapter", finetune("dora/step-7")})},
+               {"backend", with({"--backend", "cpu"})}};
+    if (cmd == "trace") {
+      c["full"] = with({"--full"});
+      c["memory-budget"] = with({"--memory-budget", "4G"});
+      c["max-context"] = with({"--max-context", "64"});
+    } else {
+      c["temperature"] = with({"--generate", "2", "--temperature", "0.8"});
+      c["top-p"] = with({"--generate", "2", "--temperature", "0.8", "--top-p", "0.9"});
+      c["seed"] = with({"--generate", "2", "--temperature", "0.8", "--seed", "7"});
+      c["compare-normalizer"] = with({"--compare-normalizer", "softmax1"});
+      c["compare-registers"] = with({"--compare-registers", "1"});
+      c["no-full"] = with({"--no-full"});
+      c["logits-dtype"] = with({"--logits-dtype", "bf16"});
+      c["full-dtype"] = with({"--full-dtype", "f32"});
+    }
+    return c;
+  }
+  if (cmd == "compare") {
+    const std::string s = sessionFile();
+    return {{"run-a", {"compare", s, s, "--run-a", "A", "--run-b", "B"}},
+            {"run-b", {"compare", s, "--run-b", "B"}},
+            {"json", {"compare", s, "--json"}}};
+  }
+  if (cmd == "export") {
+    const std::string s = sessionFile(), dir = (scratch() / "fig").string();
+    const std::vector<std::string> b = {"export", "--session", s, "--out", dir, "--views", "entropy,latency"};
+    auto with = [&](std::vector<std::string> extra) {
+      std::vector<std::string> v = b;
+      v.insert(v.end(), extra.begin(), extra.end());
+      return v;
+    };
+    return {{"session", b},
+            {"out", b},
+            {"views", b},
+            {"trace", {"export", "--trace", traceFile(), "--out", dir, "--views", "attention"}},
+            {"dora", {"export", "--trace", traceFile(), "--dora", doraFile(), "--out", dir, "--views", "dora"}},
+            {"checkpoint", {"export", "--trace", traceFile(), "--checkpoint", model(), "--out", dir, "--views", "ribbon"}},
+            {"format", with({"--format", "svg,pdf"})},
+            {"width", with({"--width", "640"})},
+            {"height", with({"--height", "480"})},
+            {"dpi", with({"--dpi", "96"})},
+            {"step", with({"--step", "1"})},
+            {"layer", with({"--layer", "2"})},
+            {"head", with({"--head", "1"})},
+            {"dark", with({"--dark"})},
+            {"no-csv", with({"--no-csv"})}};
+  }
+  return {};
+}
+
+class EveryHelpOption : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryHelpOption, RunsWithAValidValue_AndIsInTheSynopsis) {
+  const std::string cmd = GetParam();
+  const Result help = run({cmd, "--help"});
+  ASSERT_EQ(help.status, 0) << help.err;
+  const std::set<std::string> listed = helpOptions(help.out);
+  ASSERT_FALSE(listed.empty()) << help.out;
+  // The synopsis (the usage lines before the summary) names every option.
+  const std::string synopsis = help.out.substr(0, help.out.find("\n\n"));
+  const std::set<std::string> inSynopsis = mentioned(synopsis);
+  for (const std::string& o : listed) EXPECT_TRUE(inSynopsis.count(o)) << cmd << ": --" << o << " is not in the usage line";
+  const Cases c = cases(cmd);
+  for (const std::string& o : listed) {
+    const auto it = c.find(o);
+    if (it == c.end()) {
+      ADD_FAILURE() << cmd << " --" << o << ": listed by --help but this test has no valid value for it";
+      continue;
+    }
+    const Result r = run(it->second);
+    EXPECT_EQ(r.status, 0) << cmd << " --" << o << ": " << r.err;
+    EXPECT_EQ(r.err.find("unknown option"), std::string::npos) << r.err;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Commands, EveryHelpOption,
+                         ::testing::Values("info", "trace", "memory", "dora", "bench", "record", "compare", "export"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// The README's "Headless commands" table: each command's row names exactly its --help options.
+TEST(Readme, HeadlessCommandsTable_MatchesEachCommandsHelp) {
+  const std::string readme = slurp(std::string(HL_SOURCE_DIR) + "/README.md");
+  const size_t at = readme.find("## Headless commands");
+  ASSERT_NE(at, std::string::npos);
+  const std::string section = readme.substr(at, readme.find("\n## ", at + 1) - at);
+  for (const std::string cmd : {"info", "trace", "memory", "dora", "bench", "record", "compare", "export"}) {
+    const std::string key = "| `hybridlens " + cmd + " ";
+    const size_t row = section.find(key);
+    ASSERT_NE(row, std::string::npos) << "no README row for " << cmd;
+    const size_t codeEnd = section.find("` |", row + key.size());
+    const std::string synopsis = section.substr(row, codeEnd - row);
+    const std::set<std::string> readmeOpts = mentioned(synopsis);
+    const std::set<std::string> helpOpts = helpOptions(run({cmd, "--help"}).out);
+    EXPECT_EQ(readmeOpts, helpOpts) << "README row of `" << cmd << "`: " << synopsis;
+  }
+}
+
+}  // namespace
+
+#include "engine/io/safetensors.h"
+
+namespace {
+
+// `memory` with its default element size reports the bytes the engine records for the same
+// context (the app's status bar and KV view show those): fp32 KV cache and state.
+TEST(CliMemory, DefaultDtypeBytes_EqualTheEnginesRecordedKvAndStateBytes) {
+  const std::string trace = (scratch() / "mem.safetensors").string();
+  const Result t = run({"trace", "--checkpoint", model(), "--ids", "1,2,3,4,5", "--registers", "0", "--out", trace});
+  ASSERT_EQ(t.status, 0) << t.err;
+  const hl::SafetensorsFile f = hl::SafetensorsFile::open(trace);
+  const hl::TensorInfo* kv = f.find("kv_cache_bytes");
+  const hl::TensorInfo* st = f.find("ssm_state_bytes");
+  ASSERT_TRUE(kv && st);
+  const int64_t kvLast = reinterpret_cast<const int64_t*>(kv->data)[kv->numel() - 1];
+  const int64_t state = reinterpret_cast<const int64_t*>(st->data)[0];
+  const Result m = run({"memory", "--config", model() + "/config.json", "--context", "5", "--json"});
+  ASSERT_EQ(m.status, 0) << m.err;
+  EXPECT_NE(m.out.find("\"kv_bytes\": " + std::to_string(kvLast) + ","), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("\"state_bytes\": " + std::to_string(state) + ","), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("\"dtype_bytes\": 4,"), std::string::npos) << m.out;
+}
+
+}  // namespace
