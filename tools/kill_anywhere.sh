@@ -187,7 +187,7 @@ for ((i = 0; i < N; i++)); do
   if [[ -e "$W/app/shot.png" ]] && ! check_png "$W/app/shot.png" 2>/dev/null; then fail "app kill $i: a torn screenshot"; fi
   while read -r f; do
     case "$f" in
-      */autosave.hlsession)
+      */autosave*.hlsession)
         autosaves=$((autosaves + 1))
         check_session "$f" || fail "app kill $i: the autosave does not read back: $(head -c 300 "$W/check.err")" ;;
       *.tmp.hl*) leftovers=$((leftovers + 1)) ;;
