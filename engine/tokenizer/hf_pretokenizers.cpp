@@ -56,6 +56,7 @@ void apply_behavior(const Split& parent, const std::vector<std::pair<std::pair<s
       break;
     }
   }
+  out.reserve(out.size() + pieces.size());  // one growth per text, not a doubling series of moves
   for (const auto& [a, e] : pieces) {
     if (e <= a) continue;
     out.push_back(Split{s.substr(a, e - a), -1, parent.first && a == 0});
@@ -125,15 +126,23 @@ class ByteLevelPT : public PreTokenizer {
   }
   void pre_tokenize(std::vector<Split>& splits) const override {
     for_each_open(splits, [&](Split& sp, std::vector<Split>& out) {
-      if (prefix_ && !sp.text.empty() && sp.text[0] != ' ') sp.text.insert(0, " ");
+      if (prefix_ && !sp.text.empty() && sp.text[0] != ' ') sp.text.insert(sp.text.begin(), ' ');
       const size_t from = out.size();
       if (re_) apply_behavior(sp, to_parts(re_->find_all(sp.text), sp.text.size(), false), Behavior::Isolated, out);
       else if (!sp.text.empty()) out.push_back(sp);
+      thread_local std::string mapped;  // reused: no allocation per word
       for (size_t k = from; k < out.size(); ++k) {
-        std::string mapped;
-        mapped.reserve(out[k].text.size() * 2);
-        for (unsigned char c : out[k].text) mapped += byte_to_char_utf8(c);
-        out[k].text.swap(mapped);
+        std::string& t = out[k].text;
+        size_t n = 0;
+        for (unsigned char c : t) n += byte_to_char_utf8(c).size();
+        if (n == t.size()) {  // printable ASCII maps to itself
+          bool same = true;
+          for (unsigned char c : t) same = same && byte_to_char_utf8(c)[0] == static_cast<char>(c);
+          if (same) continue;
+        }
+        mapped.clear();
+        for (unsigned char c : t) mapped += byte_to_char_utf8(c);
+        t.assign(mapped);
       }
     });
   }

@@ -139,7 +139,22 @@ struct RawModelParts {
   std::string vocab_bad_key;  // the first key whose value is not an integer
   bool vocab_bad = false;
   bool merges_taken = false;
-  std::vector<std::pair<std::string, std::string>> merges;
+  // The merges' two tokens, packed one after another in merge_bytes (no allocation per merge):
+  // merge r is [merge_ends[2r-1], merge_ends[2r]) and [merge_ends[2r], merge_ends[2r+1]).
+  std::string merge_bytes;
+  std::vector<uint32_t> merge_ends;
+  size_t merge_count() const { return merge_ends.size() / 2; }
+  std::pair<std::string_view, std::string_view> merge(size_t r) const {
+    const size_t a = r ? merge_ends[2 * r - 1] : 0, m = merge_ends[2 * r], b = merge_ends[2 * r + 1];
+    const std::string_view all(merge_bytes);
+    return {all.substr(a, m - a), all.substr(m, b - m)};
+  }
+  void add_merge(std::string_view a, std::string_view b) {
+    merge_bytes.append(a);
+    merge_ends.push_back(static_cast<uint32_t>(merge_bytes.size()));
+    merge_bytes.append(b);
+    merge_ends.push_back(static_cast<uint32_t>(merge_bytes.size()));
+  }
   int64_t merges_bad = -1;    // index of the first malformed entry
   std::string merges_bad_text;  // that entry when it was a string without a separating space
 };
