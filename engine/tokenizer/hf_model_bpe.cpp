@@ -10,18 +10,12 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
-#include <unordered_map>
 
 #include "engine/tokenizer/hf_internal.h"
 #include "engine/tokenizer/hf_tables.h"
 
 namespace hl::hf {
 namespace {
-
-struct SvHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
 
 constexpr size_t kMaxVocab = 4u << 20;   // entries (and ids below this)
 constexpr size_t kMaxMerges = 4u << 20;  // entries
@@ -74,7 +68,7 @@ class Bpe : public Model {
       }
     }
     const size_t from = out.size();
-    tokenize_slow(word, out);
+    tokenize_slow(word, out, tag);
     const size_t n = out.size() - from;
     if (slot && n <= sizeof(FastSlot::ids) / sizeof(int32_t)) {
       slot->tag = tag;
@@ -85,7 +79,8 @@ class Bpe : public Model {
     }
   }
 
-  void tokenize_slow(std::string_view word, std::vector<int32_t>& out) const {
+  // hash: the word's std::hash (| 1) when the caller has it, else 0.
+  void tokenize_slow(std::string_view word, std::vector<int32_t>& out, uint64_t hash) const {
     if (ignore_merges_) {
       const int32_t id = vocab_.find(word);
       if (id >= 0) {
@@ -94,20 +89,16 @@ class Bpe : public Model {
       }
     }
     const bool cacheable = word.size() <= kCacheMaxWordBytes;
+    const uint64_t h = !cacheable ? 0 : hash ? hash : std::hash<std::string_view>{}(word);
     if (cacheable) {
       std::lock_guard<std::mutex> lock(cache_mu_);
-      auto it = cache_.find(word);
-      if (it != cache_.end()) {
-        out.insert(out.end(), it->second.begin(), it->second.end());
-        return;
-      }
+      if (cache_.get(word, h, out)) return;
     }
     const size_t from = out.size();
     merge_word(word, out);
     if (cacheable) {
       std::lock_guard<std::mutex> lock(cache_mu_);
-      if (cache_.size() >= kCacheWords) cache_.clear();
-      cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(from), out.end()));
+      cache_.put(word, h, out.data() + from, out.size() - from);
     }
   }
 
@@ -363,7 +354,7 @@ class Bpe : public Model {
     return ++n;
   }
   mutable std::mutex cache_mu_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>, SvHash, std::equal_to<>> cache_;
+  mutable WordCache cache_{kCacheWords};
 };
 
 }  // namespace

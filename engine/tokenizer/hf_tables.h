@@ -3,6 +3,7 @@
 // merged id) for BPE merges, both open addressing with linear probing. Not thread-safe for writes;
 // read-only after loading. Reference: Knuth, TAOCP vol. 3 §6.4 (open addressing).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -129,6 +130,60 @@ class PairTable {
   }
   std::vector<Slot> slots_;
   size_t mask_ = 0;
+};
+
+// word → ids, the BPE word cache shared by threads (the caller locks): one open-addressing array
+// of 24-byte slots over two arenas, so a word not seen before costs one probe run and no
+// allocation, where a node-based map costs a chain of cache misses and three allocations. Emptied
+// when `max_words` are in it (as the reference clears its cache when full).
+class WordCache {
+ public:
+  explicit WordCache(size_t max_words) : max_(max_words) {
+    size_t c = 16;
+    while (c < max_words * 2) c <<= 1;
+    slots_.assign(c, Slot{});
+    mask_ = c - 1;
+  }
+  // Appends the cached ids of `word` (hash h) to out; false when it is not cached.
+  bool get(std::string_view word, uint64_t h, std::vector<int32_t>& out) const {
+    h |= 1;
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.hash == 0) return false;
+      if (s.hash == h && s.key_len == word.size() && std::string_view(keys_).substr(s.key_off, s.key_len) == word) {
+        out.insert(out.end(), ids_.begin() + s.ids_off, ids_.begin() + s.ids_off + s.n);
+        return true;
+      }
+    }
+  }
+  // word.size() and ids.size() below 65536 (the caller caches words of at most 256 bytes).
+  void put(std::string_view word, uint64_t h, const int32_t* ids, size_t n) {
+    if (count_ >= max_) {
+      std::fill(slots_.begin(), slots_.end(), Slot{});
+      keys_.clear();
+      ids_.clear();
+      count_ = 0;
+    }
+    h |= 1;
+    size_t i = h & mask_;
+    while (slots_[i].hash != 0) i = (i + 1) & mask_;
+    slots_[i] = Slot{h, static_cast<uint32_t>(keys_.size()), static_cast<uint32_t>(ids_.size()),
+                     static_cast<uint16_t>(word.size()), static_cast<uint16_t>(n)};
+    keys_.append(word);
+    ids_.insert(ids_.end(), ids, ids + n);
+    ++count_;
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;  // hash | 1; 0: empty
+    uint32_t key_off = 0, ids_off = 0;
+    uint16_t key_len = 0, n = 0;
+  };
+  size_t max_, count_ = 0, mask_ = 0;
+  std::vector<Slot> slots_;
+  std::string keys_;
+  std::vector<int32_t> ids_;
 };
 
 // model.vocab (an object) and model.merges taken out of the JSON while it is parsed
