@@ -138,14 +138,12 @@ class PairTable {
 // when `max_words` are in it (as the reference clears its cache when full).
 class WordCache {
  public:
-  explicit WordCache(size_t max_words) : max_(max_words) {
-    size_t c = 16;
-    while (c < max_words * 2) c <<= 1;
-    slots_.assign(c, Slot{});
-    mask_ = c - 1;
-  }
+  // The slot array starts small and doubles up to twice max_words (a tokenizer that encodes
+  // little costs little memory).
+  explicit WordCache(size_t max_words) : max_(max_words) {}
   // Appends the cached ids of `word` (hash h) to out; false when it is not cached.
   bool get(std::string_view word, uint64_t h, std::vector<int32_t>& out) const {
+    if (slots_.empty()) return false;
     h |= 1;
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
@@ -164,6 +162,7 @@ class WordCache {
       ids_.clear();
       count_ = 0;
     }
+    if ((count_ + 1) * 2 > slots_.size()) grow();
     h |= 1;
     size_t i = h & mask_;
     while (slots_[i].hash != 0) i = (i + 1) & mask_;
@@ -180,6 +179,17 @@ class WordCache {
     uint32_t key_off = 0, ids_off = 0;
     uint16_t key_len = 0, n = 0;
   };
+  void grow() {
+    std::vector<Slot> old(std::max<size_t>(slots_.size() * 2, 1024), Slot{});
+    old.swap(slots_);
+    mask_ = slots_.size() - 1;
+    for (const Slot& s : old) {
+      if (s.hash == 0) continue;
+      size_t i = s.hash & mask_;
+      while (slots_[i].hash != 0) i = (i + 1) & mask_;
+      slots_[i] = s;
+    }
+  }
   size_t max_, count_ = 0, mask_ = 0;
   std::vector<Slot> slots_;
   std::string keys_;

@@ -195,15 +195,16 @@ TEST(HfTokenizer, PathologicalRegex_StopsWithErrorNotHang) {
 }  // namespace hl
 
 // The BPE word cache (engine/tokenizer/hf_tables.h) against a std::map holding the same words:
-// hashes chosen to collide (long probe runs), and emptied when full, as the map is.
+// hashes chosen to collide (long probe runs), the slot array grown, and emptied when full, as
+// the map is.
 TEST(HfWordCache, CollidingHashesAndClearWhenFull_SameAnswersAsAMap) {
-  constexpr size_t kMax = 50;
+  constexpr size_t kMax = 1500;  // above the first slot array (1024): it grows, then is cleared
   hl::hf::WordCache cache(kMax);
   std::map<std::string, std::vector<int32_t>> ref;
   std::mt19937 rng(7);
-  for (int k = 0; k < 400; ++k) {
-    std::string w(1 + rng() % 6, 'a');
-    for (char& c : w) c = static_cast<char>('a' + rng() % 3);
+  for (int k = 0; k < 6000; ++k) {
+    std::string w(1 + rng() % 7, 'a');
+    for (char& c : w) c = static_cast<char>('a' + rng() % 4);
     const uint64_t h = w.size() * 2;  // few distinct hashes: every lookup walks a probe run
     std::vector<int32_t> got;
     const bool hit = cache.get(w, h, got);
