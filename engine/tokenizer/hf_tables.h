@@ -1,7 +1,8 @@
 // Flat hash tables of the tokenizer.json models (hf_model_*.cpp): token string → id over one byte
 // arena (no allocation per token, so a 150k-token vocabulary loads fast) and token pair → (rank,
-// merged id) for BPE merges, both open addressing with linear probing. Not thread-safe for writes;
-// read-only after loading. Reference: Knuth, TAOCP vol. 3 §6.4 (open addressing).
+// merged id) for BPE merges, and the BPE word cache (word → ids), all open addressing with linear
+// probing. Not thread-safe for writes (the vocabulary and merges are read-only after loading; the
+// word cache is written under its owner's lock). Reference: Knuth, TAOCP vol. 3 §6.4 (open addressing).
 #pragma once
 #include <algorithm>
 #include <cstdint>
