@@ -10,18 +10,12 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
-#include <unordered_map>
 
 #include "engine/tokenizer/hf_internal.h"
 #include "engine/tokenizer/hf_tables.h"
 
 namespace hl::hf {
 namespace {
-
-struct SvHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
 
 constexpr size_t kMaxVocab = 4u << 20;   // entries (and ids below this)
 constexpr size_t kMaxMerges = 4u << 20;  // entries
@@ -74,7 +68,7 @@ class Bpe : public Model {
       }
     }
     const size_t from = out.size();
-    tokenize_slow(word, out);
+    tokenize_slow(word, out, tag);
     const size_t n = out.size() - from;
     if (slot && n <= sizeof(FastSlot::ids) / sizeof(int32_t)) {
       slot->tag = tag;
@@ -85,7 +79,8 @@ class Bpe : public Model {
     }
   }
 
-  void tokenize_slow(std::string_view word, std::vector<int32_t>& out) const {
+  // hash: the word's std::hash (| 1) when the caller has it, else 0.
+  void tokenize_slow(std::string_view word, std::vector<int32_t>& out, uint64_t hash) const {
     if (ignore_merges_) {
       const int32_t id = vocab_.find(word);
       if (id >= 0) {
@@ -94,20 +89,16 @@ class Bpe : public Model {
       }
     }
     const bool cacheable = word.size() <= kCacheMaxWordBytes;
+    const uint64_t h = !cacheable ? 0 : hash ? hash : std::hash<std::string_view>{}(word);
     if (cacheable) {
       std::lock_guard<std::mutex> lock(cache_mu_);
-      auto it = cache_.find(word);
-      if (it != cache_.end()) {
-        out.insert(out.end(), it->second.begin(), it->second.end());
-        return;
-      }
+      if (cache_.get(word, h, out)) return;
     }
     const size_t from = out.size();
     merge_word(word, out);
     if (cacheable) {
       std::lock_guard<std::mutex> lock(cache_mu_);
-      if (cache_.size() >= kCacheWords) cache_.clear();
-      cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(from), out.end()));
+      cache_.put(word, h, out.data() + from, out.size() - from);
     }
   }
 
@@ -125,15 +116,38 @@ class Bpe : public Model {
     int32_t ids[8];
   };
   static constexpr size_t kFastSlots = size_t{1} << 14;
-  // This thread's cache for this tokenizer; a thread that switches tokenizers starts a new one.
-  FastSlot* fast_cache() const {
-    thread_local uint64_t owner = 0;
-    thread_local std::vector<FastSlot> slots;
-    if (owner != instance_) {
-      slots.assign(kFastSlots, FastSlot{});
-      owner = instance_;
+  // Direct-mapped cache of merge-table answers, (left, right) → (rank, merged id): the merge table
+  // of a 150k-merge vocabulary is megabytes (a cache miss per probe), while the pairs met in words
+  // not seen before are mostly few (letter pairs and common stems): 64 KiB, stays in L2.
+  struct PairSlot {
+    uint64_t key = ~uint64_t{0};
+    int32_t rank = -1, id = -1;
+  };
+  static constexpr size_t kPairSlots = size_t{1} << 12;
+  struct ThreadCaches {
+    uint64_t owner = 0;
+    std::vector<FastSlot> words;
+    std::vector<PairSlot> pairs;
+  };
+  // This thread's caches for this tokenizer; a thread that switches tokenizers starts new ones.
+  ThreadCaches& caches() const {
+    thread_local ThreadCaches c;
+    if (c.owner != instance_) {
+      c.words.assign(kFastSlots, FastSlot{});
+      c.pairs.assign(kPairSlots, PairSlot{});
+      c.owner = instance_;
     }
-    return slots.data();
+    return c;
+  }
+  FastSlot* fast_cache() const { return caches().words.data(); }
+  std::pair<int32_t, int32_t> find_pair(PairSlot* pc, int32_t a, int32_t b) const {
+    const uint64_t k = static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32 | static_cast<uint32_t>(b);
+    PairSlot& s = pc[((k >> 32) * 0x9E3779B1u + (k & 0xFFFFFFFFu) * 0x85EBCA77u) >> 7 & (kPairSlots - 1)];
+    if (s.key != k) {
+      const auto [r, id] = merges_.find(a, b);
+      s = PairSlot{k, r, id};
+    }
+    return {s.rank, s.id};
   }
 
   struct Sym {
@@ -146,7 +160,8 @@ class Bpe : public Model {
   void add_merge(std::string_view a, std::string_view b, size_t r, const Where& w) {
     const int32_t ia = token_to_id(a), ib = token_to_id(b);
     if (ia < 0 || ib < 0) fail(w.at("merges").at(r), "names a token that is not in the vocabulary");
-    std::string merged(a);
+    std::string& merged = merged_buf_;  // reused: no allocation per merge
+    merged.assign(a);
     merged += prefix_.size() && b.substr(0, prefix_.size()) == prefix_ ? b.substr(prefix_.size()) : b;
     const int32_t im = token_to_id(merged);
     if (im < 0) fail(w.at("merges").at(r), "gives '" + merged + "', which is not in the vocabulary");
@@ -155,10 +170,14 @@ class Bpe : public Model {
 
   void read_merges(const nlohmann::json& j, const Where& w, const RawModelParts& raw) {
     if (raw.merges_taken) {
-      if (raw.merges.size() > kMaxMerges) fail(w.at("merges"), "has " + std::to_string(raw.merges.size()) + " merges (allowed at most " + std::to_string(kMaxMerges) + ")");
-      merges_.reserve(raw.merges.size());
-      const size_t n = raw.merges_bad >= 0 ? static_cast<size_t>(raw.merges_bad) : raw.merges.size();
-      for (size_t r = 0; r < n; ++r) add_merge(raw.merges[r].first, raw.merges[r].second, r, w);
+      const size_t count = raw.merge_count();
+      if (count > kMaxMerges) fail(w.at("merges"), "has " + std::to_string(count) + " merges (allowed at most " + std::to_string(kMaxMerges) + ")");
+      merges_.reserve(count);
+      const size_t n = raw.merges_bad >= 0 ? static_cast<size_t>(raw.merges_bad) : count;
+      for (size_t r = 0; r < n; ++r) {
+        const auto [a, b] = raw.merge(r);
+        add_merge(a, b, r, w);
+      }
       if (raw.merges_bad >= 0) {
         const Where at = w.at("merges").at(static_cast<size_t>(raw.merges_bad));
         if (!raw.merges_bad_text.empty()) fail(at, "'" + raw.merges_bad_text + "' is not two tokens separated by a space");
@@ -253,14 +272,15 @@ class Bpe : public Model {
   // Merges the lowest-ranked adjacent pair, leftmost on ties, until none is left: by scanning for
   // short words, with a heap of candidates (skipping stale ones) for long ones; the same order.
   void merge_all(std::vector<Sym>& syms) const {
+    PairSlot* pc = caches().pairs.data();
     if (syms.size() <= kScanMergeMax) {
-      merge_scan(syms);
+      merge_scan(syms, pc);
       return;
     }
     std::priority_queue<Cand> q;
     const int32_t n = static_cast<int32_t>(syms.size());
     for (int32_t k = 0; k + 1 < n; ++k) {
-      const auto [rank, id] = merges_.find(syms[static_cast<size_t>(k)].c, syms[static_cast<size_t>(k) + 1].c);
+      const auto [rank, id] = find_pair(pc, syms[static_cast<size_t>(k)].c, syms[static_cast<size_t>(k) + 1].c);
       if (rank >= 0) q.push(Cand{rank, k, id});
     }
     while (!q.empty()) {
@@ -270,7 +290,7 @@ class Bpe : public Model {
       if (cur.len == 0 || cur.next < 0) continue;
       const int32_t next_pos = cur.next;
       const Sym right = syms[static_cast<size_t>(next_pos)];
-      const auto [rank, id] = merges_.find(cur.c, right.c);
+      const auto [rank, id] = find_pair(pc, cur.c, right.c);
       if (rank < 0 || id != top.new_id) continue;
       cur.c = top.new_id;
       cur.len += right.len;
@@ -278,23 +298,23 @@ class Bpe : public Model {
       syms[static_cast<size_t>(next_pos)].len = 0;
       if (right.next >= 0 && right.next < n) syms[static_cast<size_t>(right.next)].prev = top.pos;
       if (cur.prev >= 0) {
-        const auto [r2, id2] = merges_.find(syms[static_cast<size_t>(cur.prev)].c, cur.c);
+        const auto [r2, id2] = find_pair(pc, syms[static_cast<size_t>(cur.prev)].c, cur.c);
         if (r2 >= 0) q.push(Cand{r2, cur.prev, id2});
       }
       if (cur.next >= 0 && cur.next < n) {
-        const auto [r3, id3] = merges_.find(cur.c, syms[static_cast<size_t>(cur.next)].c);
+        const auto [r3, id3] = find_pair(pc, cur.c, syms[static_cast<size_t>(cur.next)].c);
         if (r3 >= 0) q.push(Cand{r3, top.pos, id3});
       }
     }
   }
 
-  void merge_scan(std::vector<Sym>& syms) const {
+  void merge_scan(std::vector<Sym>& syms, PairSlot* pc) const {
     // Compact ids; ranks of each adjacent pair cached and refreshed around each merge.
     int32_t ids[kScanMergeMax], ranks[kScanMergeMax], merged[kScanMergeMax];
     size_t n = 0;
     for (const Sym& s : syms) ids[n++] = s.c;
     const auto pair_at = [&](size_t k) {
-      const auto [r, id] = merges_.find(ids[k], ids[k + 1]);
+      const auto [r, id] = find_pair(pc, ids[k], ids[k + 1]);
       ranks[k] = r;
       merged[k] = id;
     };
@@ -322,6 +342,7 @@ class Bpe : public Model {
   std::vector<std::optional<std::string_view>> tokens_;
   int64_t size_ = 0;
   PairTable merges_;  // (a, b) → (rank, merged id)
+  std::string merged_buf_;  // add_merge's scratch while loading
   bool byte_fallback_ = false, fuse_unk_ = false, ignore_merges_ = false;
   std::string prefix_, suffix_;
   int32_t unk_id_ = -1;
@@ -333,7 +354,7 @@ class Bpe : public Model {
     return ++n;
   }
   mutable std::mutex cache_mu_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>, SvHash, std::equal_to<>> cache_;
+  mutable WordCache cache_{kCacheWords};
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 // WhitespaceSplit, BertPreTokenizer and Sequence. Not the model. Reference: huggingface.co/docs/
 // tokenizers "Pre-tokenizers"; Radford et al. 2019 (GPT-2's byte-level BPE).
 #include <algorithm>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "engine/tokenizer/hf_internal.h"
@@ -56,6 +57,7 @@ void apply_behavior(const Split& parent, const std::vector<std::pair<std::pair<s
       break;
     }
   }
+  out.reserve(out.size() + pieces.size());  // one growth per text, not a doubling series of moves
   for (const auto& [a, e] : pieces) {
     if (e <= a) continue;
     out.push_back(Split{s.substr(a, e - a), -1, parent.first && a == 0});
@@ -122,18 +124,28 @@ class ByteLevelPT : public PreTokenizer {
  public:
   ByteLevelPT(bool prefix, bool use_regex, const Where& w) : prefix_(prefix) {
     if (use_regex) re_ = std::make_unique<Regex>(kGpt2Regex, w);
+    for (int c = 0; c < 256; ++c) {  // byte_to_char_utf8 as a local table (no call per byte)
+      const std::string& u = byte_to_char_utf8(static_cast<uint8_t>(c));
+      map_[c].n = static_cast<uint8_t>(std::min<size_t>(u.size(), sizeof map_[c].b));
+      std::memcpy(map_[c].b, u.data(), map_[c].n);
+      map_[c].same = u.size() == 1 && static_cast<unsigned char>(u[0]) == c;
+    }
   }
   void pre_tokenize(std::vector<Split>& splits) const override {
     for_each_open(splits, [&](Split& sp, std::vector<Split>& out) {
-      if (prefix_ && !sp.text.empty() && sp.text[0] != ' ') sp.text.insert(0, " ");
+      if (prefix_ && !sp.text.empty() && sp.text[0] != ' ') sp.text.insert(sp.text.begin(), ' ');
       const size_t from = out.size();
       if (re_) apply_behavior(sp, to_parts(re_->find_all(sp.text), sp.text.size(), false), Behavior::Isolated, out);
       else if (!sp.text.empty()) out.push_back(sp);
+      thread_local std::string mapped;  // reused: no allocation per word
       for (size_t k = from; k < out.size(); ++k) {
-        std::string mapped;
-        mapped.reserve(out[k].text.size() * 2);
-        for (unsigned char c : out[k].text) mapped += byte_to_char_utf8(c);
-        out[k].text.swap(mapped);
+        std::string& t = out[k].text;
+        bool same = true;  // printable ASCII maps to itself
+        for (unsigned char c : t) same = same && map_[c].same;
+        if (same) continue;
+        mapped.clear();
+        for (unsigned char c : t) mapped.append(map_[c].b, map_[c].n);
+        t.assign(mapped);
       }
     });
   }
@@ -141,6 +153,11 @@ class ByteLevelPT : public PreTokenizer {
  private:
   bool prefix_;
   std::unique_ptr<Regex> re_;
+  struct Mapped {
+    char b[4];  // the UTF-8 of the byte's stand-in character (at most U+0143: two bytes)
+    uint8_t n;
+    bool same;  // the byte stands for itself
+  } map_[256];
 };
 
 enum class Prepend { Always, First, Never };

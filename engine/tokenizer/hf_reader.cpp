@@ -101,7 +101,7 @@ class Sax {
     if (mode_ == Mode::Merges && nested_ == 0) {
       const size_t sp = v.find(' ', 1);
       if (sp == std::string::npos) bad_merge(v);
-      else if (raw_.merges_bad < 0) raw_.merges.emplace_back(v.substr(0, sp), v.substr(sp + 1));
+      else if (raw_.merges_bad < 0) raw_.add_merge(std::string_view(v).substr(0, sp), std::string_view(v).substr(sp + 1));
       ++merge_index_;
       return true;
     }
@@ -204,7 +204,7 @@ class Sax {
       --nested_;
       if (mode_ == Mode::Merges && nested_ == 0) {
         if (pair_bad_ || pair_.size() != 2) bad_merge(std::string());
-        else if (raw_.merges_bad < 0) raw_.merges.emplace_back(std::move(pair_[0]), std::move(pair_[1]));
+        else if (raw_.merges_bad < 0) raw_.add_merge(pair_[0], pair_[1]);
         ++merge_index_;
       }
       return true;

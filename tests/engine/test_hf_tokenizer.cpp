@@ -3,15 +3,18 @@
 // tokenizers library gave for the hard texts (NAME.expected.json, made once by
 // tools/tokenizer_fixtures/make_fixtures.sh), decode against its decode, the split behaviours on a
 // small vocabulary, the choice of tokenizer.json over tokenizer.model, tokenizer_config.json,
-// display_pieces, and a pathological regex stopped by the match limit.
+// display_pieces, a pathological regex stopped by the match limit, and the BPE word cache.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/tokenizer/hf_tables.h"
 #include "engine/tokenizer/hf_tokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -190,3 +193,31 @@ TEST(HfTokenizer, PathologicalRegex_StopsWithErrorNotHang) {
 
 }  // namespace
 }  // namespace hl
+
+// The BPE word cache (engine/tokenizer/hf_tables.h) against a std::map holding the same words:
+// hashes chosen to collide (long probe runs), the slot array grown, and emptied when full, as
+// the map is.
+TEST(HfWordCache, CollidingHashesAndClearWhenFull_SameAnswersAsAMap) {
+  constexpr size_t kMax = 1500;  // above the first slot array (1024): it grows, then is cleared
+  hl::hf::WordCache cache(kMax);
+  std::map<std::string, std::vector<int32_t>> ref;
+  std::mt19937 rng(7);
+  for (int k = 0; k < 6000; ++k) {
+    std::string w(1 + rng() % 7, 'a');
+    for (char& c : w) c = static_cast<char>('a' + rng() % 4);
+    const uint64_t h = w.size() * 2;  // few distinct hashes: every lookup walks a probe run
+    std::vector<int32_t> got;
+    const bool hit = cache.get(w, h, got);
+    const auto it = ref.find(w);
+    ASSERT_EQ(hit, it != ref.end()) << w;
+    if (hit) {
+      EXPECT_EQ(got, it->second) << w;
+      continue;
+    }
+    std::vector<int32_t> ids(rng() % 5);
+    for (int32_t& id : ids) id = static_cast<int32_t>(rng() % 1000);
+    if (ref.size() >= kMax) ref.clear();
+    ref[w] = ids;
+    cache.put(w, h, ids.data(), ids.size());
+  }
+}
