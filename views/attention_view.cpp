@@ -1,4 +1,4 @@
-// Attention pattern of the selected attention layer and head (DL0169 Figure 1, DL0172): a heatmap
+// Attention pattern of the selected attention layer and head (Miller 2023; Xiao et al. 2023, Zhai et al. 2023): a heatmap
 // with one row per query token 0..step and one column per key (registers first, then tokens), the
 // null share p_null as an extra column beside it, and the current row as bars over the keys plus
 // the null slot, A and B grouped. Rows come straight from the records' attn_rows (no copies).
@@ -181,7 +181,7 @@ void AttentionPatternView::rebuild() {
     if (b) makePair(1, b, nRegB, nb, "B", false);
   }
 
-  // The current row over keys plus the null slot (DL0169 Figure 1: grouped bars).
+  // The current row over keys plus the null slot (Miller 2023; Xiao et al. 2023: grouped bars).
   QCPAxisRect* barRect = panel(4);
   QCPAxis* bx = barRect->axis(QCPAxis::atBottom);
   QCPAxis* byAxis = barRect->axis(QCPAxis::atLeft);

@@ -1,4 +1,4 @@
-// DoRA magnitude / direction (DL0131 Figure 2): ΔD on x against ΔM on y, one point per adapted
+// DoRA magnitude / direction (Liu et al. 2024): ΔD on x against ΔM on y, one point per adapted
 // matrix (rows of `hybridlens dora`), with the least-squares line ΔM = a + b·ΔD whose slope b tells
 // DoRA / full fine-tuning (negative) from LoRA (positive); per-layer mean ΔD and ΔM as bars.
 #include <algorithm>

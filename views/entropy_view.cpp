@@ -1,4 +1,4 @@
-// Attention entropy (DL0172 Figure 1 right, DL0168): attn_entropy_norm as a layers × heads heatmap
+// Attention entropy (Zhai et al. 2023, Kazemnejad et al. 2023): attn_entropy_norm as a layers × heads heatmap
 // at the current token (A above B, or B − A), against layer, and per attention layer (mean over
 // heads) over tokens 0..step, with the healthy band between collapse (→ 0) and over-smoothing (→ 1).
 #include <algorithm>

@@ -10,7 +10,7 @@
 
 namespace hl::views {
 
-// Which layers are attention or Mamba mixers, dense MLP or MoE feed-forwards (DL0171 Figure 1):
+// Which layers are attention or Mamba mixers, dense MLP or MoE feed-forwards (Lieber et al. 2024):
 // the whole ribbon with block boundaries, and the block of the selected layer expanded.
 class LayerRibbonView : public InstrumentView {
   Q_OBJECT
@@ -29,7 +29,7 @@ class LayerRibbonView : public InstrumentView {
 };
 
 // attn_entropy_norm: layers × heads heatmap at the current token, entropy against layer and
-// per-layer curves over tokens with the healthy band (DL0172 Figure 1 right).
+// per-layer curves over tokens with the healthy band (Zhai et al. 2023).
 class EntropyView : public InstrumentView {
   Q_OBJECT
  public:
@@ -49,7 +49,7 @@ class EntropyView : public InstrumentView {
 };
 
 // The selected attention layer and head: rows = query tokens, columns = keys (registers first), the
-// null share as an extra column; the current row as bars over keys plus the null slot (DL0169 Fig. 1).
+// null share as an extra column; the current row as bars over keys plus the null slot (Miller 2023; Xiao et al. 2023).
 // A bar over the plot picks the head, the colour scale (linear, log, power γ; the colour bar names
 // it) and an all-heads grid of the layer (click a head to focus it); both token axes carry the
 // token text once zoomed in far enough (wheel / drag; double-click or "reset zoom" restores).
@@ -93,7 +93,7 @@ class AttentionPatternView : public InstrumentView {
   bool allHeads_ = false;
 };
 
-// rank1_distance against depth (log y) at the current token, and over tokens (DL0172 Figure 1 left).
+// rank1_distance against depth (log y) at the current token, and over tokens (Dong, Cordonnier & Loukas 2021).
 class Rank1View : public InstrumentView {
   Q_OBJECT
  public:
@@ -109,7 +109,7 @@ class Rank1View : public InstrumentView {
 };
 
 // SSM Δ of a Mamba layer: tokens × channels heatmap, mean Δ per layer, retained state and the
-// write / skip marks per token (DL0170 Figure 1).
+// write / skip marks per token (Gu & Dao 2023).
 class SsmDeltaView : public InstrumentView {
   Q_OBJECT
  public:
@@ -134,7 +134,7 @@ class SsmDeltaView : public InstrumentView {
 };
 
 // Router of a MoE layer over the window 0..step: load f_i and importance P_i per expert, balance
-// loss, z-loss and max load over tokens, the current token's probabilities with its top-k (DL0130).
+// loss, z-loss and max load over tokens, the current token's probabilities with its top-k (Fedus, Zoph & Shazeer 2022; Zoph et al. 2022).
 class RouterView : public InstrumentView {
   Q_OBJECT
  public:
@@ -152,7 +152,7 @@ class RouterView : public InstrumentView {
 };
 
 // KV cache and Mamba state bytes against context, log-log: measured points on the analytic lines of
-// this model, its all-attention counterfactual, pure Mamba and the device memory (DL0171 Figure 2).
+// this model, its all-attention counterfactual, pure Mamba and the device memory (Lieber et al. 2024).
 class MemoryView : public InstrumentView {
   Q_OBJECT
  public:
@@ -166,7 +166,7 @@ class MemoryView : public InstrumentView {
   void rebuild() override;
 };
 
-// ΔM against ΔD per adapted matrix with the least-squares slope, and per-layer bars (DL0131 Fig. 2).
+// ΔM against ΔD per adapted matrix with the least-squares slope, and per-layer bars (Liu et al. 2024).
 class DoraView : public InstrumentView {
   Q_OBJECT
  public:
@@ -185,7 +185,7 @@ class DoraView : public InstrumentView {
 };
 
 // Outliers and sinks: the largest residual activation per layer and the token holding it, over
-// tokens; the largest attention logit per head; non-finite markers (DL0169, DL0201).
+// tokens; the largest attention logit per head; non-finite markers (Miller 2023; Xiao et al. 2023, Sun et al. 2024).
 class OutliersView : public InstrumentView {
   Q_OBJECT
  public:
@@ -202,7 +202,7 @@ class OutliersView : public InstrumentView {
 };
 
 // Time to first token and time per token (p50, p99) against the floor bytes-per-token / bandwidth
-// (DL0132).
+// (TTFT / inter-token latency as serving stacks report them).
 class LatencyView : public InstrumentView {
   Q_OBJECT
  public:

@@ -1,4 +1,4 @@
-// Latency (DL0132): time to first token (the first record's step time, plus the model load when
+// Latency (TTFT / inter-token latency as serving stacks report them): time to first token (the first record's step time, plus the model load when
 // the run records one) and the distribution of time per token over tokens 1..step (p50, p99) —
 // per token and as a histogram — against the floor bytes-read-per-token / memory bandwidth.
 #include <algorithm>

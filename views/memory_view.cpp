@@ -1,4 +1,4 @@
-// KV memory against context (DL0171 Figure 2, DL0170 Figure 2 right), log-log: the measured
+// KV memory against context (Lieber et al. 2024, Gu & Dao 2023), log-log: the measured
 // kv_cache_bytes and ssm_state_bytes of the run as points on the analytic lines of this model
 // (engine/probes/memory.h at the element size the run stores), its all-attention counterfactual
 // (every layer attention), the pure-Mamba stack (flat state, no KV cache) and the device memory.

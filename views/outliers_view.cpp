@@ -1,4 +1,4 @@
-// Outliers and sinks (DL0169, DL0201 Figure 1): the largest residual activation resid_max_abs per
+// Outliers and sinks (Miller 2023; Xiao et al. 2023, Sun et al. 2024): the largest residual activation resid_max_abs per
 // depth over the tokens 0..step and the token that holds it (the sink), over tokens at the selected
 // layer with non-finite markers, and the largest attention logit attn_max_logit per head — what
 // softmax-1 and registers should visibly lower. Log y for magnitudes; B − A on linear axes.

@@ -1,4 +1,4 @@
-// Distance to rank 1 (DL0172 Figure 1 left): rank1_distance ‖X − 1x̄ᵀ‖/‖X‖ of the residual stream
+// Distance to rank 1 (Dong, Cordonnier & Loukas 2021): rank1_distance ‖X − 1x̄ᵀ‖/‖X‖ of the residual stream
 // against depth at the current token (log y: embeddings, then after each layer), and over tokens
 // 0..step at the last depth and at the selected layer. A solid, B dashed; B − A on a linear axis.
 #include <cmath>

@@ -1,4 +1,4 @@
-// Layer ribbon (DL0171 Figure 1): one cell per layer for the mixer (attention / Mamba) over one
+// Layer ribbon (Lieber et al. 2024): one cell per layer for the mixer (attention / Mamba) over one
 // for the feed-forward (dense MLP / MoE), block boundaries every attn_layer_period layers, and the
 // block holding the selected layer expanded below with each cell named. Click selects a layer.
 #include <cmath>

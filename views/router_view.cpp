@@ -1,7 +1,7 @@
-// Router load of the selected MoE layer (DL0130, trace-format.md §3 derived quantities): load f_i
+// Router load of the selected MoE layer (Fedus, Zoph & Shazeer 2022; Zoph et al. 2022, trace-format.md §3 derived quantities): load f_i
 // and importance P_i per expert over the window 0..step (router_window), the current token's
 // probabilities with its top-k, and over tokens the balance loss E·Σf_iP_i, the z-loss mean(lse²)
-// and the largest load of the growing window 0..t against the uniform 1/E (DL0130 Figure 2 left).
+// and the largest load of the growing window 0..t against the uniform 1/E (Fedus, Zoph & Shazeer 2022; Zoph et al. 2022).
 #include <algorithm>
 #include <cmath>
 

@@ -1,4 +1,4 @@
-// SSM Δ gates (DL0170 Figure 1): Δ_t per channel of the selected Mamba layer as a tokens × channels
+// SSM Δ gates (Gu & Dao 2023): Δ_t per channel of the selected Mamba layer as a tokens × channels
 // heatmap (ssm_delta, --full), mean Δ per Mamba layer at the current token (ssm_delta_mean), the mean
 // Δ of the selected layer over tokens with write (large Δ: the state is overwritten) and skip (small
 // Δ: the token passes) marks, and the retained state exp(ΔA) averaged over channels (ssm_retained).

@@ -1,5 +1,5 @@
 // `hybridlens dora --base DIR (--adapter PEFT_DIR | --tuned DIR) --out FILE.csv` (trace-format.md §4):
-// ΔM / ΔD per adapted matrix (DL0131 Figure 2) written as CSV, the least-squares slope of ΔM on ΔD
+// ΔM / ΔD per adapted matrix (Liu et al. 2024) written as CSV, the least-squares slope of ΔM on ΔD
 // printed as `slope_dM_on_dD: <value>`, and a per-layer summary. Runs no model; the math is in
 // engine/probes/dora_probe.cpp, the adapter reading in engine/io/adapter.cpp.
 #include <cstdio>
@@ -17,7 +17,7 @@ namespace hl::cli {
 
 int runDora(const std::vector<std::string>& args) {
   ArgParser p("dora", "--base DIR (--adapter PEFT_DIR | --tuned DIR) --out FILE.csv",
-              "Magnitude and direction change of every adapted matrix (DL0131 Figure 2): one CSV row\n"
+              "Magnitude and direction change of every adapted matrix (Liu et al. 2024): one CSV row\n"
               "`layer,module,delta_m,delta_d` per matrix, with dM = mean_j | |W'_j| - |W0_j| | and\n"
               "dD = mean_j (1 - cos(W'_j, W0_j)) over output rows j, and the least-squares slope of dM on dD.");
   p.option("base", "DIR", "base checkpoint folder (config.json + safetensors)", true)

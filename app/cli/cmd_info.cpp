@@ -1,5 +1,5 @@
 // `hybridlens info --checkpoint DIR [--json]` (trace-format.md §4): the layer ribbon (attention /
-// Mamba, dense / MoE per layer, DL0171 Figure 1), parameter counts (total and active per token),
+// Mamba, dense / MoE per layer, Lieber et al. 2024), parameter counts (total and active per token),
 // tensor dtypes, memory needed, tokenizer, extensions and ignored config fields. Runs no model.
 #include <algorithm>
 #include <cinttypes>

@@ -1,5 +1,5 @@
 // `hybridlens memory --config config.json --context N [--dtype-bytes B] [--json]` (trace-format.md §4,
-// DL0171 Figure 2): KV-cache and Mamba-state bytes of the model, its all-attention counterfactual and
+// Lieber et al. 2024): KV-cache and Mamba-state bytes of the model, its all-attention counterfactual and
 // a pure-Mamba stack at one context length, plus this machine's memory.
 #include <cinttypes>
 #include <cstdio>

@@ -1,7 +1,7 @@
 // One attention row under the three normalizers of trace-format.md §2 (softmax, softmax-1 with a
 // virtual null key of logit 0, sink with a learned logit s_h), computed stably, with the row's
-// instruments: entropy over keys plus null share (DL0172 H(a_i) = −Σ a_ij log a_ij, extended by the
-// null slot of DL0169), normalized entropy, mass on keys, and the largest |logit| (DL0169, DL0201).
+// instruments: entropy over keys plus null share (Zhai et al. 2023 H(a_i) = −Σ a_ij log a_ij, extended by the
+// null slot of Miller 2023; Xiao et al. 2023), normalized entropy, mass on keys, and the largest |logit| (Miller 2023; Xiao et al. 2023, Sun et al. 2024).
 #pragma once
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-// ΔM / ΔD of DL0131 ("Mathematical Formulation": ΔM_t = (1/k) Σ_j |m_t^j − m_0^j|,
+// ΔM / ΔD of Liu et al. 2024 ("Mathematical Formulation": ΔM_t = (1/k) Σ_j |m_t^j − m_0^j|,
 // ΔD_t = (1/k) Σ_j (1 − cos(V_t^j, W_0^j))) in the (out, in) layout of trace-format.md §4: one norm per
 // output row over the input dimension. All sums in double; rows run in parallel, sums in row order.
 // 1 − cos is computed as ½‖u − v‖² of the unit rows, which keeps small rotations accurate.

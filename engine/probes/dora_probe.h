@@ -1,4 +1,4 @@
-// DoRA magnitude / direction changes per adapted matrix (DL0131 Figure 2; trace-format.md §4
+// DoRA magnitude / direction changes per adapted matrix (Liu et al. 2024; trace-format.md §4
 // `hybridlens dora`): for W0 and W' of shape (out, in), per output row j (norm over the input dim),
 // ΔM = mean_j | ‖W'_j‖ − ‖W0_j‖ |, ΔD = mean_j (1 − cos(W'_j, W0_j)); the least-squares slope of
 // ΔM on ΔD; the CSV `layer,module,delta_m,delta_d`. Not the adapter reader: io/adapter.h.
@@ -47,7 +47,7 @@ std::vector<DoraRow> dora_rows_adapter(const Model& base, const Adapter& a);
 // LM head excluded). A_log and conv1d are SSM parameters, not linear maps, and are not compared.
 std::vector<DoraRow> dora_rows_tuned(const Model& base, const Model& tuned);
 
-// Least-squares slope b of ΔM = a + b·ΔD over the rows (DL0131 Figure 2 fit):
+// Least-squares slope b of ΔM = a + b·ΔD over the rows (Liu et al. 2024 fit):
 // b = Σ(ΔD − mean ΔD)(ΔM − mean ΔM) / Σ(ΔD − mean ΔD)². NaN when there are fewer than two rows or
 // every ΔD is the same (zero variance: the slope is undefined).
 double least_squares_slope(const std::vector<DoraRow>& rows);

@@ -1,4 +1,4 @@
-// KV-cache and state byte formulas (see memory.h). Checked against DL0171: Jamba-v0.1 at 262,144
+// KV-cache and state byte formulas (see memory.h). Checked against Lieber et al. 2024: Jamba-v0.1 at 262,144
 // tokens in 2-byte elements holds 4 GiB of KV cache, 32 GiB if every layer were attention.
 #include "engine/probes/memory.h"
 

@@ -1,4 +1,4 @@
-// Memory instrument (DL0171, DL0170, trace-format.md §3–§4): bytes of the attention KV cache and of
+// Memory instrument (Lieber et al. 2024, Gu & Dao 2023, trace-format.md §3–§4): bytes of the attention KV cache and of
 // the Mamba state for a config at a context length and element size, for the model itself, its
 // all-attention counterfactual and a pure-Mamba stack of the same depth.
 #pragma once

@@ -1,4 +1,4 @@
-// Rank-to-1 distance of the residual stream (DL0172: res(X) = X − 1x̄ᵀ, reported as ‖res(X)‖_F/‖X‖_F)
+// Rank-to-1 distance of the residual stream (Dong, Cordonnier & Loukas 2021: res(X) = X − 1x̄ᵀ, reported as ‖res(X)‖_F/‖X‖_F)
 // over tokens 0..t, updated in O(hidden) per token from running sums. Welford's update keeps the
 // centred sum of squares M2 = Σ_t ‖x_t − x̄‖² without the cancellation of Σ‖x‖² − T‖x̄‖², in float64.
 #pragma once

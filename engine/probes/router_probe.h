@@ -1,4 +1,4 @@
-// MoE router instruments (DL0130; jamba-spec.md §3.9, trace-format.md §3): fp32 softmax over all E
+// MoE router instruments (Fedus, Zoph & Shazeer 2022; Zoph et al. 2022; jamba-spec.md §3.9, trace-format.md §3): fp32 softmax over all E
 // experts, top-k by probability (ties: lower index first; weights NOT renormalised), log-sum-exp of
 // the logits; and the derived window statistics: load f_i over the window's T·k assignments,
 // importance P_i, balance loss N·Σ f_i P_i (N = E), z-loss mean(lse²), and the largest load.

@@ -1,4 +1,4 @@
-// ΔM / ΔD (DL0131, trace-format.md §4) and the adapter merge (jamba-spec.md §5.4) against closed forms:
+// ΔM / ΔD (Liu et al. 2024, trace-format.md §4) and the adapter merge (jamba-spec.md §5.4) against closed forms:
 // identity DoRA, rotations by known angles, pure row scaling, exact LoRA sums, rsLoRA scaling, the
 // least-squares slope, the CSV; and against the NumPy reference (tools/reference/dora_ref.py) through
 // the committed goldens in tests/golden/adapters (make_dora_golden.py).

@@ -1,6 +1,6 @@
 // Closed-form tests of the instruments' math (issue 3): attention row statistics under the three
-// normalizers (DL0169, DL0172), rank-to-1 distance (DL0172), router statistics (DL0130) and the
-// memory formulas (DL0170, DL0171).
+// normalizers (Miller 2023; Xiao et al. 2023, Dong, Cordonnier & Loukas 2021), rank-to-1 distance (Dong, Cordonnier & Loukas 2021), router statistics (Fedus, Zoph & Shazeer 2022; Zoph et al. 2022) and the
+// memory formulas (Gu & Dao 2023, Lieber et al. 2024).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,7 +38,7 @@ TEST(AttentionProbe, Softmax_OneHotRow_EntropyIsZero) {
 }
 
 TEST(AttentionProbe, Softmax1_AllLogitsEqual_MassIsLogistic) {
-  // DL0169 Figure 2: L equal logits z keep mass σ(z + ln L).
+  // Miller 2023: L equal logits z keep mass σ(z + ln L).
   for (int L : {512, 8192, 131072})
     for (float z : {-14.f, -9.f, -6.f, -1.f, 0.f, 3.f}) {
       std::vector<float> zz(L, z), p(L);
@@ -57,7 +57,7 @@ TEST(AttentionProbe, Softmax1_AllLogitsEqual_MassIsLogistic) {
 
 TEST(AttentionProbe, Softmax1_Figure1PanelA_AllBelowZero_MostMassOnNull) {
   // Six keys, every logit below zero: softmax renormalises to 1, softmax-1 keeps ≈ 0.17 and sends
-  // ≈ 0.83 to the null slot (DL0169 Figure 1, panel A).
+  // ≈ 0.83 to the null slot (Miller 2023; Xiao et al. 2023).
   std::vector<float> z = {-3.1f, -3.6f, -3.3f, -3.5f, -3.2f, -3.6f}, p(6);
   AttnRowStats soft, one;
   attention_row(z.data(), 6, Normalizer::Softmax, 0.0f, p.data(), &soft);
@@ -233,7 +233,7 @@ TEST(Memory, JambaV01_At256k_Is4GiBAnd32GiB) {
   EXPECT_EQ(r.state_bytes_all_mamba, 32LL * (8192 * 4 + 8192 * 16) * 2);
 }
 
-TEST(Memory, DL0170_ElementCountsAt32k) {
+TEST(Memory, MambaPaper_ElementCountsAt32k) {
   // One layer of width d = 2048 (nkv·hd = d), 32k tokens: cache 2Ld = 1.34e8 elements; the SSM
   // state 2dN = 6.55e4 elements (Di = 2d, N = 16), i.e. the d_state part of the state formula.
   JambaConfig c;

@@ -4,9 +4,9 @@
 What it is: a plain float64 implementation of the PEFT LoRA / DoRA adapted weight (jamba-spec.md §5.4:
 V = W0 + s·B·A, W' = m·V/‖V‖ per output row for DoRA, W' = V for LoRA; s = alpha/r or alpha/sqrt(r) with
 use_rslora; r and alpha from rank_pattern / alpha_pattern via Python's own `re`, exactly PEFT's
-get_pattern_key rule) and of DL0131's ΔM = mean_j |‖W'_j‖ − ‖W0_j‖|, ΔD = mean_j (1 − cos(W'_j, W0_j)),
+get_pattern_key rule) and of Liu et al. 2024's ΔM = mean_j |‖W'_j‖ − ‖W0_j‖|, ΔD = mean_j (1 − cos(W'_j, W0_j)),
 with its own safetensors reader (jamba_ref.py). What it is not: the C++ code, nor a validator of every
-corruption case (the C++ tests cover those). References: jamba-spec.md §5, DL0131 Figure 2.
+corruption case (the C++ tests cover those). References: jamba-spec.md §5, Liu et al. 2024.
 
 Usage: /usr/bin/python3 tools/reference/dora_ref.py --base DIR (--adapter DIR | --tuned DIR) [--out CSV]
 """

@@ -5,7 +5,7 @@ What it is: seeded random LoRA / DoRA factors written in PEFT's saved layout (ja
 adapter_config.json with sort_keys, adapter_model.safetensors with base_model.model.{P}.lora_A.weight etc.),
 a "fine-tuned" copy of gqa_basic for `--tuned`, and the expected rows computed by dora_ref.py from the
 files as written (so stored bf16 rounding is part of the expectation). What it is not: a trainer.
-References: jamba-spec.md §5, trace-format.md §4 (`hybridlens dora`), DL0131 Figure 2.
+References: jamba-spec.md §5, trace-format.md §4 (`hybridlens dora`), Liu et al. 2024.
 
   dora/        gqa_basic base; DoRA, r 4, alpha 8, rank_pattern + alpha_pattern, one lora_A stored BF16;
                expected_merged.safetensors holds the merged W_merged (F32) of every adapted module.

@@ -1,5 +1,5 @@
 """LoRA / DoRA wrappers (PEFT semantics, jamba-spec.md §5.4) and the ΔM–ΔD measurement
-(trace-format.md §4 `hybridlens dora`, DL0131)."""
+(trace-format.md §4 `hybridlens dora`, Liu et al. 2024)."""
 import math
 
 import numpy as np

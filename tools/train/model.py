@@ -40,8 +40,8 @@ class Config:
     num_register_tokens: int = 0
     tie_word_embeddings: bool = False
     initializer_range: float = 0.02
-    router_aux_loss_coef: float = 0.01   # DL0130 alpha (balance loss)
-    router_z_loss_coef: float = 0.001    # DL0130 beta (z-loss)
+    router_aux_loss_coef: float = 0.01   # Fedus, Zoph & Shazeer 2022; Zoph et al. 2022 alpha (balance loss)
+    router_z_loss_coef: float = 0.001    # Fedus, Zoph & Shazeer 2022; Zoph et al. 2022 beta (z-loss)
 
     @property
     def dt_rank(self):
@@ -89,7 +89,7 @@ class Config:
             "output_router_logits": False,
             "pad_token_id": 0,
             "rms_norm_eps": self.rms_norm_eps,
-            # HF sums the balance term over the k slots (k times DL0130's N·Σ f P): same weight.
+            # HF sums the balance term over the k slots (k times Fedus, Zoph & Shazeer 2022; Zoph et al. 2022's N·Σ f P): same weight.
             "router_aux_loss_coef": self.router_aux_loss_coef / self.num_experts_per_tok,
             "sliding_window": None,
             "tie_word_embeddings": self.tie_word_embeddings,
@@ -249,7 +249,7 @@ class MoE(nn.Module):
                 continue
             y = self.experts[e](xf[tok]) * w[tok, rank].unsqueeze(-1)
             out = out.index_add(0, tok, y)
-        # DL0130 / trace-format.md §3: load f_i over the T*k assignments, importance P_i, N sum f P.
+        # Fedus, Zoph & Shazeer 2022; Zoph et al. 2022 / trace-format.md §3: load f_i over the T*k assignments, importance P_i, N sum f P.
         f = torch.bincount(idx.reshape(-1), minlength=self.E).to(probs.dtype) / idx.numel()
         P = probs.mean(0)
         balance = self.E * (f * P).sum()
@@ -376,7 +376,7 @@ class JambaForCausalLM(nn.Module):
 
     def loss(self, ids, labels, **kw):
         """Next-token cross-entropy over the labelled positions (labels != -100; the head runs only
-        there) + alpha * balance + beta * z-loss (DL0130), both averaged over the MoE layers."""
+        there) + alpha * balance + beta * z-loss (Fedus, Zoph & Shazeer 2022; Zoph et al. 2022), both averaged over the MoE layers."""
         self._aux = None
         h, _ = self.forward(ids, return_hidden=True, **kw)
         keep = labels != -100

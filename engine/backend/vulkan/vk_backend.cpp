@@ -1,7 +1,7 @@
 // Vulkan backend: run state, capacities and the per-token host side (see vk_backend.h). Mirrors
 // cpu_backend.cpp's contract: registers fed at start(), S-token blocks through the recorded
 // commands, records filled from the one readback per block (rank-to-1 Welford on the host from the
-// residual rows, DL0172 via probes/rank1.h). A BackendFailure poisons the backend and leaves the
+// residual rows, Dong, Cordonnier & Loukas 2021 via probes/rank1.h). A BackendFailure poisons the backend and leaves the
 // caller's records as they were, so the caller can rebuild the run on the CPU.
 #include "engine/backend/vulkan/vk_backend.h"
 
