@@ -72,6 +72,7 @@ struct RunStart {
   QString prompt;
   std::vector<int32_t> tokens;     // (P,) the prompt tokens to feed
   std::vector<std::string> texts;  // their text (empty strings without a tokenizer)
+  std::vector<char> special;       // per token: a special token (BOS/EOS, chat-template, added special)
   hl::RunSettings settings;        // run A
   QString backend;                 // resolved backend name
 };
@@ -85,6 +86,7 @@ struct StepResult {
   int compareId = 0;
   std::shared_ptr<const hl::TokenTrace> b;
   std::string text;        // the token's text
+  bool special = false;    // a special token of the tokenizer (false without one)
   bool generated = false;  // sampled (false: a prompt token fed)
   double runSecondsA = 0, runSecondsB = 0;
 };

@@ -207,6 +207,7 @@ void EngineWorker::startRun(const RunRequest& r) {
     s.tokens = ids;
     for (const std::string& t : tokenizer_ ? hl::display_pieces(*tokenizer_, ids) : std::vector<std::string>(ids.size()))
       s.texts.push_back(t);  // byte pieces joined into characters in context
+    for (const int32_t id : ids) s.special.push_back(tokenizer_ && tokenizer_->is_special(id) ? 1 : 0);
     s.settings = recA_->run().settings;
     s.backend = QString::fromStdString(recA_->backend().name());
     emit runStarted(s);
@@ -267,6 +268,7 @@ void EngineWorker::step(int runId, int64_t n, int stopEpoch, int64_t maxNewToken
       r.a = recA_->run().records.ptr(recA_->run().records.size() - 1);
       r.runSecondsA = recA_->run().run_seconds;
       r.text = tokenText(r.a->token_id);
+      r.special = tokenizer_ && tokenizer_->is_special(r.a->token_id);
       if (recB_) {
         try {
           recB_->feed({r.a->token_id});

@@ -98,7 +98,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   layout->addWidget(strip_, 1);
   // What the strip's colours and marks mean (finding 10 of issue 17).
   auto* legend = new QLabel(tr("Chips: blue = prompt, green = generated, orange = shown token, dashed = not fed "
-                               "yet; red underline = run B's top-1 differs (hover a chip for both)"),
+                               "yet, italic in a dotted grey outline = special token (BOS/EOS, chat template); "
+                               "red underline = run B's top-1 differs (hover a chip for both)"),
                             central);
   legend->setObjectName("stripLegend");
   legend->setWordWrap(true);

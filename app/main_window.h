@@ -237,6 +237,7 @@ class MainWindow : public QMainWindow {
   QString startNote_;           // why the remembered prompt was replaced, said when the run starts
   std::vector<int32_t> pendingPrompt_;  // prompt tokens not fed yet
   std::vector<std::string> pendingText_;
+  std::vector<char> pendingSpecial_;  // per pending token: special (from the engine)
   bool dark_ = false;
 
   // Sessions.

@@ -14,6 +14,7 @@
 #include "app/token_strip.h"
 #include "engine/core/error.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "app/chat_panel.h"
 #include "views/view_util.h"
 
@@ -148,6 +149,7 @@ void MainWindow::onRunStarted(const RunStart& s) {
   rec->runs.push_back(std::move(a));
   pendingPrompt_ = s.tokens;
   pendingText_ = s.texts;
+  pendingSpecial_ = s.special;
   runBackend_ = s.backend;
   setProperty("hlRunRequestedBackend", backend_);  // what the status bar compares the choice with
   viewOnly_ = false;
@@ -218,7 +220,7 @@ void MainWindow::onStepped(const StepResult& r) {
       b.prompt_tokens = a.prompt_tokens;
     }
   }
-  strip_->feed({QString::fromStdString(r.text), r.a->token_id, r.generated, false});
+  strip_->feed({QString::fromStdString(r.text), r.a->token_id, r.generated, false, r.special});
   markDifferences(static_cast<int>(t));
   ++changes_;
   ctx_->recordsAppended(static_cast<int>(t));
@@ -271,13 +273,20 @@ void MainWindow::setStripFromRecording() {
   const hl::Run* a = runA();
   const size_t fed = rec()->tokens.size();
   const int64_t prompt = a ? a->prompt_tokens : static_cast<int64_t>(fed);
+  // Fed tokens of a recording: the loaded model's tokenizer marks special ones when its vocabulary
+  // is the recording's; otherwise no marks (a session of another model).
+  const hl::Tokenizer* tok = modelInfo_ && modelInfo_->chatTokenizer &&
+                                     modelInfo_->config.vocab_size == rec()->config.vocab_size
+                                 ? modelInfo_->chatTokenizer.get()
+                                 : nullptr;
   for (size_t i = 0; i < fed; ++i) {
     const QString text = i < rec()->token_text.size() ? QString::fromStdString(rec()->token_text[i]) : QString();
-    chips.push_back({text, rec()->tokens[i], static_cast<int64_t>(i) >= prompt, false});
+    const int32_t id = rec()->tokens[i];
+    chips.push_back({text, id, static_cast<int64_t>(i) >= prompt, false, tok && tok->is_special(id)});
   }
   for (size_t i = fed; i < pendingPrompt_.size(); ++i) {
     const QString text = i < pendingText_.size() ? QString::fromStdString(pendingText_[i]) : QString();
-    chips.push_back({text, pendingPrompt_[i], false, false});
+    chips.push_back({text, pendingPrompt_[i], false, false, i < pendingSpecial_.size() && pendingSpecial_[i] != 0});
   }
   strip_->setTokens(chips, static_cast<int>(fed));
   markDifferences(0);

@@ -133,6 +133,7 @@ void MainWindow::applySession(std::shared_ptr<hl::Recording> loaded, const QStri
   ctx_->openRecording(std::move(loaded), true);
   pendingPrompt_.clear();
   pendingText_.clear();
+  pendingSpecial_.clear();
   viewOnly_ = true;
   sessionPath_ = recovered ? QString() : path;
   savedChanges_ = ++changes_;

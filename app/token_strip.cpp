@@ -39,7 +39,12 @@ class TokenCanvas : public QWidget {
     if (t.trimmed().isEmpty()) t = QStringLiteral("␣");
     return t;
   }
-  int measure(int i) const { return fontMetrics().horizontalAdvance(display(i)) + 2 * kPad; }
+  QFont chipFont(int i) const {
+    QFont f = font();
+    f.setItalic(chips[i].special);
+    return f;
+  }
+  int measure(int i) const { return QFontMetrics(chipFont(i)).horizontalAdvance(display(i)) + 2 * kPad; }
 
   void relayout() {
     const int w = std::max(100, width());
@@ -81,6 +86,7 @@ class TokenCanvas : public QWidget {
     const QColor genBg = dark ? QColor(52, 84, 60) : QColor(214, 238, 214);
     const QColor pendingFg = pal.color(QPalette::Disabled, QPalette::Text);
     const QColor curBg = dark ? QColor(214, 140, 40) : QColor(255, 176, 64);
+    const QColor specialEdge = dark ? QColor(170, 170, 170) : QColor(110, 110, 110);  // grey in both themes
     const QRect clip = e->rect();
     auto it =
         std::lower_bound(rects.begin(), rects.end(), clip.top(), [](const QRect& r, int y) { return r.bottom() < y; });
@@ -91,12 +97,20 @@ class TokenCanvas : public QWidget {
       QColor bg = chips[i].generated ? genBg : promptBg;
       if (pending) bg = pal.color(QPalette::Base);
       if (i == current) bg = curBg;
-      p.setPen(pending ? QPen(pendingFg, 1, Qt::DashLine) : QPen(bg.darker(130)));
+      const bool special = chips[i].special;
+      if (pending)
+        p.setPen(QPen(pendingFg, 1, Qt::DashLine));
+      else if (special)
+        p.setPen(QPen(specialEdge, 1, Qt::DotLine));  // a special token: dotted grey outline, italic text
+      else
+        p.setPen(QPen(bg.darker(130)));
       p.setBrush(bg);
       p.drawRoundedRect(r.adjusted(0, 0, -1, -1), 3, 3);
       p.setPen(pending ? pendingFg : (i == current ? QColor(Qt::black) : pal.color(QPalette::Text)));
+      const QFont f = chipFont(i);
+      p.setFont(f);
       p.drawText(r.adjusted(kPad, 0, -kPad + 2, 0), Qt::AlignVCenter | Qt::AlignLeft,
-                 fontMetrics().elidedText(display(i), Qt::ElideRight, r.width() - 2 * kPad + 2));
+                 QFontMetrics(f).elidedText(display(i), Qt::ElideRight, r.width() - 2 * kPad + 2));
       if (chips[i].differs) {
         p.setPen(QPen(dark ? QColor(255, 110, 110) : QColor(200, 30, 30), 2));
         p.drawLine(r.left() + 2, r.bottom() + 2, r.right() - 2, r.bottom() + 2);
@@ -189,6 +203,7 @@ QString TokenStrip::chipToolTip(int i) const {
                   .arg(c.text)
                   .arg(c.generated ? tr("generated") : tr("prompt"))
                   .arg(i >= canvas_->fed ? tr(" (not fed yet)") : QString());
+  if (c.special) t += tr(" · special token");
   if (c.differs) {
     const auto note = canvas_->differsNotes.find(i);
     t += QLatin1Char('\n') + tr("red underline: run B's top-1 next token differs from run A's") +

@@ -19,6 +19,7 @@ class TokenStrip : public QScrollArea {
     int id = 0;
     bool generated = false;  // sampled rather than part of the prompt
     bool differs = false;    // run B's top-1 differs here (a red underline)
+    bool special = false;    // a special token (BOS/EOS, chat template): italic, dotted grey outline
   };
 
   explicit TokenStrip(QWidget* parent = nullptr);

@@ -2,7 +2,8 @@
 // checkpoint with tests/data/tiny_spm.model and a ChatML template in tokenizer_config.json renders
 // the turns as the hand-written expected text, counts its tokens with the tokenizer, and the run
 // feeds exactly those tokens (no BOS added); a checkpoint without a template disables Chat mode
-// with a tooltip saying why.
+// with a tooltip saying why. The token strip marks the tokenizer's special tokens (BOS) from the
+// engine, as pending and as fed chips, and again when the session is reopened (issue 16 item 5).
 #include <gtest/gtest.h>
 
 #include <QComboBox>
@@ -11,6 +12,7 @@
 #include <fstream>
 
 #include "app/chat_panel.h"
+#include "app/token_strip.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/app/gui_test_util.h"
 
@@ -85,6 +87,41 @@ TEST(ChatMode, NoTemplate_ChatDisabledWithTooltipSayingWhy) {
   EXPECT_NE(item->toolTip().indexOf(QStringLiteral("no chat template")), -1) << item->toolTip().toStdString();
   EXPECT_FALSE(h->runPanel()->chatMode());
   EXPECT_FALSE(h->runPanel()->chatPanel()->isVisible());
+}
+
+// tiny_spm.model's ids 1 and 2 are its BOS and EOS control pieces, 300 and 301 learned pieces of text
+// (tests/data/README.md). The strip marks chips 0 and 2 only, whatever produced them: the run start
+// (pending), the steps (fed), and the reopened session (the loaded model's tokenizer).
+TEST(TokenStrip, MarksSpecialTokens_NotOrdinaryOnes) {
+  TempDir tmp("strip-special");
+  const std::unique_ptr<hl::Tokenizer> tok = hl::Tokenizer::load(std::string(HL_TEST_DATA_DIR) + "/tiny_spm.model");
+  ASSERT_EQ(tok->piece(1), "<|startoftext|>");
+  ASSERT_EQ(tok->piece(2), "<|endoftext|>");
+  for (const int32_t id : {300, 301}) ASSERT_NE(tok->piece(id).find('<'), 0u) << "piece " << id;
+  Harness h;
+  ASSERT_TRUE(h.load(chatDemo(tmp, false), QStringLiteral("1, 300, 2, 301")));
+  hl::app::TokenStrip* strip = h->tokenStrip();
+  auto expectMarks = [&](const char* when) {
+    ASSERT_EQ(strip->count(), 4) << when;
+    for (int i = 0; i < 4; ++i) {
+      const bool special = i == 0 || i == 2;
+      EXPECT_EQ(strip->chip(i).special, special) << when << ": chip " << i;
+      EXPECT_EQ(strip->chipToolTip(i).contains(QStringLiteral("special token")), special) << when << ": chip " << i;
+    }
+  };
+  expectMarks("pending");
+  ASSERT_TRUE(h.step(4));
+  ASSERT_EQ(strip->fedCount(), 4);
+  expectMarks("fed");
+  const QString file = tmp.q("special.hlsession");
+  ASSERT_TRUE(save(h, file)) << h.errors.join('\n').toStdString();
+  bool resumed = false;
+  auto c = QObject::connect(h.w.get(), &hl::app::MainWindow::sessionResumed, [&] { resumed = true; });
+  ASSERT_TRUE(h->openSession(file) && waitFor([&] { return resumed || !h.errors.isEmpty(); }));
+  QObject::disconnect(c);
+  ASSERT_TRUE(h.settle());
+  expectMarks("reopened");
+  EXPECT_TRUE(h.errors.isEmpty()) << h.errors.join('\n').toStdString();
 }
 
 }  // namespace
