@@ -115,6 +115,28 @@ const std::string& doraFile() {
   return s;
 }
 
+// The bundled model with a chat template beside it (links to its files), and a chat file.
+const std::string& chatModel() {
+  static const std::string s = [] {
+    const fs::path d = scratch() / "chat_model";
+    fs::create_directories(d);
+    for (const auto& e : fs::directory_iterator(model()))
+      if (e.is_regular_file() && !fs::exists(d / e.path().filename())) fs::create_symlink(e.path(), d / e.path().filename());
+    std::ofstream(d / "chat_template.jinja") << "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+                                                "{% if add_generation_prompt %}assistant:{% endif %}";
+    return d.string();
+  }();
+  return s;
+}
+const std::string& chatFile() {
+  static const std::string s = [] {
+    const fs::path p = scratch() / "chat.json";
+    std::ofstream(p) << R"([{"role": "user", "content": "The grep command"}])";
+    return p.string();
+  }();
+  return s;
+}
+
 // For each command: a command line per option that uses it with a valid value.
 using Cases = std::map<std::string, std::vector<std::string>>;
 
@@ -162,10 +184,11 @@ Cases cases(const std::string& cmd) {
                {"registers", with({"--registers", "2"})},
                {"adapter", with({"--adapter", finetune("dora/step-7")})},
                {"backend", with({"--backend", "cpu"})}};
+    c["memory-budget"] = with({"--memory-budget", "4G"});
+    c["max-context"] = with({"--max-context", "64"});
+    c["chat"] = {cmd, "--checkpoint", chatModel(), "--chat", chatFile(), "--out", file};
     if (cmd == "trace") {
       c["full"] = with({"--full"});
-      c["memory-budget"] = with({"--memory-budget", "4G"});
-      c["max-context"] = with({"--max-context", "64"});
     } else {
       c["temperature"] = with({"--generate", "2", "--temperature", "0.8"});
       c["top-p"] = with({"--generate", "2", "--temperature", "0.8", "--top-p", "0.9"});
@@ -177,6 +200,14 @@ Cases cases(const std::string& cmd) {
       c["full-dtype"] = with({"--full-dtype", "f32"});
     }
     return c;
+  }
+  if (cmd == "tokenize") {
+    return {{"tokenizer", {"tokenize", "--tokenizer", m, "--text", "The grep command"}},
+            {"text", {"tokenize", "--tokenizer", m, "--text", "a b"}},
+            {"text-file", {"tokenize", "--tokenizer", m, "--text-file", chatFile()}},
+            {"no-special", {"tokenize", "--tokenizer", m, "--text", "a b", "--no-special"}},
+            {"json", {"tokenize", "--tokenizer", m, "--text", "a b", "--json"}},
+            {"decode", {"tokenize", "--tokenizer", m, "--decode", "5,6,7"}}};
   }
   if (cmd == "compare") {
     const std::string s = sessionFile();
@@ -237,7 +268,7 @@ TEST_P(EveryHelpOption, RunsWithAValidValue_AndIsInTheSynopsis) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Commands, EveryHelpOption,
-                         ::testing::Values("info", "trace", "memory", "dora", "bench", "record", "compare", "export"),
+                         ::testing::Values("info", "trace", "memory", "dora", "bench", "record", "tokenize", "compare", "export"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // The README's "Headless commands" table: each command's row names exactly its --help options.
