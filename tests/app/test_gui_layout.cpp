@@ -37,7 +37,9 @@ namespace {
 
 bool qtInternal(const QWidget* w) {
   for (const QWidget* p = w; p; p = p->parentWidget())
-    if (p->objectName().startsWith(QLatin1String("qt_")) || qobject_cast<const QTabBar*>(p)) return true;
+    if (p->objectName().startsWith(QLatin1String("qt_")) || qobject_cast<const QTabBar*>(p) ||
+        qstrcmp(p->metaObject()->className(), "QTableCornerButton") == 0)  // a table's own corner
+      return true;
   return false;
 }
 
@@ -202,6 +204,8 @@ TEST(Layout, AViewMaximises_AndTheLayoutComesBack) {
   QStringList after;
   for (QDockWidget* d : h->findChildren<QDockWidget*>())
     if (d->isVisible()) after << d->objectName();
+  before.sort();  // restoring may reorder tabified docks among the window's children
+  after.sort();
   EXPECT_EQ(after, before);
   EXPECT_EQ(router->size(), small);
 }
