@@ -312,6 +312,9 @@ Regex::~Regex() {
 
 std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view s) const {
   std::vector<std::pair<size_t, size_t>> out;
+  // An empty subject has no match, not even an empty one (the reference's find_matches): a
+  // Replace normalizer whose pattern can match nothing must leave empty text empty.
+  if (s.empty()) return out;
   // Input is made valid UTF-8 by the caller (normalized text); PCRE2 checks once per call.
   thread_local pcre2_match_data* md = nullptr;
   if (!md) md = pcre2_match_data_create(4, nullptr);
@@ -342,7 +345,9 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view s) const
     opts = PCRE2_NO_UTF_CHECK;
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     const size_t a = ov[0], b = ov[1];
-    out.emplace_back(a, b);
+    // As the reference's Oniguruma iterator: an empty match right where the previous match ended
+    // is not reported ("xxb" with x* gives (0,2) and (3,3), not (2,2)).
+    if (a != b || out.empty() || out.back().second != a) out.emplace_back(a, b);
     pos = b > a ? b : b + (b < s.size() ? cp_len_at(s, b) : 1);
   }
   return out;

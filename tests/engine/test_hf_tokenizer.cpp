@@ -102,6 +102,19 @@ TEST(HfTokenizer, SplitBehaviours_CutWhereDefined) {
   EXPECT_EQ(split_ids("Removed", "a-b", true), (std::vector<int32_t>{2}));
 }
 
+// Found by fuzz_tokenizer_json: a Replace pattern that matches the empty string. Expected ids from
+// Hugging Face's tokenizers 0.23.2 on the same tokenizer.json: nothing for empty text, and the
+// empty matches around each character replaced elsewhere ("b" -> "a ba ").
+TEST(HfTokenizer, ReplaceWithEmptyMatches_EmptyTextStaysEmpty) {
+  std::string j = wordpiece_json(R"({"type": "WhitespaceSplit"})");
+  j.insert(1, R"("normalizer": {"type": "Replace", "pattern": {"Regex": "x*"}, "content": "a "}, )");
+  auto t = hf_tokenizer_from_bytes(j, "replace.json", "", "");
+  EXPECT_TRUE(t->encode("").empty());
+  EXPECT_EQ(t->encode("b"), (std::vector<int32_t>{1, 5, 9}));
+  EXPECT_EQ(t->encode("xxb"), (std::vector<int32_t>{1, 5, 9}));
+  EXPECT_EQ(t->encode("-"), (std::vector<int32_t>{1, 2, 9}));
+}
+
 TEST(HfTokenizer, WordPiece_LongestPrefixThenContinuation_WholeWordUnknownOnFailure) {
   auto t = hf_tokenizer_from_bytes(wordpiece_json(R"({"type": "WhitespaceSplit"})"), "wp.json", "", "");
   EXPECT_EQ(t->encode("a-b ab-"), (std::vector<int32_t>{3, 8, 1, 8, 7}));  // a- ##b | a ##b ##-
