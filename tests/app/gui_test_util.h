@@ -11,6 +11,7 @@
 #include <QStringList>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <tuple>
 #include <memory>
 #include <string>
@@ -157,6 +158,19 @@ inline void writeDoraAdapter(const fs::path& dir) {
 // Ticks the run panel's "ignore EOS", so that stepping n tokens gives n tokens.
 inline void ignoreEos(Harness& h) {
   h->runPanel()->findChild<QCheckBox*>("ignoreEos")->setChecked(true);
+}
+
+// Changes the run panel's toggles as the user would and waits for the compare run it starts
+// (compareChanged, then idle). False when it did not come.
+inline bool toggle(Harness& h, const std::function<void(hl::app::Toggles&)>& change) {
+  bool changed = false;
+  auto c = QObject::connect(h.w.get(), &hl::app::MainWindow::compareChanged, [&] { changed = true; });
+  hl::app::Toggles t = h->runPanel()->toggles();
+  change(t);
+  h->setToggles(t);
+  const bool ok = waitFor([&] { return changed && !h->isBusy(); });
+  QObject::disconnect(c);
+  return ok;
 }
 
 }  // namespace hl::test

@@ -175,14 +175,10 @@ TEST(MainWindow, ToggleNormalizer_RerunsTheSameTokensAsRunB_ThatStepsAlong) {
   ignoreEos(h);
   ASSERT_TRUE(h.step(6));
   EXPECT_EQ(h->runB(), nullptr);
-  bool changed = false;
-  auto c = QObject::connect(h.w.get(), &hl::app::MainWindow::compareChanged, [&] { changed = true; });
-  hl::app::Toggles t = h->runPanel()->toggles();
-  t.normalizerOverride = true;
-  t.normalizer = hl::Normalizer::Softmax1;
-  h->setToggles(t);
-  ASSERT_TRUE(waitFor([&] { return changed && !h->isBusy(); }));
-  QObject::disconnect(c);
+  ASSERT_TRUE(toggle(h, [](hl::app::Toggles& t) {
+    t.normalizerOverride = true;
+    t.normalizer = hl::Normalizer::Softmax1;
+  }));
   const hl::Run* b = h->runB();
   ASSERT_NE(b, nullptr);
   const hl::Run& a = *h->runA();
@@ -207,12 +203,7 @@ TEST(MainWindow, ToggleNormalizer_RerunsTheSameTokensAsRunB_ThatStepsAlong) {
   EXPECT_NE(h->view("rank1")->graph("depth B-A"), nullptr);
   h->setShowDiff(false);
   // Back to run A's settings: no run B.
-  changed = false;
-  c = QObject::connect(h.w.get(), &hl::app::MainWindow::compareChanged, [&] { changed = true; });
-  t.normalizerOverride = false;
-  h->setToggles(t);
-  ASSERT_TRUE(waitFor([&] { return changed && !h->isBusy(); }));
-  QObject::disconnect(c);
+  ASSERT_TRUE(toggle(h, [](hl::app::Toggles& t) { t.normalizerOverride = false; }));
   EXPECT_EQ(h->runB(), nullptr);
   EXPECT_TRUE(h.errors.isEmpty()) << h.errors.join('\n').toStdString();
 }
@@ -235,13 +226,7 @@ TEST(MainWindow, Adapter_FillsTheDoraView_AndItsToggleRerunsAsRunB) {
   for (const hl::DoraRow& r : h->doraRows()) EXPECT_GT(r.delta_m, 0.0) << r.module;
   h->updateAllViews();
   EXPECT_TRUE(h->view("dora")->hasData());
-  bool changed = false;
-  c = QObject::connect(h.w.get(), &hl::app::MainWindow::compareChanged, [&] { changed = true; });
-  hl::app::Toggles t = h->runPanel()->toggles();
-  t.adapter = true;
-  h->setToggles(t);
-  ASSERT_TRUE(waitFor([&] { return changed && !h->isBusy(); }));
-  QObject::disconnect(c);
+  ASSERT_TRUE(toggle(h, [](hl::app::Toggles& t) { t.adapter = true; }));
   const hl::Run* b = h->runB();
   ASSERT_NE(b, nullptr);
   EXPECT_FALSE(b->settings.adapter.empty());

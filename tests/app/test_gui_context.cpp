@@ -123,13 +123,7 @@ TEST(InspectorContext, SessionWhoseRunBUsesTheAdapter_OpensWithTheAdapterBoxTick
     h->loadAdapter(tmp.q("dora"));
     ASSERT_TRUE(waitFor([&] { return loaded; }));
     QObject::disconnect(c);
-    bool changed = false;
-    auto c2 = QObject::connect(h.w.get(), &hl::app::MainWindow::compareChanged, [&] { changed = true; });
-    hl::app::Toggles t = h->runPanel()->toggles();
-    t.adapter = true;
-    h->setToggles(t);
-    ASSERT_TRUE(waitFor([&] { return changed && !h->isBusy(); }));
-    QObject::disconnect(c2);
+    ASSERT_TRUE(toggle(h, [](hl::app::Toggles& t) { t.adapter = true; }));
     ASSERT_NE(h->runB(), nullptr);
     ASSERT_TRUE(save(h, file));
   }
@@ -267,20 +261,6 @@ TEST(InspectorContext, ViewsRedrawOnlyForTheChangesTheyDrawFrom) {
   EXPECT_EQ(ribbon->redrawCount(), r0 + 1);
   EXPECT_EQ(ribbon->state().layer, 2);
 }
-
-namespace {
-// Sets the toggles as the user would and waits for the compare run.
-bool toggle(Harness& h, const std::function<void(hl::app::Toggles&)>& change) {
-  bool changed = false;
-  auto c = QObject::connect(h.w.get(), &hl::app::MainWindow::compareChanged, [&] { changed = true; });
-  hl::app::Toggles t = h->runPanel()->toggles();
-  change(t);
-  h->setToggles(t);
-  const bool ok = waitFor([&] { return changed && !h->isBusy(); });
-  QObject::disconnect(c);
-  return ok;
-}
-}  // namespace
 
 TEST(InspectorContext, EachToggleMakesItsOwnRun_ListedWithItsChangeFromA) {
   // Item 5 and finding 13: toggles stacked into one run B, and Reset silently made them run A.

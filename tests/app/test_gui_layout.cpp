@@ -122,14 +122,10 @@ void loadWithB(Harness& h) {
   ASSERT_TRUE(h.load(demoDir()));
   ignoreEos(h);
   ASSERT_TRUE(h.step(12));
-  bool changed = false;
-  auto c = QObject::connect(h.w.get(), &hl::app::MainWindow::compareChanged, [&] { changed = true; });
-  hl::app::Toggles t = h->runPanel()->toggles();
-  t.normalizerOverride = true;
-  t.normalizer = hl::Normalizer::Softmax1;
-  h->setToggles(t);
-  ASSERT_TRUE(waitFor([&] { return changed && !h->isBusy(); }));
-  QObject::disconnect(c);
+  ASSERT_TRUE(toggle(h, [](hl::app::Toggles& t) {
+    t.normalizerOverride = true;
+    t.normalizer = hl::Normalizer::Softmax1;
+  }));
 }
 
 // Every dock raised in turn at window size `size`: no clipped text anywhere.

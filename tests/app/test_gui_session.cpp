@@ -32,14 +32,7 @@ bool open(Harness& h, const QString& path, bool* canStep) {
 }
 
 bool toggleRegisters(Harness& h, int n) {
-  bool changed = false;
-  auto c = QObject::connect(h.w.get(), &hl::app::MainWindow::compareChanged, [&] { changed = true; });
-  hl::app::Toggles t = h->runPanel()->toggles();
-  t.registers = n;
-  h->setToggles(t);
-  const bool ok = waitFor([&] { return changed && !h->isBusy(); });
-  QObject::disconnect(c);
-  return ok && h->runB() != nullptr;
+  return toggle(h, [n](hl::app::Toggles& t) { t.registers = n; }) && h->runB() != nullptr;
 }
 
 }  // namespace
