@@ -55,6 +55,7 @@ struct ModelInfo {
   int requestId = 0;
   QString dir, name;
   hl::JambaConfig config;
+  hl::LayerSchedule schedule;  // the model's, resolved at load (engine/model/layer_schedule.h)
   hl::CheckpointIdentity identity;
   bool hasTokenizer = false;
   std::vector<std::string> vocab;  // token text by id (empty without a tokenizer)

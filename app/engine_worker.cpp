@@ -74,6 +74,7 @@ void EngineWorker::loadModel(int requestId, int cancelEpoch, const QString& dir)
     info.dir = dir;
     info.name = QString::fromStdString(m->name);
     info.config = m->config;
+    info.schedule = m->schedule;
     info.hasTokenizer = tok != nullptr;
     try {
       info.chatTemplate = hl::find_chat_template(path);

@@ -19,6 +19,7 @@
 #include "app/run_panel.h"
 #include "engine/io/atomic_file.h"
 #include "engine/io/config.h"
+#include "engine/model/layer_schedule.h"
 
 namespace hl::app {
 namespace {
@@ -76,7 +77,8 @@ void driveScreenshot(MainWindow& w, const GuiArgs& g) {
     *state = 2;
     const hl::Run* a = w.runA();
     if (a && !a->records.empty()) w.scrubTo(static_cast<int>(a->records.size()) * 2 / 3);
-    w.selectLayer(static_cast<int>(w.recording()->config.attn_layer_offset));
+    const hl::LayerSchedule sched = hl::LayerSchedule::from_config(w.recording()->config);
+    w.selectLayer(sched.attention_layers().empty() ? 0 : static_cast<int>(sched.attention_layers()[0]));
     w.updateAllViews();
     QTimer::singleShot(300, &w, [&w, out] {
       QByteArray png;  // written atomically: a kill or a full disk leaves the old file or none

@@ -152,13 +152,13 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
     a->setChecked(n == backend_);
     group->addAction(a);
   }
-  const hl::JambaConfig& c = info.config;
+  const hl::LayerSchedule& s = info.schedule;
   statusBar()->showMessage(tr("Loaded %1: %2 layers (%3 attention, %4 Mamba, %5 MoE), %6 M parameters, in %7 s")
                                .arg(info.name)
-                               .arg(c.num_hidden_layers)
-                               .arg(c.num_attention_layers())
-                               .arg(c.num_mamba_layers())
-                               .arg(c.num_moe_layers())
+                               .arg(s.size())
+                               .arg(s.num_attention())
+                               .arg(s.num_ssm())
+                               .arg(s.num_moe())
                                .arg(static_cast<double>(info.params) / 1e6, 0, 'f', 2)
                                .arg(info.loadSeconds, 0, 'f', 2),
                            10000);

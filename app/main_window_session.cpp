@@ -19,6 +19,7 @@
 #include "app/run_panel.h"
 #include "app/session_io.h"
 #include "app/token_strip.h"
+#include "engine/model/layer_schedule.h"
 #include "sessions/identity.h"
 #include "sessions/session_file.h"
 #include "views/view_util.h"
@@ -31,14 +32,14 @@ QString withExtension(const QString& path) {
   return path.endsWith(QLatin1String(hl::kSessionExtension)) ? path : path + QLatin1String(hl::kSessionExtension);
 }
 
-// Same layer schedule and sizes: the records of one can be drawn against the other's.
+// Same layer schedule (kinds per layer) and sizes: the records of one can be drawn against the other's.
 bool sameShape(const hl::JambaConfig& a, const hl::JambaConfig& b) {
-  return a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size && a.num_hidden_layers == b.num_hidden_layers &&
-         a.num_attention_heads == b.num_attention_heads && a.num_key_value_heads == b.num_key_value_heads &&
-         a.num_experts == b.num_experts && a.num_experts_per_tok == b.num_experts_per_tok &&
-         a.expert_layer_period == b.expert_layer_period && a.expert_layer_offset == b.expert_layer_offset &&
-         a.attn_layer_period == b.attn_layer_period && a.attn_layer_offset == b.attn_layer_offset &&
-         a.mamba_d_state == b.mamba_d_state && a.mamba_expand == b.mamba_expand && a.mamba_d_conv == b.mamba_d_conv;
+  const hl::LayerSchedule sa = hl::LayerSchedule::from_config(a), sb = hl::LayerSchedule::from_config(b);
+  return a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size && sa.mixers() == sb.mixers() &&
+         sa.ffns() == sb.ffns() && a.num_attention_heads == b.num_attention_heads &&
+         a.num_key_value_heads == b.num_key_value_heads && a.num_experts == b.num_experts &&
+         a.num_experts_per_tok == b.num_experts_per_tok && a.mamba_d_state == b.mamba_d_state &&
+         a.mamba_expand == b.mamba_expand && a.mamba_d_conv == b.mamba_d_conv;
 }
 
 QString idsText(const std::vector<int32_t>& ids, int64_t n) {

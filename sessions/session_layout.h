@@ -7,24 +7,26 @@
 #include <vector>
 
 #include "engine/io/config.h"
+#include "engine/model/layer_schedule.h"
 #include "engine/model/token_trace.h"
 
 namespace hl::session_layout {
 
-// Sizes of one model's trace axes (trace-format.md §2 notation).
+// Sizes of one model's trace axes (trace-format.md §2 notation): the layer axes are the schedule's
+// counts, the others the config's sizes.
 struct TraceDims {
   int64_t V = 0, An = 0, nh = 0, Mn = 0, Di = 0, Xn = 0, E = 0, K = 0, L1 = 0;
-  static TraceDims of(const JambaConfig& c) {
+  static TraceDims of(const JambaConfig& c, const LayerSchedule& s) {
     TraceDims d;
     d.V = c.vocab_size;
-    d.An = c.num_attention_layers();
+    d.An = s.num_attention();
     d.nh = c.num_attention_heads;
-    d.Mn = c.num_mamba_layers();
+    d.Mn = s.num_ssm();
     d.Di = c.mamba_inner();
-    d.Xn = c.num_moe_layers();
+    d.Xn = s.num_moe();
     d.E = c.num_experts;
     d.K = c.num_experts_per_tok;
-    d.L1 = c.num_hidden_layers + 1;
+    d.L1 = s.size() + 1;
     return d;
   }
 };

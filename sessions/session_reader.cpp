@@ -464,7 +464,7 @@ void fill_records(const std::vector<FillJob>& jobs, int64_t n_reg, std::vector<T
 Recording read_session(const SafetensorsFile& sf, const std::string& name) {
   Manifest man = read_manifest(sf, name);
   Recording rec = std::move(man.rec);
-  const TraceDims d = TraceDims::of(rec.config);
+  const TraceDims d = TraceDims::of(rec.config, LayerSchedule::from_config(rec.config));
 
   // Every tensor accounted for, with the dtype and shape the manifest implies.
   std::set<std::string> expected = {"tokens"};

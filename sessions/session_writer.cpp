@@ -222,7 +222,7 @@ std::vector<uint8_t> serialize_session(const Recording& rec, const SessionSaveOp
     throw Error("session: token_text has " + std::to_string(rec.token_text.size()) + " entries for " +
                 std::to_string(rec.tokens.size()) + " tokens (expected the same count, or none)");
   }
-  const TraceDims d = TraceDims::of(rec.config);
+  const TraceDims d = TraceDims::of(rec.config, LayerSchedule::from_config(rec.config));
   for (size_t i = 0; i < rec.tokens.size(); ++i) {
     if (rec.tokens[i] < 0 || rec.tokens[i] >= d.V) {
       throw Error("session: tokens[" + std::to_string(i) + "] = " + std::to_string(rec.tokens[i]) +

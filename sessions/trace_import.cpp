@@ -17,6 +17,7 @@
 #include "engine/io/file_check.h"
 #include "engine/io/input_limits.h"
 #include "engine/io/safetensors.h"
+#include "engine/model/layer_schedule.h"
 
 namespace hl {
 
@@ -101,41 +102,6 @@ void unstack(bool mapped, const TensorInfo* t, int64_t per, std::vector<TokenTra
   release(mapped, t, done, t->nbytes());
 }
 
-}  // namespace
-
-bool infer_schedule(int64_t L, int64_t count, int64_t* period, int64_t* offset) {
-  if (count <= 0) {
-    *period = L + 1;
-    *offset = L;
-    return true;
-  }
-  if (count > L || L > (int64_t{1} << 40)) return false;  // (the bound keeps count · p in range)
-  if (L % count == 0) {
-    const int64_t p = L / count;
-    *period = p;
-    *offset = p / 2;
-    return true;
-  }
-  // Layers i < L with i % p == o number (L - 1 - o) / p + 1 for o < L, which is `count` exactly when
-  // L - count·p <= o <= L - 1 - (count - 1)·p: for each p the best offset is p / 2 clamped into
-  // that range (and [0, p - 1]), so one pass over p finds the minimum of |o - p/2|·(L + 1) + p.
-  int64_t best = -1;
-  for (int64_t p = 1; p <= L; ++p) {
-    const int64_t lo = std::max<int64_t>(0, L - count * p), hi = std::min<int64_t>(p - 1, L - 1 - (count - 1) * p);
-    if (lo > hi) continue;
-    const int64_t o = std::clamp<int64_t>(p / 2, lo, hi);
-    const int64_t score = std::llabs(o - p / 2) * (L + 1) + p;
-    if (best < 0 || score < best) {
-      best = score;
-      *period = p;
-      *offset = o;
-    }
-  }
-  return best >= 0;
-}
-
-namespace {
-
 // stored: bytes the file holds on disk (st_blocks), UINT64_MAX for a buffer; mapped: f is a file mapping.
 Recording read_trace(const SafetensorsFile& f, const std::string& name, bool mapped, uint64_t stored,
                      const TraceImportOptions& opts) {
@@ -211,10 +177,11 @@ Recording read_trace(const SafetensorsFile& f, const std::string& name, bool map
         rd.fail(std::string(what) + " = " + std::to_string(got) + " in the trace, " + std::to_string(want) +
                 " in the given config");
     };
-    check("L", L, c.num_hidden_layers);
-    check("A_n", An, c.num_attention_layers());
-    check("M_n", Mn, c.num_mamba_layers());
-    check("X_n", Xn, c.num_moe_layers());
+    const LayerSchedule sched = LayerSchedule::from_config(c);
+    check("L", L, sched.size());
+    check("A_n", An, sched.num_attention());
+    check("M_n", Mn, sched.num_ssm());
+    check("X_n", Xn, sched.num_moe());
     if (An > 0) check("num_attention_heads", nhT, c.num_attention_heads);
     if (probs) check("num_experts", E, c.num_experts);
     if (topk) check("num_experts_per_tok", K, c.num_experts_per_tok);
@@ -222,8 +189,8 @@ Recording read_trace(const SafetensorsFile& f, const std::string& name, bool map
     if (delta) check("Di", DiT, c.mamba_inner());
   } else {
     c.num_hidden_layers = L;
-    if (!infer_schedule(L, An, &c.attn_layer_period, &c.attn_layer_offset) ||
-        !infer_schedule(L, Xn, &c.expert_layer_period, &c.expert_layer_offset))
+    if (!jamba_period_offset(L, An, &c.attn_layer_period, &c.attn_layer_offset) ||
+        !jamba_period_offset(L, Xn, &c.expert_layer_period, &c.expert_layer_offset))
       rd.fail("no Jamba layer schedule (period, offset) gives " + std::to_string(An) + " attention and " +
               std::to_string(Xn) + " MoE layers of " + std::to_string(L));
     c.num_experts = probs ? E : 1;

@@ -21,8 +21,9 @@ struct TraceImportOptions {
 // n_reg + T + 1 keys, the metadata's registers). Throws LoadError naming the file, the tensor, its
 // shape and the expected one. The recording has one run "A" with settings from the metadata;
 // token_text is empty (a trace stores ids only); step times are 0 (a trace does not store them).
-// Without a config the inferred one has the trace's L, A_n/M_n/X_n (attention at i % p == p/2 with
-// p = L / A_n, the same rule for MoE layers), nh, E, k, V, Di, and head sizes chosen so that the
+// Without a config the inferred one has the trace's L, A_n/M_n/X_n (the layer schedule of
+// jamba_period_offset, engine/model/layer_schedule.h: attention at i % p == p/2 with p = L / A_n,
+// the same rule for MoE layers), nh, E, k, V, Di, and head sizes chosen so that the
 // KV-cache and Mamba-state formulas of engine/probes/memory.h reproduce the trace's byte counters.
 // Declared sizes are bounded by engine/io/input_limits.h (the limits of config.json and sessions)
 // and the records' total by engine/core/sys_memory.h's available memory, all before allocating;
@@ -31,10 +32,5 @@ Recording import_trace(const std::string& path, const TraceImportOptions& opts =
 // The same on an in-memory buffer (the fuzz target, tests); `name` names it in messages.
 Recording parse_trace(const uint8_t* bytes, uint64_t size, const std::string& name,
                       const TraceImportOptions& opts = {});
-
-// The layer schedule inference alone: (period, offset) with `count` layers of a kind among L,
-// preferring p = L / count and offset p / 2 (Jamba). {L + 1, L} (no layer of the kind) when count
-// is 0. Returns false when no (period, offset) gives exactly `count`. Linear in L.
-bool infer_schedule(int64_t L, int64_t count, int64_t* period, int64_t* offset);
 
 }  // namespace hl

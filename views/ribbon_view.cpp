@@ -18,17 +18,18 @@ struct CellText {
   QString mixer, ffn;
 };
 
-CellText cellText(const hl::JambaConfig& c, int layer, bool longForm) {
+// The cell texts of one layer of the schedule.
+CellText cellText(const hl::LayerSpec& l, bool longForm) {
   CellText t;
-  const bool attn = c.is_attention_layer(layer), moe = c.is_moe_layer(layer);
+  const bool attn = l.has_attention(), moe = l.is_moe();
   if (!longForm) {
-    t.mixer = attn ? "A" : "M";
-    t.ffn = moe ? "E" : "D";
+    t.mixer = QString(QChar::fromLatin1(hl::mixer_letter(l.mixer)));
+    t.ffn = QString(QChar::fromLatin1(hl::ffn_letter(l.ffn)));
   } else {
-    t.mixer = attn ? QStringLiteral("attention\n%1 heads, %2 kv").arg(c.num_attention_heads).arg(c.num_key_value_heads)
-                   : QStringLiteral("Mamba\nDi %1, N %2").arg(c.mamba_inner()).arg(c.mamba_d_state);
-    t.ffn = moe ? QStringLiteral("MoE\n%1 experts, top-%2").arg(c.num_experts).arg(c.num_experts_per_tok)
-                : QStringLiteral("MLP\n%1").arg(c.intermediate_size);
+    t.mixer = attn ? QStringLiteral("attention\n%1 heads, %2 kv").arg(l.attn.heads).arg(l.attn.kv_heads)
+                   : QStringLiteral("Mamba\nDi %1, N %2").arg(l.ssm.d_inner).arg(l.ssm.d_state);
+    t.ffn = moe ? QStringLiteral("MoE\n%1 experts, top-%2").arg(l.ffn_params.experts).arg(l.ffn_params.top_k)
+                : QStringLiteral("MLP\n%1").arg(l.ffn_params.d_ff);
   }
   return t;
 }
@@ -43,8 +44,9 @@ void LayerRibbonView::rebuild() {
   styleAll();
   if (!hasData()) return;
   const hl::JambaConfig& c = state().rec->config;
+  const hl::LayerSchedule sched = hl::LayerSchedule::from_config(c);
   const Theme& t = th();
-  const int L = static_cast<int>(c.num_hidden_layers);
+  const int L = static_cast<int>(sched.size());
   // The schedule repeats every lcm(attention period, expert period) layers; a model shorter than
   // that is one partial block (issue 17 finding 2: not "one block of 9" for 8 layers).
   const int64_t repeat = std::lcm(std::max<int64_t>(1, c.attn_layer_period), std::max<int64_t>(1, c.expert_layer_period));
@@ -53,7 +55,7 @@ void LayerRibbonView::rebuild() {
 
   auto drawCells = [&](QCPAxisRect* rect, int first, int count, bool longForm) {
     for (int i = first; i < first + count && i < L; ++i) {
-      const CellText txt = cellText(c, i, longForm);
+      const CellText txt = cellText(sched[i], longForm);
       for (int row = 0; row < 2; ++row) {
         auto* r = new QCPItemRect(plot());
         r->setClipAxisRect(rect);
@@ -65,12 +67,12 @@ void LayerRibbonView::rebuild() {
         r->topLeft->setCoords(i - 0.45, y0 + 0.9);
         r->bottomRight->setCoords(i + 0.45, y0);
         const QColor fill =
-            row == 0 ? (c.is_attention_layer(i) ? t.attention : t.mamba) : (c.is_moe_layer(i) ? t.moe : t.dense);
+            row == 0 ? (sched[i].has_attention() ? t.attention : t.mamba) : (sched[i].is_moe() ? t.moe : t.dense);
         r->setBrush(QBrush(fill));
         r->setPen(i == sel ? QPen(t.foreground, 3) : QPen(t.background, 1));
         if (longForm || L <= 48) {
           QCPItemText* lab = addLabel(rect, i, y0 + 0.45, row == 0 ? txt.mixer : txt.ffn, Qt::AlignCenter);
-          lab->setColor(row == 1 && !c.is_moe_layer(i) && !t.dark ? QColor(30, 30, 30) : QColor(250, 250, 250));
+          lab->setColor(row == 1 && !sched[i].is_moe() && !t.dark ? QColor(30, 30, 30) : QColor(250, 250, 250));
         }
       }
     }
@@ -94,7 +96,7 @@ void LayerRibbonView::rebuild() {
   y->setRange(0, 2);
   drawCells(ribbon, 0, L, false);
   for (int b = period; b < L; b += period) addVLine(ribbon, b - 0.5, QPen(t.foreground, 1, Qt::DashLine));
-  const int attnCount = static_cast<int>(c.num_attention_layers()), moeCount = static_cast<int>(c.num_moe_layers());
+  const int attnCount = static_cast<int>(sched.num_attention()), moeCount = static_cast<int>(sched.num_moe());
   QCPItemText* legend = addLabel(ribbon, L - 0.4, 2.0,
                                  tr("A attention (%1)  M Mamba (%2)  E MoE (%3)  D dense MLP (%4)")
                                      .arg(attnCount)
@@ -128,10 +130,10 @@ QString LayerRibbonView::tooltipAt(const QPoint& pos) const {
   if (!hasData()) return {};
   QCPAxisRect* rect = plot()->axisRectAt(pos);
   if (!rect) return {};
-  const hl::JambaConfig& c = state().rec->config;
+  const hl::LayerSchedule sched = hl::LayerSchedule::from_config(state().rec->config);
   const int layer = static_cast<int>(std::lround(rect->axis(QCPAxis::atBottom)->pixelToCoord(pos.x())));
-  if (layer < 0 || layer >= c.num_hidden_layers) return {};
-  const CellText txt = cellText(c, layer, true);
+  if (layer < 0 || layer >= sched.size()) return {};
+  const CellText txt = cellText(sched[layer], true);
   QString s = tr("layer %1\nmixer: %2\nfeed-forward: %3")
                   .arg(layer)
                   .arg(QString(txt.mixer).replace('\n', ", "), QString(txt.ffn).replace('\n', ", "));
@@ -150,9 +152,9 @@ QString LayerRibbonView::csv() const {
   if (!hasData()) return b.text();
   const hl::JambaConfig& c = state().rec->config;
   const int64_t period = std::max<int64_t>(1, c.attn_layer_period);
-  for (int i = 0; i < c.num_hidden_layers; ++i)
-    b.addRow({QString::number(i), c.is_attention_layer(i) ? "attention" : "mamba", c.is_moe_layer(i) ? "moe" : "dense",
-              QString::number(i / period)});
+  const hl::LayerSchedule sched = hl::LayerSchedule::from_config(c);
+  for (int i = 0; i < sched.size(); ++i)
+    b.addRow({QString::number(i), hl::mixer_name(sched[i].mixer), hl::ffn_name(sched[i].ffn), QString::number(i / period)});
   return b.text();
 }
 

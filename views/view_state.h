@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/layer_schedule.h"
 #include "engine/probes/dora_probe.h"
 #include "sessions/recording.h"
 
@@ -45,16 +46,19 @@ struct ViewState {
   uint64_t dataVersion = 0;
 };
 
-// The dimensions of the recorded model (trace-format.md §2 notation) and its layer schedule.
+// The dimensions of the recorded model (trace-format.md §2 notation) in the views' ints: a read-out
+// of its layer schedule (engine/model/layer_schedule.h, which holds the layer kinds, the per-kind
+// indices and the layer sizes) plus the vocabulary size of its config. No schedule logic here.
 struct ModelShape {
+  hl::LayerSchedule schedule;
   int L = 0;  // decoder layers
   int An = 0, Mn = 0, Xn = 0;
   int nh = 0, nkv = 0, headDim = 0;
   int E = 0, k = 0;  // experts, experts per token
   int Di = 0, dState = 0, dConv = 0;
   int V = 0;
-  std::vector<int> attnLayers, mambaLayers, moeLayers;  // layer indices of each kind, increasing
-  // Ordinal of layer `layer` among its kind (index into a record's (A_n, ...) axis), or -1.
+  std::vector<int> attnLayers, mambaLayers, moeLayers;  // the schedule's layers of each kind, increasing
+  // Index of layer `layer` among its kind (into a record's (A_n, ...) axis), or -1: the schedule's.
   int attnOrdinal(int layer) const;
   int mambaOrdinal(int layer) const;
   int moeOrdinal(int layer) const;

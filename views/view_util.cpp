@@ -19,13 +19,13 @@ int ordinalOf(const std::vector<int>& v, int layer) {
 }  // namespace
 
 int ModelShape::attnOrdinal(int layer) const {
-  return ordinalOf(attnLayers, layer);
+  return layer >= 0 && layer < L ? static_cast<int>(schedule[layer].attn_index) : -1;
 }
 int ModelShape::mambaOrdinal(int layer) const {
-  return ordinalOf(mambaLayers, layer);
+  return layer >= 0 && layer < L ? static_cast<int>(schedule[layer].ssm_index) : -1;
 }
 int ModelShape::moeOrdinal(int layer) const {
-  return ordinalOf(moeLayers, layer);
+  return layer >= 0 && layer < L ? static_cast<int>(schedule[layer].moe_index) : -1;
 }
 
 int layerOrFirst(const std::vector<int>& layers, int layer) {
@@ -35,23 +35,25 @@ int layerOrFirst(const std::vector<int>& layers, int layer) {
 
 ModelShape modelShape(const hl::JambaConfig& c) {
   ModelShape s;
-  s.L = static_cast<int>(c.num_hidden_layers);
-  s.nh = static_cast<int>(c.num_attention_heads);
-  s.nkv = static_cast<int>(c.num_key_value_heads);
-  s.headDim = c.num_attention_heads > 0 ? static_cast<int>(c.head_dim()) : 0;
-  s.E = static_cast<int>(c.num_experts);
-  s.k = static_cast<int>(c.num_experts_per_tok);
-  s.Di = static_cast<int>(c.mamba_inner());
-  s.dState = static_cast<int>(c.mamba_d_state);
-  s.dConv = static_cast<int>(c.mamba_d_conv);
+  s.schedule = hl::LayerSchedule::from_config(c);
+  const hl::LayerParams& p = s.schedule.params();
+  auto ints = [](const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); };
+  s.L = static_cast<int>(s.schedule.size());
+  s.nh = static_cast<int>(p.attn.heads);
+  s.nkv = static_cast<int>(p.attn.kv_heads);
+  s.headDim = static_cast<int>(p.attn.head_dim);
+  s.E = static_cast<int>(p.ffn.experts);
+  s.k = static_cast<int>(p.ffn.top_k);
+  s.Di = static_cast<int>(p.ssm.d_inner);
+  s.dState = static_cast<int>(p.ssm.d_state);
+  s.dConv = static_cast<int>(p.ssm.d_conv);
   s.V = static_cast<int>(c.vocab_size);
-  for (int i = 0; i < s.L; ++i) {
-    (c.is_attention_layer(i) ? s.attnLayers : s.mambaLayers).push_back(i);
-    if (c.is_moe_layer(i)) s.moeLayers.push_back(i);
-  }
-  s.An = static_cast<int>(s.attnLayers.size());
-  s.Mn = static_cast<int>(s.mambaLayers.size());
-  s.Xn = static_cast<int>(s.moeLayers.size());
+  s.attnLayers = ints(s.schedule.attention_layers());
+  s.mambaLayers = ints(s.schedule.ssm_layers());
+  s.moeLayers = ints(s.schedule.moe_layers());
+  s.An = static_cast<int>(s.schedule.num_attention());
+  s.Mn = static_cast<int>(s.schedule.num_ssm());
+  s.Xn = static_cast<int>(s.schedule.num_moe());
   return s;
 }
 

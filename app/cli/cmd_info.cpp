@@ -58,7 +58,8 @@ nlohmann::json collect(const std::string& dir) {
   Checkpoint ckpt = Checkpoint::open(dir);
   std::shared_ptr<Model> model = bind_model(ckpt);
   const JambaConfig& c = model->config;
-  const int64_t L = c.num_hidden_layers;
+  const LayerSchedule& sched = model->schedule;
+  const int64_t L = sched.size();
 
   nlohmann::json j;
   j["checkpoint"] = ckpt.dir();
@@ -68,25 +69,23 @@ nlohmann::json collect(const std::string& dir) {
 
   // Layer ribbon: one entry per layer, plus a compact strip (A/M mixer, over D/E feed-forward).
   nlohmann::json layers = nlohmann::json::array();
-  std::string mixers, ffns;
   std::vector<int64_t> sinkLayers;
   for (int64_t i = 0; i < L; ++i) {
-    const bool attn = c.is_attention_layer(i), moe = c.is_moe_layer(i);
-    nlohmann::json l = {{"index", i}, {"mixer", attn ? "attention" : "mamba"}, {"ffn", moe ? "moe" : "dense"}};
-    if (attn && i < static_cast<int64_t>(model->w.layers.size()) && !model->w.layers[i].attn.sinks.empty()) {
+    nlohmann::json l = {{"index", i}, {"mixer", mixer_name(sched[i].mixer)}, {"ffn", ffn_name(sched[i].ffn)}};
+    if (sched[i].has_attention() && i < static_cast<int64_t>(model->w.layers.size()) &&
+        !model->w.layers[i].attn.sinks.empty()) {
       l["sinks"] = true;
       sinkLayers.push_back(i);
     }
     layers.push_back(l);
-    mixers += attn ? 'A' : 'M';
-    ffns += moe ? 'E' : 'D';
   }
   j["num_layers"] = L;
-  j["num_attention_layers"] = c.num_attention_layers();
-  j["num_mamba_layers"] = c.num_mamba_layers();
-  j["num_moe_layers"] = c.num_moe_layers();
+  j["num_attention_layers"] = sched.num_attention();
+  j["num_mamba_layers"] = sched.num_ssm();
+  j["num_moe_layers"] = sched.num_moe();
+  j["schedule"] = sched.describe();
   j["layers"] = layers;
-  j["ribbon"] = {{"mixer", mixers}, {"ffn", ffns}};
+  j["ribbon"] = {{"mixer", sched.mixer_strip()}, {"ffn", sched.ffn_strip()}};
   j["shape"] = {{"vocab_size", c.vocab_size},
                 {"hidden_size", c.hidden_size},
                 {"intermediate_size", c.intermediate_size},
@@ -119,9 +118,9 @@ nlohmann::json collect(const std::string& dir) {
   // Memory: the mapped weights, plus the state a run holds (trace-format.md §3 formulas in fp32).
   const int64_t weightBytes = static_cast<int64_t>(ckpt.total_tensor_bytes());
   const int64_t kvPerToken =
-      2 * c.num_attention_layers() * c.num_key_value_heads * c.head_dim() * kStateBytesPerElement;
+      2 * sched.num_attention() * c.num_key_value_heads * c.head_dim() * kStateBytesPerElement;
   const int64_t stateBytes =
-      c.num_mamba_layers() * c.mamba_inner() * (c.mamba_d_conv + c.mamba_d_state) * kStateBytesPerElement;
+      sched.num_ssm() * c.mamba_inner() * (c.mamba_d_conv + c.mamba_d_state) * kStateBytesPerElement;
   const int64_t quoteContext = std::min<int64_t>(kQuoteContext, c.max_position_embeddings);
   j["memory"] = {{"weight_bytes", weightBytes}, {"kv_bytes_per_token", kvPerToken},
                  {"state_bytes", stateBytes},   {"state_dtype", "F32"},
@@ -174,6 +173,7 @@ void printText(const nlohmann::json& j) {
   std::printf("layers      %" PRId64 ": %" PRId64 " attention, %" PRId64 " Mamba; %" PRId64 " MoE, %" PRId64 " dense\n",
               I(j["num_layers"]), I(j["num_attention_layers"]), I(j["num_mamba_layers"]), I(j["num_moe_layers"]),
               I(j["num_layers"]) - I(j["num_moe_layers"]));
+  std::printf("schedule    %s\n", j["schedule"].get<std::string>().c_str());
   std::printf("ribbon      mixer %s  (A attention, M Mamba)\n", j["ribbon"]["mixer"].get<std::string>().c_str());
   std::printf("            ffn   %s  (E MoE, D dense)\n", j["ribbon"]["ffn"].get<std::string>().c_str());
   for (const auto& l : j["layers"]) {

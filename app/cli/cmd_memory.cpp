@@ -28,7 +28,8 @@ int runMemory(const std::vector<std::string>& args) {
   const JambaConfig c = load_config_file(a.get("config"));
   const int64_t n = a.getInt("context", 1, int64_t{1} << 31);
   const int64_t b = a.getIntOr("dtype-bytes", 4, 1, 8);
-  const MemoryReport r = memory_report(c, n, b);
+  const LayerSchedule sched = LayerSchedule::from_config(c);
+  const MemoryReport r = memory_report(c, sched, n, b);
   const uint64_t ram = physical_memory();  // the machine, not what is free: see `available_memory`
   if (a.has("json")) {
     nlohmann::json j = {{"context", n},
@@ -38,8 +39,8 @@ int runMemory(const std::vector<std::string>& args) {
                         {"kv_bytes_all_mamba", r.kv_bytes_all_mamba},
                         {"state_bytes", r.state_bytes},
                         {"state_bytes_all_mamba", r.state_bytes_all_mamba},
-                        {"attention_layers", c.num_attention_layers()},
-                        {"mamba_layers", c.num_mamba_layers()},
+                        {"attention_layers", sched.num_attention()},
+                        {"mamba_layers", sched.num_ssm()},
                         {"device_memory_bytes", ram}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -47,7 +48,7 @@ int runMemory(const std::vector<std::string>& args) {
   const double gib = 1024.0 * 1024.0 * 1024.0;
   std::printf("context %" PRId64 " tokens, %" PRId64 " bytes per element\n", n, b);
   std::printf("  KV cache, this model (%" PRId64 " attention layers): %" PRId64 " bytes (%.3f GiB)\n",
-              c.num_attention_layers(), r.kv_bytes, r.kv_bytes / gib);
+              sched.num_attention(), r.kv_bytes, r.kv_bytes / gib);
   std::printf("  KV cache, every layer attention:       %" PRId64 " bytes (%.3f GiB)\n", r.kv_bytes_all_attention,
               r.kv_bytes_all_attention / gib);
   std::printf("  KV cache, every layer Mamba:           %" PRId64 " bytes\n", r.kv_bytes_all_mamba);

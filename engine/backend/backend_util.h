@@ -1,5 +1,6 @@
-// What the backends share around their kernels: the numbering of the layers by kind (CPU, Vulkan,
-// CUDA) the register feed of a device backend's start() and the token loop of its forward() (Vulkan, CUDA).
+// What the backends share around their kernels: the non-finite flags of the head, the register feed
+// of a device backend's start() and the token loop of its forward() (Vulkan, CUDA). The numbering of
+// the layers by kind is the model's LayerSchedule (model/layer_schedule.h).
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -12,12 +13,6 @@
 #include "engine/model/token_trace.h"
 
 namespace hl {
-
-// Numbers the layers of `c` by kind: (*kind_index)[i] is layer i's index among the attention layers
-// or among the Mamba layers, (*moe_index)[i] its index among the MoE layers (-1 for a dense one);
-// the counts of each kind into *n_attn, *n_mamba, *n_moe.
-void index_layers(const JambaConfig& c, std::vector<int64_t>* kind_index, std::vector<int64_t>* moe_index,
-                  int64_t* n_attn, int64_t* n_mamba, int64_t* n_moe);
 
 // The final norm and the LM head in nonfinite_layer (token_trace.h) for a backend that does not read
 // the final norm's output back (Vulkan, CUDA): when r.nonfinite_layer is still −1 (every layer's
@@ -45,13 +40,14 @@ void feed_registers(int n_reg, int64_t trained, Limit&& block_limit, Prepare&& p
 // the token ids before any state changes, appends S records to *out, and runs the tokens in blocks
 // of at most block_limit() tokens. Per call, reserve(S) first (the KV cache); per block of n tokens,
 // prepare(n) (the block buffers), then the block's records are initialised (init_token_trace with
-// `shape` at `position` onwards), run(ids, n, recs) runs the block and reads its records, and
+// the schedule `sched` and `registers` at `position` onwards), run(ids, n, recs) runs the block and reads its records, and
 // `position` advances by n. A BackendFailure stores its message in `failed` (the backend refuses
 // from then on), removes the records this call appended (the caller's stay as they were) and is
 // rethrown. step_seconds is the call's time shared evenly over its tokens.
 template <class Reserve, class Limit, class Prepare, class Run>
 void forward_in_blocks(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out, const JambaConfig& cfg,
-                       const RunOptions& opts, const TraceShape& shape, int64_t& position, std::string& failed,
+                       const RunOptions& opts, const LayerSchedule& sched, int64_t registers, int64_t& position,
+                       std::string& failed,
                        Reserve&& reserve, Limit&& block_limit, Prepare&& prepare, Run&& run) {
   if (S <= 0) return;
   check_context(opts, cfg, position, S);  // RunOptions::max_context, before any state changes
@@ -68,7 +64,7 @@ void forward_in_blocks(const int32_t* tokens, int64_t S, std::vector<TokenTrace>
       const int64_t n = std::min<int64_t>(S - done, block_limit());
       prepare(n);
       TokenTrace* recs = &(*out)[first + static_cast<size_t>(done)];
-      for (int64_t s = 0; s < n; ++s) init_token_trace(recs[s], cfg, shape, opts, tokens[done + s], position + s);
+      for (int64_t s = 0; s < n; ++s) init_token_trace(recs[s], cfg, sched, registers, opts, tokens[done + s], position + s);
       run(tokens + done, n, recs);
       position += n;
       done += n;

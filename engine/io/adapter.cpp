@@ -202,7 +202,7 @@ std::vector<LinearModule> linear_modules(const Model& m, bool include_lm_head) {
       if (mat.empty()) return;
       out.push_back({static_cast<int>(i), module, prefix + module, &mat, bias && !bias->empty() ? bias : nullptr});
     };
-    if (L.is_attention) {
+    if (m.schedule[static_cast<int64_t>(i)].has_attention()) {
       add("self_attn.q_proj", L.attn.q, nullptr);
       add("self_attn.k_proj", L.attn.k, nullptr);
       add("self_attn.v_proj", L.attn.v, nullptr);
@@ -213,7 +213,7 @@ std::vector<LinearModule> linear_modules(const Model& m, bool include_lm_head) {
       add("mamba.dt_proj", L.mamba.dt_proj, &L.mamba.dt_bias);
       add("mamba.out_proj", L.mamba.out_proj, &L.mamba.out_bias);
     }
-    if (L.is_moe) {
+    if (m.schedule[static_cast<int64_t>(i)].is_moe()) {
       add("feed_forward.router", L.moe.router, nullptr);
       for (size_t e = 0; e < L.moe.experts.size(); ++e) {
         const std::string ex = "feed_forward.experts." + std::to_string(e) + ".";

@@ -37,22 +37,6 @@ bool parse_normalizer(const std::string& s, Normalizer* out) {
   return false;
 }
 
-int64_t JambaConfig::num_attention_layers() const {
-  int64_t n = 0;
-  for (int64_t i = 0; i < num_hidden_layers; ++i) n += is_attention_layer(i) ? 1 : 0;
-  return n;
-}
-
-int64_t JambaConfig::num_mamba_layers() const {
-  return num_hidden_layers - num_attention_layers();
-}
-
-int64_t JambaConfig::num_moe_layers() const {
-  int64_t n = 0;
-  for (int64_t i = 0; i < num_hidden_layers; ++i) n += is_moe_layer(i) ? 1 : 0;
-  return n;
-}
-
 bool JambaConfig::is_eos(int64_t id) const {
   for (int64_t e : eos_token_ids) {
     if (e == id) return true;

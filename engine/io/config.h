@@ -1,6 +1,7 @@
 // JambaConfig: the fields of a Jamba config.json (jamba-spec.md §1) plus HybridLens extensions
-// (trace-format.md §1), with the derived layer schedules. Parsing checks every range and reports
-// the file, the field and the allowed range. Not the weights: see model/weights.h.
+// (trace-format.md §1). Parsing checks every range and reports the file, the field and the allowed
+// range. Not the layer schedule the period/offset fields describe (model/layer_schedule.h), not the
+// weights (model/weights.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -54,11 +55,6 @@ struct JambaConfig {
   // Derived.
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   int64_t mamba_inner() const { return mamba_expand * hidden_size; }  // Di
-  bool is_attention_layer(int64_t i) const { return i % attn_layer_period == attn_layer_offset; }
-  bool is_moe_layer(int64_t i) const { return num_experts > 1 && i % expert_layer_period == expert_layer_offset; }
-  int64_t num_attention_layers() const;
-  int64_t num_mamba_layers() const;
-  int64_t num_moe_layers() const;
   bool is_eos(int64_t id) const;
 };
 

@@ -16,6 +16,7 @@
 #include "engine/core/sys_memory.h"
 #include "engine/core/thread_pool.h"
 #include "engine/io/safetensors.h"
+#include "engine/model/layer_schedule.h"
 
 namespace hl {
 namespace {
@@ -232,6 +233,7 @@ std::vector<TensorSpec> build_specs(const GenerateOptions& o) {
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim();
   const int64_t E = c.num_experts, Di = c.mamba_inner(), N = c.mamba_d_state, W = c.mamba_d_conv;
   const int64_t R = c.mamba_dt_rank;
+  const LayerSchedule sched = LayerSchedule::from_config(c);
   const double out_scale = 1.0 / std::sqrt(2.0 * double(L));  // residual branches: / sqrt(2L)
   auto lin = [](int64_t fan_in) { return 1.0 / std::sqrt(double(fan_in)); };
 
@@ -259,7 +261,7 @@ std::vector<TensorSpec> build_specs(const GenerateOptions& o) {
   for (int64_t i = 0; i < L; ++i) {
     const std::string p = layer_prefix(i);
     add(p + "input_layernorm.weight", {H}, one);
-    if (c.is_attention_layer(i)) {
+    if (sched[i].has_attention()) {
       add(p + "self_attn.q_proj.weight", {nh * hd, H}, normal(lin(H)));
       add(p + "self_attn.k_proj.weight", {nkv * hd, H}, normal(lin(H)));
       add(p + "self_attn.v_proj.weight", {nkv * hd, H}, normal(lin(H)));
@@ -284,7 +286,7 @@ std::vector<TensorSpec> build_specs(const GenerateOptions& o) {
     }
     add(p + "pre_ff_layernorm.weight", {H}, one);
     const std::string f = p + "feed_forward.";
-    if (c.is_moe_layer(i)) {
+    if (sched[i].is_moe()) {
       add(f + "router.weight", {E, H}, normal(lin(H)));
       auto expert = [&](int64_t e, const char* proj) {
         return f + "experts." + std::to_string(e) + "." + proj + ".weight";

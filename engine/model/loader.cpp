@@ -30,13 +30,13 @@ std::string format_bytes(uint64_t b) {
 
 // Bytes of the float copies that binding makes (norms, biases, conv, A, D, registers, mean row):
 // known from the config alone, so the budget check can run before anything is allocated.
-uint64_t widened_bytes(const JambaConfig& c) {
+uint64_t widened_bytes(const JambaConfig& c, const LayerSchedule& sched) {
   const uint64_t H = c.hidden_size, Di = c.mamba_inner(), N = c.mamba_d_state, W = c.mamba_d_conv;
   const uint64_t R = c.mamba_dt_rank, nh = c.num_attention_heads;
   uint64_t floats = H /* final norm */ + H /* mean embedding */ + c.num_register_tokens * H;
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+  for (const LayerSpec& l : sched.layers()) {
     floats += 2 * H;
-    if (c.is_attention_layer(i)) {
+    if (l.has_attention()) {
       floats += nh;
     } else {
       floats += Di * W + R + 2 * N + Di /* dt bias */ + Di * N + Di;
@@ -262,9 +262,10 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
   m.config_sha256 = ck.config_sha256();
   m.tokenizer_path = ck.tokenizer_path();
   m.config = c;
+  m.schedule = LayerSchedule::from_config(c);
 
   // Resource estimate before the first allocation (reliability-checklist.md).
-  const uint64_t tensors = ck.total_tensor_bytes(), widened = widened_bytes(c);
+  const uint64_t tensors = ck.total_tensor_bytes(), widened = widened_bytes(c, m.schedule);
   const AvailableMemory avail = opts.memory_budget_bytes ? AvailableMemory{} : available_memory();
   const uint64_t budget = opts.memory_budget_bytes ? opts.memory_budget_bytes : avail.bytes;
   if (tensors + widened > budget) {
@@ -306,11 +307,9 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
       throw Cancelled();
     const std::string p = "model.layers." + std::to_string(i) + ".";
     LayerWeights& lw = w.layers[static_cast<size_t>(i)];
-    lw.is_attention = c.is_attention_layer(i);
-    lw.is_moe = c.is_moe_layer(i);
     lw.input_norm = b.vec(p + "input_layernorm.weight", {H});
     lw.pre_ff_norm = b.vec(p + "pre_ff_layernorm.weight", {H});
-    if (lw.is_attention) {
+    if (m.schedule[i].has_attention()) {
       lw.attn.q = b.mat(p + "self_attn.q_proj.weight", nh * hd, H);   // (nh*hd, H)
       lw.attn.k = b.mat(p + "self_attn.k_proj.weight", nkv * hd, H);  // (nkv*hd, H)
       lw.attn.v = b.mat(p + "self_attn.v_proj.weight", nkv * hd, H);  // (nkv*hd, H)
@@ -319,7 +318,7 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
     } else {
       bind_mamba(b, c, p + "mamba.", lw.mamba);
     }
-    if (lw.is_moe) {
+    if (m.schedule[i].is_moe()) {
       bind_moe(b, c, p + "feed_forward.", lw.moe);
     } else {
       lw.mlp.gate = b.mat(p + "feed_forward.gate_proj.weight", I, H);  // (I, H)

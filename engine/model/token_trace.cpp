@@ -36,32 +36,33 @@ void check_context(const RunOptions& opts, const JambaConfig& c, int64_t positio
   }
 }
 
-void init_token_trace(TokenTrace& r, const JambaConfig& c, const TraceShape& s, const RunOptions& opts,
-                      int32_t token, int64_t t) {
-  const int64_t nh = c.num_attention_heads, L = c.num_hidden_layers;
+void init_token_trace(TokenTrace& r, const JambaConfig& c, const LayerSchedule& s, int64_t registers,
+                      const RunOptions& opts, int32_t token, int64_t t) {
+  const int64_t nh = c.num_attention_heads, L = s.size();
+  const int64_t An = s.num_attention(), Mn = s.num_ssm(), Xn = s.num_moe();
   r.token_id = token;
   r.position = static_cast<int32_t>(t);
   r.logits.assign(static_cast<size_t>(c.vocab_size), 0.0f);
-  r.kv_cache_bytes = kv_cache_bytes(c, s.attn_layers, s.registers + t + 1, 4);
-  r.ssm_state_bytes = ssm_state_bytes(c, s.mamba_layers, 4);
+  r.kv_cache_bytes = kv_cache_bytes(c, An, registers + t + 1, 4);
+  r.ssm_state_bytes = ssm_state_bytes(c, Mn, 4);
   r.nonfinite_layer = -1;
   if (!opts.instruments) return;
-  const size_t an = static_cast<size_t>(s.attn_layers * nh);
+  const size_t an = static_cast<size_t>(An * nh);
   r.attn_entropy.assign(an, 0.0f);
   r.attn_entropy_norm.assign(an, 0.0f);
   r.attn_mass.assign(an, 0.0f);
   r.attn_max_logit.assign(an, 0.0f);
-  r.ssm_delta_mean.assign(static_cast<size_t>(s.mamba_layers), 0.0f);
-  r.router_probs.assign(static_cast<size_t>(s.moe_layers * c.num_experts), 0.0f);
-  r.router_topk.assign(static_cast<size_t>(s.moe_layers * c.num_experts_per_tok), 0);
-  r.router_lse.assign(static_cast<size_t>(s.moe_layers), 0.0f);
+  r.ssm_delta_mean.assign(static_cast<size_t>(Mn), 0.0f);
+  r.router_probs.assign(static_cast<size_t>(Xn * c.num_experts), 0.0f);
+  r.router_topk.assign(static_cast<size_t>(Xn * c.num_experts_per_tok), 0);
+  r.router_lse.assign(static_cast<size_t>(Xn), 0.0f);
   r.rank1_distance.assign(static_cast<size_t>(L + 1), 0.0f);
   r.resid_max_abs.assign(static_cast<size_t>(L + 1), 0.0f);
   if (!opts.full) return;
-  const size_t md = static_cast<size_t>(s.mamba_layers * c.mamba_inner());
+  const size_t md = static_cast<size_t>(Mn * c.mamba_inner());
   r.ssm_delta.assign(md, 0.0f);
   r.ssm_retained.assign(md, 0.0f);
-  r.attn_rows.assign(an * static_cast<size_t>(s.registers + t + 2), 0.0f);
+  r.attn_rows.assign(an * static_cast<size_t>(registers + t + 2), 0.0f);
 }
 
 std::string nonfinite_where(int32_t layer, int64_t L) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/io/config.h"
+#include "engine/model/layer_schedule.h"
 
 namespace hl {
 
@@ -69,17 +70,12 @@ void flag_nonfinite_logits(TokenTrace& r, int64_t L);
 // non-finite logit and where the values went non-finite) when any of them is NaN or Inf.
 void require_finite_logits(const TokenTrace& r, int64_t L);
 
-// The layer counts a record's shapes follow (trace-format.md §2: A_n, M_n, X_n) and the run's
-// register count.
-struct TraceShape {
-  int64_t attn_layers = 0, mamba_layers = 0, moe_layers = 0, registers = 0;
-};
-
 // Sizes and zero-fills `r` for `token` at position t, as every backend leaves it before its forward
 // pass writes the values: logits, the KV / state byte counters (fp32 cache and state, as every
 // backend keeps them), nonfinite_layer −1, the instruments when opts.instruments and the --full
-// tensors when opts.full too. Fields a backend does not reach stay zero.
-void init_token_trace(TokenTrace& r, const JambaConfig& c, const TraceShape& s, const RunOptions& opts,
-                      int32_t token, int64_t t);
+// tensors when opts.full too. The layer axes (A_n, M_n, X_n) are the schedule's counts; `registers`
+// is the run's register count. Fields a backend does not reach stay zero.
+void init_token_trace(TokenTrace& r, const JambaConfig& c, const LayerSchedule& s, int64_t registers,
+                      const RunOptions& opts, int32_t token, int64_t t);
 
 }  // namespace hl

@@ -31,23 +31,23 @@ int64_t top_k_sum(const MoeWeights& moe, int64_t k, const std::function<int64_t(
 }
 
 // Widened float vectors of one layer (norms, biases, conv, A, D, sinks): parameters, 4 bytes each.
-int64_t layer_vector_params(const LayerWeights& l) {
+int64_t layer_vector_params(const LayerWeights& l, const LayerSpec& s) {
   int64_t n = static_cast<int64_t>(l.input_norm.size() + l.pre_ff_norm.size());
-  if (l.is_attention) return n + static_cast<int64_t>(l.attn.sinks.size());
+  if (s.has_attention()) return n + static_cast<int64_t>(l.attn.sinks.size());
   const MambaWeights& m = l.mamba;
   return n + static_cast<int64_t>(m.in_bias.size() + m.conv_w.size() + m.conv_b.size() + m.dt_norm.size() +
                                   m.b_norm.size() + m.c_norm.size() + m.dt_bias.size() + m.A.size() + m.D.size() +
                                   m.out_bias.size());
 }
 
-int64_t layer_mixer_params(const LayerWeights& l) {
-  if (l.is_attention) return numel(l.attn.q) + numel(l.attn.k) + numel(l.attn.v) + numel(l.attn.o);
+int64_t layer_mixer_params(const LayerWeights& l, const LayerSpec& s) {
+  if (s.has_attention()) return numel(l.attn.q) + numel(l.attn.k) + numel(l.attn.v) + numel(l.attn.o);
   const MambaWeights& m = l.mamba;
   return numel(m.in_proj) + numel(m.x_proj) + numel(m.dt_proj) + numel(m.out_proj);
 }
 
-int64_t layer_mixer_bytes(const LayerWeights& l) {
-  if (l.is_attention) return l.attn.q.bytes() + l.attn.k.bytes() + l.attn.v.bytes() + l.attn.o.bytes();
+int64_t layer_mixer_bytes(const LayerWeights& l, const LayerSpec& s) {
+  if (s.has_attention()) return l.attn.q.bytes() + l.attn.k.bytes() + l.attn.v.bytes() + l.attn.o.bytes();
   const MambaWeights& m = l.mamba;
   return m.in_proj.bytes() + m.x_proj.bytes() + m.dt_proj.bytes() + m.out_proj.bytes();
 }
@@ -64,8 +64,9 @@ std::vector<Mat*> Model::matrices() {
     if (!m.empty()) out.push_back(&m);
   };
   add(w.embed);
-  for (LayerWeights& l : w.layers) {
-    if (l.is_attention) {
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    LayerWeights& l = w.layers[i];
+    if (schedule[static_cast<int64_t>(i)].has_attention()) {
       add(l.attn.q);
       add(l.attn.k);
       add(l.attn.v);
@@ -76,7 +77,7 @@ std::vector<Mat*> Model::matrices() {
       add(l.mamba.dt_proj);
       add(l.mamba.out_proj);
     }
-    if (l.is_moe) {
+    if (schedule[static_cast<int64_t>(i)].is_moe()) {
       add(l.moe.router);
       for (MlpWeights& x : l.moe.experts) {
         add(x.gate);
@@ -96,9 +97,11 @@ std::vector<Mat*> Model::matrices() {
 int64_t Model::param_count() const {
   int64_t n = numel(w.embed) + static_cast<int64_t>(w.final_norm.size() + w.register_rows.size());
   if (!head_is_embed(w)) n += numel(w.lm_head);
-  for (const LayerWeights& l : w.layers) {
-    n += layer_vector_params(l) + layer_mixer_params(l);
-    if (l.is_moe) {
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& l = w.layers[i];
+    const LayerSpec& s = schedule[static_cast<int64_t>(i)];
+    n += layer_vector_params(l, s) + layer_mixer_params(l, s);
+    if (s.is_moe()) {
       n += numel(l.moe.router);
       for (const MlpWeights& x : l.moe.experts) n += mlp_params(x);
     } else {
@@ -111,8 +114,8 @@ int64_t Model::param_count() const {
 int64_t Model::active_param_count() const {
   int64_t n = param_count();
   const int64_t k = config.num_experts_per_tok;
-  for (const LayerWeights& l : w.layers) {
-    if (!l.is_moe) continue;
+  for (int64_t i : schedule.moe_layers()) {
+    const LayerWeights& l = w.layers[static_cast<size_t>(i)];
     int64_t all = 0;
     for (const MlpWeights& x : l.moe.experts) all += mlp_params(x);
     n -= all - top_k_sum(l.moe, k, mlp_params);
@@ -125,9 +128,11 @@ int64_t Model::weight_bytes_per_token() const {
   int64_t n = w.embed.cols * dtype_size(w.embed.dtype) + w.lm_head.bytes() +
               static_cast<int64_t>(w.final_norm.size() * sizeof(float));
   const int64_t k = config.num_experts_per_tok;
-  for (const LayerWeights& l : w.layers) {
-    n += layer_vector_params(l) * static_cast<int64_t>(sizeof(float)) + layer_mixer_bytes(l);
-    if (l.is_moe)
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& l = w.layers[i];
+    const LayerSpec& s = schedule[static_cast<int64_t>(i)];
+    n += layer_vector_params(l, s) * static_cast<int64_t>(sizeof(float)) + layer_mixer_bytes(l, s);
+    if (s.is_moe())
       n += l.moe.router.bytes() + top_k_sum(l.moe, k, mlp_bytes);
     else
       n += mlp_bytes(l.mlp);

@@ -11,6 +11,7 @@
 #include "engine/core/dtype.h"
 #include "engine/io/config.h"
 #include "engine/io/file_stamp.h"
+#include "engine/model/layer_schedule.h"
 
 namespace hl {
 
@@ -61,15 +62,14 @@ struct MoeWeights {
   std::vector<MlpWeights> experts;  // E entries (views into fused tensors when stored fused)
 };
 
+// One layer's weights; which parts are bound is the layer's LayerSpec (Model::schedule).
 struct LayerWeights {
-  bool is_attention = false;
-  bool is_moe = false;
   std::vector<float> input_norm;   // (H,)
   std::vector<float> pre_ff_norm;  // (H,)
-  AttentionWeights attn;           // when is_attention
-  MambaWeights mamba;              // otherwise
-  MlpWeights mlp;                  // when !is_moe
-  MoeWeights moe;                  // when is_moe
+  AttentionWeights attn;           // when the layer has attention
+  MambaWeights mamba;              // when it has an SSM
+  MlpWeights mlp;                  // when its FFN is dense
+  MoeWeights moe;                  // when its FFN is MoE
 };
 
 struct ModelWeights {
@@ -88,6 +88,7 @@ struct Model {
   std::string config_sha256;
   std::string tokenizer_path;    // empty if none
   JambaConfig config;
+  LayerSchedule schedule;        // resolved from config at load: each layer's kinds, indices, sizes
   ModelWeights w;
   std::vector<std::shared_ptr<const void>> keep_alive;  // mappings and owned buffers
   std::string adapter;           // adapter folder merged in, or empty

@@ -15,15 +15,15 @@ int64_t ssm_state_bytes(const JambaConfig& c, int64_t mamba_layers, int64_t byte
   return mamba_layers * (di * c.mamba_d_conv + di * c.mamba_d_state) * bytes_per_element;
 }
 
-MemoryReport memory_report(const JambaConfig& c, int64_t context, int64_t bytes_per_element) {
+MemoryReport memory_report(const JambaConfig& c, const LayerSchedule& s, int64_t context, int64_t bytes_per_element) {
   MemoryReport r;
   r.context = context;
   r.bytes_per_element = bytes_per_element;
-  const int64_t L = c.num_hidden_layers;
-  r.kv_bytes = kv_cache_bytes(c, c.num_attention_layers(), context, bytes_per_element);
+  const int64_t L = s.size();
+  r.kv_bytes = kv_cache_bytes(c, s.num_attention(), context, bytes_per_element);
   r.kv_bytes_all_attention = kv_cache_bytes(c, L, context, bytes_per_element);
   r.kv_bytes_all_mamba = 0;
-  r.state_bytes = ssm_state_bytes(c, c.num_mamba_layers(), bytes_per_element);
+  r.state_bytes = ssm_state_bytes(c, s.num_ssm(), bytes_per_element);
   r.state_bytes_all_mamba = ssm_state_bytes(c, L, bytes_per_element);
   return r;
 }

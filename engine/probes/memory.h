@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "engine/io/config.h"
+#include "engine/model/layer_schedule.h"
 
 namespace hl {
 
@@ -18,6 +19,6 @@ struct MemoryReport {
   int64_t kv_bytes = 0, kv_bytes_all_attention = 0, kv_bytes_all_mamba = 0;
   int64_t state_bytes = 0, state_bytes_all_mamba = 0;
 };
-MemoryReport memory_report(const JambaConfig& c, int64_t context, int64_t bytes_per_element);
+MemoryReport memory_report(const JambaConfig& c, const LayerSchedule& s, int64_t context, int64_t bytes_per_element);
 
 }  // namespace hl

@@ -28,8 +28,9 @@ void write_trace(const std::string& path, const Model& model, int n_reg, const s
                  const TraceMeta& meta) {
   const JambaConfig& c = model.config;
   const int64_t T = static_cast<int64_t>(recs.size());
-  const int64_t An = c.num_attention_layers(), Mn = c.num_mamba_layers(), Xn = c.num_moe_layers();
-  const int64_t nh = c.num_attention_heads, E = c.num_experts, K = c.num_experts_per_tok, L = c.num_hidden_layers;
+  const LayerSchedule& sched = model.schedule;
+  const int64_t An = sched.num_attention(), Mn = sched.num_ssm(), Xn = sched.num_moe(), L = sched.size();
+  const int64_t nh = c.num_attention_heads, E = c.num_experts, K = c.num_experts_per_tok;
   const int64_t V = c.vocab_size, Di = c.mamba_inner();
   SafetensorsWriter w;
   w.set_metadata("format_version", "1");

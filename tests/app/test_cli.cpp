@@ -232,6 +232,7 @@ TEST_F(CliOnCheckpoint, InfoJson_ReportsRibbonParamsAndDtypes) {
   EXPECT_EQ(j["ribbon"]["ffn"], "DEDEDEDE");
   EXPECT_EQ(j["num_attention_layers"], 2);
   EXPECT_EQ(j["num_moe_layers"], 4);
+  EXPECT_EQ(j["schedule"], "8 layers: M M A M M M A M; MoE at 1,3,5,7");
   EXPECT_GT(j["params"].get<int64_t>(), j["active_params"].get<int64_t>());
   EXPECT_GT(j["dtypes"]["BF16"].get<int64_t>(), 0);
   EXPECT_EQ(j["tokenizer"]["present"], false);
@@ -243,6 +244,7 @@ TEST_F(CliOnCheckpoint, InfoText_ShowsRibbon) {
   RunResult r = runHybridlens({"info", "--checkpoint", dir_.string()});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("MMAMMMAM"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("schedule    8 layers: M M A M M M A M; MoE at 1,3,5,7\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("parameters"), std::string::npos) << r.out;
 }
 

@@ -194,7 +194,8 @@ TEST(InspectorContext, ClosingALongRecording_GivesItsMemoryBack) {
     hl::Run run;
     run.label = "A";
     run.settings.full = true;
-    const int64_t An = c.num_attention_layers(), nh = c.num_attention_heads, Mn = c.num_mamba_layers();
+    const hl::LayerSchedule sched = hl::LayerSchedule::from_config(c);
+    const int64_t An = sched.num_attention(), nh = c.num_attention_heads, Mn = sched.num_ssm();
     for (int t = 0; t < tokens; ++t) {
       hl::TokenTrace r;
       r.token_id = t % 7;

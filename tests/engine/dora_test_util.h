@@ -73,9 +73,11 @@ inline std::shared_ptr<Model> mem_model(const Fill& fill) {
   m->name = "mem";
   m->dir = "mem";
   auto mk = [&](const std::string& name, int64_t r, int64_t c) { return owned_mat(*m, name, r, c, fill(name, r, c)); };
+  LayerParams params;
+  params.ffn = {10, 3, 2};  // I, E, k
+  m->schedule = LayerSchedule::from_lists({MixerKind::Attention, MixerKind::Mamba1}, {FfnKind::Dense, FfnKind::MoE}, params);
   m->w.layers.resize(2);
   LayerWeights& a = m->w.layers[0];
-  a.is_attention = true;
   a.attn.q = mk("model.layers.0.self_attn.q_proj.weight", 8, 6);
   a.attn.k = mk("model.layers.0.self_attn.k_proj.weight", 4, 6);
   a.attn.v = mk("model.layers.0.self_attn.v_proj.weight", 4, 6);
@@ -84,7 +86,6 @@ inline std::shared_ptr<Model> mem_model(const Fill& fill) {
   a.mlp.up = mk("model.layers.0.feed_forward.up_proj.weight", 10, 6);
   a.mlp.down = mk("model.layers.0.feed_forward.down_proj.weight", 6, 10);
   LayerWeights& b = m->w.layers[1];
-  b.is_moe = true;
   b.mamba.in_proj = mk("model.layers.1.mamba.in_proj.weight", 16, 6);
   b.mamba.x_proj = mk("model.layers.1.mamba.x_proj.weight", 6, 8);
   b.mamba.dt_proj = mk("model.layers.1.mamba.dt_proj.weight", 8, 2);

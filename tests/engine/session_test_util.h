@@ -12,6 +12,7 @@
 
 #include "engine/core/checksum.h"
 #include "engine/core/error.h"
+#include "engine/model/layer_schedule.h"
 #include "sessions/recording.h"
 #include "sessions/session_file.h"
 
@@ -25,7 +26,8 @@ inline float lcg_value(uint32_t& s) {
 
 // A run of T records with every field of the config's sizes; attention rows are positive and sum to 1.
 inline Run synthetic_run(const JambaConfig& c, int64_t T, int n_reg, uint32_t seed, const std::string& label = "A") {
-  const int64_t An = c.num_attention_layers(), Mn = c.num_mamba_layers(), Xn = c.num_moe_layers();
+  const LayerSchedule sched = LayerSchedule::from_config(c);
+  const int64_t An = sched.num_attention(), Mn = sched.num_ssm(), Xn = sched.num_moe();
   const int64_t nh = c.num_attention_heads, L1 = c.num_hidden_layers + 1, Di = c.mamba_inner();
   Run run;
   run.label = label;

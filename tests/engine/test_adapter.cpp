@@ -342,8 +342,8 @@ TEST(AdapterFused, PerExpertAdapterOnFusedExperts_SameAsPerExpertCheckpoint) {
   write_tiny_checkpoint(fused.path, tiny_config(), [](std::vector<TestTensor>& ts) {
     const JambaConfig c = tiny_config();
     const int64_t E = c.num_experts, I = c.intermediate_size, H = c.hidden_size;
-    for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-      if (!c.is_moe_layer(layer)) continue;
+    const LayerSchedule sched = LayerSchedule::from_config(c);
+    for (int64_t layer : sched.moe_layers()) {
       const std::string p = "model.layers." + std::to_string(layer) + ".feed_forward.experts.";
       TestTensor gu{p + "gate_up_proj", {E, 2 * I, H}, {}}, dn{p + "down_proj", {E, H, I}, {}};
       for (int64_t e = 0; e < E; ++e) {

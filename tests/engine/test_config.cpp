@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/io/config.h"
+#include "engine/model/layer_schedule.h"
 #include "test_util.h"
 
 using namespace hl;
@@ -63,21 +64,18 @@ TEST(Config, JambaV01_FieldsAndSchedule) {
   EXPECT_TRUE(c.is_eos(518));
   EXPECT_FALSE(c.is_eos(1));
   EXPECT_EQ(c.torch_dtype, "bfloat16");
-  std::vector<int64_t> attn;
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    if (c.is_attention_layer(i)) attn.push_back(i);
-  }
-  EXPECT_EQ(attn, (std::vector<int64_t>{4, 12, 20, 28}));
-  EXPECT_EQ(c.num_attention_layers(), 4);
-  EXPECT_EQ(c.num_mamba_layers(), 28);
-  EXPECT_EQ(c.num_moe_layers(), 16);
-  for (int64_t i = 0; i < 32; ++i) EXPECT_EQ(c.is_moe_layer(i), i % 2 == 1) << i;
+  const LayerSchedule s = LayerSchedule::from_config(c);
+  EXPECT_EQ(s.attention_layers(), (std::vector<int64_t>{4, 12, 20, 28}));
+  EXPECT_EQ(s.num_attention(), 4);
+  EXPECT_EQ(s.num_ssm(), 28);
+  EXPECT_EQ(s.num_moe(), 16);
+  for (int64_t i = 0; i < 32; ++i) EXPECT_EQ(s[i].is_moe(), i % 2 == 1) << i;
   EXPECT_TRUE(c.ignored_fields.empty());
 }
 
 TEST(Config, SingleExpert_NoMoeLayers) {
   JambaConfig c = parse_config(small(R"("num_experts":1,"num_experts_per_tok":1)"));
-  EXPECT_EQ(c.num_moe_layers(), 0);
+  EXPECT_EQ(LayerSchedule::from_config(c).num_moe(), 0);
 }
 
 TEST(Config, AutoDtRank_IsCeilHOver16) {

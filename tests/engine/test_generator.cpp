@@ -16,6 +16,7 @@
 #include "engine/core/dtype.h"
 #include "engine/core/error.h"
 #include "engine/io/config.h"
+#include "engine/model/layer_schedule.h"
 #include "engine/io/safetensors.h"
 #include "engine/model/generator.h"
 #include "test_util.h"
@@ -443,12 +444,13 @@ TEST(Generator, Presets_Schedules_And_ParameterCounts) {
   const JambaConfig tiny = preset_config("tiny");
   EXPECT_EQ(tiny.hidden_size, 128);
   EXPECT_EQ(tiny.num_hidden_layers, 8);
+  const LayerSchedule ts = LayerSchedule::from_config(tiny);
   for (int i = 0; i < 8; ++i) {
-    EXPECT_EQ(tiny.is_attention_layer(i), i == 2 || i == 6) << i;
-    EXPECT_EQ(tiny.is_moe_layer(i), i % 2 == 1) << i;
+    EXPECT_EQ(ts[i].has_attention(), i == 2 || i == 6) << i;
+    EXPECT_EQ(ts[i].is_moe(), i % 2 == 1) << i;
   }
   const JambaConfig dev = preset_config("tiny-dev");
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(dev.is_attention_layer(i), i == 4 || i == 12) << i;
+  EXPECT_EQ(LayerSchedule::from_config(dev).attention_layers(), (std::vector<int64_t>{4, 12}));
   EXPECT_EQ(dev.num_experts, 8);
   EXPECT_EQ(dev.num_key_value_heads, 2);
   const JambaConfig v01 = preset_config("jamba-v0.1");

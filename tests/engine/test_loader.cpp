@@ -38,8 +38,8 @@ TEST(Loader, TinyModel_BindsEveryTensor) {
   EXPECT_EQ(m->w.embed.cols, 16);
   EXPECT_NE(m->w.lm_head.data, m->w.embed.data);
   const LayerWeights& l0 = m->w.layers[0];
-  EXPECT_FALSE(l0.is_attention);
-  EXPECT_FALSE(l0.is_moe);
+  EXPECT_FALSE(m->schedule[0].has_attention());
+  EXPECT_FALSE(m->schedule[0].is_moe());
   EXPECT_EQ(l0.mamba.in_proj.rows, 64);
   EXPECT_EQ(l0.mamba.conv_w.size(), 32u * 4);
   EXPECT_EQ(l0.mamba.conv_b.size(), 32u);
@@ -50,8 +50,8 @@ TEST(Loader, TinyModel_BindsEveryTensor) {
     EXPECT_FLOAT_EQ(l0.mamba.A[i], -static_cast<float>(i % 4 + 1)) << i;  // A_log = log(n+1)
   }
   const LayerWeights& l1 = m->w.layers[1];
-  EXPECT_TRUE(l1.is_attention);
-  EXPECT_TRUE(l1.is_moe);
+  EXPECT_TRUE(m->schedule[1].has_attention());
+  EXPECT_TRUE(m->schedule[1].is_moe());
   EXPECT_EQ(l1.attn.k.rows, 2 * 4);
   EXPECT_TRUE(l1.attn.sinks.empty());
   ASSERT_EQ(l1.moe.experts.size(), 4u);

@@ -225,7 +225,7 @@ TEST(Memory, JambaV01_At256k_Is4GiBAnd32GiB) {
   c.num_key_value_heads = 8;
   c.attn_layer_period = 8;
   c.attn_layer_offset = 4;
-  MemoryReport r = memory_report(c, 262144, 2);
+  MemoryReport r = memory_report(c, LayerSchedule::from_config(c), 262144, 2);
   EXPECT_EQ(r.kv_bytes, 4294967296LL);
   EXPECT_EQ(r.kv_bytes_all_attention, 34359738368LL);
   EXPECT_EQ(r.kv_bytes_all_mamba, 0);

@@ -130,7 +130,7 @@ TEST(Session, RoundTrip_DefaultStorage_FullFieldsAreTheirF16Rounding) {
 TEST(Session, F16Decoding_AllHalfValues_MatchTheEngineConversion) {
   // 65536 half values placed in ssm_delta, stored F16, read back through the session decoder.
   JambaConfig c = tiny_config();
-  const int64_t per = c.num_mamba_layers() * c.mamba_inner();
+  const int64_t per = LayerSchedule::from_config(c).num_ssm() * c.mamba_inner();
   const int64_t T = (65536 + per - 1) / per;
   Recording rec = synthetic_recording(c, T, 3);
   for (int64_t i = 0; i < T * per; ++i) {
@@ -238,7 +238,7 @@ TEST(Session, Compare_RegistersInsertedInRows_AttnRowsAlignOnTokenKeys) {
   hl::Run y = x;
   y.label = "B";
   y.settings.registers_used = 2;
-  const int64_t rows = tiny_config().num_attention_layers() * tiny_config().num_attention_heads;
+  const int64_t rows = hl::LayerSchedule::from_config(tiny_config()).num_attention() * tiny_config().num_attention_heads;
   for (size_t t = 0; t < y.records.size(); ++t) {
     const int64_t len = static_cast<int64_t>(t) + 2;
     std::vector<float> r;

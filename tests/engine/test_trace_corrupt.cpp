@@ -16,6 +16,7 @@
 
 #include "engine/core/sys_memory.h"
 #include "engine/io/safetensors.h"
+#include "engine/model/layer_schedule.h"
 #include "sessions/trace_import.h"
 #include "tests/engine/test_util.h"
 
@@ -300,7 +301,7 @@ TEST(TraceCorruption, ScheduleSearch_EqualsExhaustive_AndIsLinear) {
   for (int64_t L = 1; L <= 40; ++L) {
     for (int64_t count = 1; count <= L; ++count) {
       int64_t p = -1, o = -1;
-      const bool found = infer_schedule(L, count, &p, &o);
+      const bool found = jamba_period_offset(L, count, &p, &o);
       int64_t bp = -1, bo = -1, best = -1;
       for (int64_t pp = 1; pp <= L; ++pp)
         for (int64_t oo = 0; oo < pp; ++oo) {
@@ -324,10 +325,10 @@ TEST(TraceCorruption, ScheduleSearch_EqualsExhaustive_AndIsLinear) {
     }
   }
   int64_t p = 0, o = 0;
-  ASSERT_TRUE(infer_schedule(1000000, 3, &p, &o));
+  ASSERT_TRUE(jamba_period_offset(1000000, 3, &p, &o));
   int64_t n = (1000000 - 1 - o) / p + 1;
   EXPECT_EQ(n, 3);
-  EXPECT_FALSE(infer_schedule(10, 11, &p, &o));
+  EXPECT_FALSE(jamba_period_offset(10, 11, &p, &o));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "engine/core/error.h"
 #include "engine/io/config.h"
+#include "engine/model/layer_schedule.h"
 #include "engine/io/safetensors.h"
 
 namespace hl::test {
@@ -111,11 +112,12 @@ inline std::vector<TestTensor> tiny_tensors(const JambaConfig& c, bool fused_exp
   add("model.final_layernorm.weight", {H}, 1);
   if (!c.tie_word_embeddings) add("lm_head.weight", {V, H});
   if (c.num_register_tokens > 0) add("model.register_tokens", {c.num_register_tokens, H});
+  const LayerSchedule sched = LayerSchedule::from_config(c);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     std::string p = "model.layers." + std::to_string(i) + ".";
     add(p + "input_layernorm.weight", {H}, 1);
     add(p + "pre_ff_layernorm.weight", {H}, 1);
-    if (c.is_attention_layer(i)) {
+    if (sched[i].has_attention()) {
       add(p + "self_attn.q_proj.weight", {nh * hd, H});
       add(p + "self_attn.k_proj.weight", {nkv * hd, H});
       add(p + "self_attn.v_proj.weight", {nkv * hd, H});
@@ -138,7 +140,7 @@ inline std::vector<TestTensor> tiny_tensors(const JambaConfig& c, bool fused_exp
       if (c.mamba_proj_bias) add(m + "out_proj.bias", {H});
     }
     std::string f = p + "feed_forward.";
-    if (c.is_moe_layer(i)) {
+    if (sched[i].is_moe()) {
       add(f + "router.weight", {E, H});
       if (fused_experts) {
         add(f + "experts.gate_up_proj", {E, 2 * I, H});

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "engine/core/error.h"
+#include "engine/model/layer_schedule.h"
 #include "sessions/trace_import.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -14,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const hl::Recording rec = hl::parse_trace(data, size, "fuzz.safetensors");
     const hl::JambaConfig& c = rec.config;
     if (rec.runs.size() != 1) std::abort();
-    const int64_t An = c.num_attention_layers(), nh = c.num_attention_heads, L = c.num_hidden_layers;
+    const int64_t An = hl::LayerSchedule::from_config(c).num_attention(), nh = c.num_attention_heads, L = c.num_hidden_layers;
     const int64_t nReg = rec.runs[0].settings.registers_used;
     int64_t t = 0;
     for (const hl::TokenTrace& r : rec.runs[0].records) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
+#include "engine/model/layer_schedule.h"
 #include "engine/io/safetensors.h"
 #include "engine/probes/memory.h"
 #include "engine/trace/trace_file.h"
@@ -53,14 +54,12 @@ TEST(TraceImport, FullTrace_RoundTrips_ScheduleAndMemoryInferred) {
   ASSERT_EQ(r.runs.size(), 1u);
   expectSameRecords(recs, r.runs[0].records.to_vector(), true);
   const hl::JambaConfig& c = demo().rec.config;
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
-    EXPECT_EQ(r.config.is_attention_layer(i), c.is_attention_layer(i)) << i;
-    EXPECT_EQ(r.config.is_moe_layer(i), c.is_moe_layer(i)) << i;
-  }
+  EXPECT_EQ(hl::LayerSchedule::from_config(r.config).mixers(), hl::LayerSchedule::from_config(c).mixers());
+  EXPECT_EQ(hl::LayerSchedule::from_config(r.config).ffns(), hl::LayerSchedule::from_config(c).ffns());
   EXPECT_EQ(r.config.mamba_inner(), c.mamba_inner());
   // The inferred sizes reproduce the byte counters through the memory formulas.
   for (int64_t n : {1, 7, 4096})
-    EXPECT_EQ(hl::kv_cache_bytes(r.config, r.config.num_attention_layers(), n, 4), hl::kv_cache_bytes(c, 2, n, 4));
+    EXPECT_EQ(hl::kv_cache_bytes(r.config, hl::LayerSchedule::from_config(r.config).num_attention(), n, 4), hl::kv_cache_bytes(c, 2, n, 4));
   EXPECT_EQ(hl::ssm_state_bytes(r.config, 6, 4), recs[0].ssm_state_bytes);
   // With the config given, it is used as is.
   hl::TraceImportOptions o;
@@ -85,12 +84,12 @@ TEST(TraceImport, Registers_FromAttnRows) {
 
 TEST(TraceImport, Schedule_Inference) {
   int64_t p = 0, o = 0;
-  ASSERT_TRUE(hl::infer_schedule(32, 4, &p, &o));
+  ASSERT_TRUE(hl::jamba_period_offset(32, 4, &p, &o));
   EXPECT_EQ(p, 8);
   EXPECT_EQ(o, 4);
-  ASSERT_TRUE(hl::infer_schedule(8, 0, &p, &o));
+  ASSERT_TRUE(hl::jamba_period_offset(8, 0, &p, &o));
   EXPECT_EQ(o, 8);
-  ASSERT_TRUE(hl::infer_schedule(7, 2, &p, &o));
+  ASSERT_TRUE(hl::jamba_period_offset(7, 2, &p, &o));
   int count = 0;
   for (int i = 0; i < 7; ++i) count += i % p == o;
   EXPECT_EQ(count, 2);

@@ -19,21 +19,19 @@
 
 namespace hl::cpu {
 
-CpuBackend::CpuBackend(std::shared_ptr<const Model> model) : model_(std::move(model)), cfg_(model_->config) {
-  const int64_t L = cfg_.num_hidden_layers;
-  index_layers(cfg_, &kind_index_, &moe_index_, &n_attn_, &n_mamba_, &n_moe_);
+CpuBackend::CpuBackend(std::shared_ptr<const Model> model)
+    : model_(std::move(model)), cfg_(model_->config), sched_(model_->schedule) {
   const int64_t di = cfg_.mamba_inner(), W = cfg_.mamba_d_conv, N = cfg_.mamba_d_state;
-  conv_wT_.resize(static_cast<size_t>(n_mamba_));
-  A_tiled_.resize(static_cast<size_t>(n_mamba_));
-  for (int64_t i = 0; i < L; ++i) {
-    if (cfg_.is_attention_layer(i)) continue;
+  conv_wT_.resize(static_cast<size_t>(sched_.num_ssm()));
+  A_tiled_.resize(static_cast<size_t>(sched_.num_ssm()));
+  for (int64_t i : sched_.ssm_layers()) {
     const std::vector<float>& cw = model_->w.layers[i].mamba.conv_w;  // (Di, W)
-    std::vector<float>& t = conv_wT_[kind_index_[i]];                 // (W, Di)
+    std::vector<float>& t = conv_wT_[sched_[i].ssm_index];            // (W, Di)
     t.resize(static_cast<size_t>(W * di));
     for (int64_t d = 0; d < di; ++d)
       for (int64_t k = 0; k < W; ++k) t[k * di + d] = cw[d * W + k];
     const std::vector<float>& A = model_->w.layers[i].mamba.A;  // (Di, N)
-    std::vector<float>& At = A_tiled_[kind_index_[i]];          // tiled (simd::tile_index)
+    std::vector<float>& At = A_tiled_[sched_[i].ssm_index];     // tiled (simd::tile_index)
     At.assign(static_cast<size_t>(simd::tiled_size(di, N)), 0.0f);
     for (int64_t d = 0; d < di; ++d)
       for (int64_t n = 0; n < N; ++n) At[simd::tile_index(d, n, N)] = A[d * N + n];
@@ -49,14 +47,14 @@ void CpuBackend::start(const RunOptions& opts) {
   n_reg_ = opts.registers < 0 ? static_cast<int>(trained) : opts.registers;
   position_ = 0;
   // States keep their buffers from run to run: a restart allocates nothing once warm.
-  attn_.resize(static_cast<size_t>(n_attn_));
-  mamba_.resize(static_cast<size_t>(n_mamba_));
+  attn_.resize(static_cast<size_t>(sched_.num_attention()));
+  mamba_.resize(static_cast<size_t>(sched_.num_ssm()));
   const int64_t di = cfg_.mamba_inner(), nh = cfg_.num_attention_heads;
   const int64_t kvw = cfg_.num_key_value_heads * cfg_.head_dim();
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     const LayerWeights& lw = model_->w.layers[i];
-    if (lw.is_attention) {
-      AttnState& a = attn_[kind_index_[i]];
+    if (sched_[i].has_attention()) {
+      AttnState& a = attn_[sched_[i].attn_index];
       a.len = 0;
       grow(a.k, (n_reg_ + 256) * kvw);  // reserved KV rows; attention() doubles them when full
       grow(a.v, (n_reg_ + 256) * kvw);
@@ -68,7 +66,7 @@ void CpuBackend::start(const RunOptions& opts) {
       a.null_logit.assign(static_cast<size_t>(nh), 0.0f);
       if (a.norm == Normalizer::Sink && has_sinks) a.null_logit = lw.attn.sinks;
     } else {
-      MambaState& m = mamba_[kind_index_[i]];
+      MambaState& m = mamba_[sched_[i].ssm_index];
       m.conv.assign(static_cast<size_t>(di * cfg_.mamba_d_conv), 0.0f);
       m.ssm.assign(static_cast<size_t>(simd::tiled_size(di, cfg_.mamba_d_state)), 0.0f);
     }
@@ -88,7 +86,7 @@ void CpuBackend::start(const RunOptions& opts) {
 }
 
 void CpuBackend::init_record(TokenTrace& r, int32_t token, int64_t t) const {
-  init_token_trace(r, cfg_, TraceShape{n_attn_, n_mamba_, n_moe_, n_reg_}, opts_, token, t);
+  init_token_trace(r, cfg_, sched_, n_reg_, opts_, token, t);
 }
 
 void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) {
@@ -158,7 +156,7 @@ void CpuBackend::run_block(float* h, int64_t S, TokenTrace* const* recs) {
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     const LayerWeights& lw = model_->w.layers[i];
     rmsnorm(h, lw.input_norm.data(), S, H, cfg_.rms_norm_eps, x);
-    if (lw.is_attention)
+    if (sched_[i].has_attention())
       attention(i, x, S, y, recs);
     else
       mamba(i, x, S, y, recs);
@@ -219,7 +217,7 @@ void CpuBackend::swiglu_decode(const MlpWeights* const* mlps, const float* weigh
 void CpuBackend::feed_forward(int64_t layer, const float* x, int64_t S, float* y, TokenTrace* const* recs) {
   const LayerWeights& lw = model_->w.layers[layer];
   const int64_t H = cfg_.hidden_size;
-  if (!lw.is_moe) {
+  if (!sched_[layer].is_moe()) {
     const MlpWeights* m = &lw.mlp;
     if (S == 1)
       swiglu_decode(&m, nullptr, 1, x, y);
@@ -227,7 +225,7 @@ void CpuBackend::feed_forward(int64_t layer, const float* x, int64_t S, float* y
       swiglu(lw.mlp, x, S, y);
     return;
   }
-  const int64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok, xi = moe_index_[layer];
+  const int64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok, xi = sched_[layer].moe_index;
   float* logits = grow(sc_.rlogits, S * E);  // (S, E)
   float* probs = grow(sc_.rprobs, S * E);    // (S, E)
   int32_t* topk = grow(sc_.topk, S * K);     // (S, K)

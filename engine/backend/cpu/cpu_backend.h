@@ -71,9 +71,7 @@ class CpuBackend final : public Backend {
   RunOptions opts_;
   int n_reg_ = 0;
   int64_t position_ = 0;
-  std::vector<int64_t> kind_index_;  // per layer: its index among attention or Mamba layers
-  std::vector<int64_t> moe_index_;   // per layer: its index among MoE layers, or -1
-  int64_t n_attn_ = 0, n_mamba_ = 0, n_moe_ = 0;
+  const LayerSchedule& sched_;  // model_->schedule: per layer its kinds and its index among each kind
   std::vector<AttnState> attn_;
   std::vector<MambaState> mamba_;
   std::vector<std::vector<float>> conv_wT_;  // per Mamba layer: conv_w transposed to (W, Di)

@@ -16,8 +16,8 @@ namespace hl::cpu {
 
 void CpuBackend::attention(int64_t layer, const float* x, int64_t S, float* y, TokenTrace* const* recs) {
   const AttentionWeights& w = model_->w.layers[layer].attn;
-  AttnState& st = attn_[kind_index_[layer]];
-  const int64_t ai = kind_index_[layer];
+  const int64_t ai = sched_[layer].attn_index;
+  AttnState& st = attn_[ai];
   const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads, hd = cfg_.head_dim();
   const int64_t kvw = nkv * hd, group = nh / nkv;
   float* q = grow(sc_.q, S * nh * hd);  // (S, nh*hd)
@@ -77,8 +77,8 @@ void CpuBackend::attention(int64_t layer, const float* x, int64_t S, float* y, T
 
 void CpuBackend::mamba(int64_t layer, const float* x, int64_t S, float* y, TokenTrace* const* recs) {
   const MambaWeights& w = model_->w.layers[layer].mamba;
-  MambaState& st = mamba_[kind_index_[layer]];
-  const int64_t mi = kind_index_[layer];
+  const int64_t mi = sched_[layer].ssm_index;
+  MambaState& st = mamba_[mi];
   const int64_t Di = cfg_.mamba_inner(), N = cfg_.mamba_d_state, W = cfg_.mamba_d_conv, R = cfg_.mamba_dt_rank;
   float* xz = grow(sc_.xz, S * 2 * Di);  // (S, 2Di): u0 | z
   linear(w.in_proj, x, S, xz, w.in_bias.empty() ? nullptr : w.in_bias.data());

@@ -16,14 +16,13 @@
 namespace hl::cuda {
 
 CudaBackend::CudaBackend(std::shared_ptr<const Model> model, const CudaOptions& opts)
-    : model_(std::move(model)), cfg_(model_->config), copts_(opts) {
+    : model_(std::move(model)), cfg_(model_->config), copts_(opts), sched_(model_->schedule) {
   if (const char* g = std::getenv("HL_CUDA_GRAPHS"); g && std::strcmp(g, "0") == 0) copts_.graphs = false;
   const int64_t L = cfg_.num_hidden_layers;
-  index_layers(cfg_, &kind_index_, &moe_index_, &n_attn_, &n_mamba_, &n_moe_);
-  if (n_attn_ > 0 && cfg_.head_dim() > 256)
+  if (sched_.num_attention() > 0 && cfg_.head_dim() > 256)
     throw BackendFailure("cuda: head_dim " + std::to_string(cfg_.head_dim()) +
                          " is above the attention kernel's limit of 256");
-  if (n_moe_ > 0 && (cfg_.num_experts > 256 || cfg_.num_experts_per_tok > 64))
+  if (sched_.num_moe() > 0 && (cfg_.num_experts > 256 || cfg_.num_experts_per_tok > 64))
     throw BackendFailure("cuda: the router kernel takes at most 256 experts and 64 per token");
   if (!cuda_available()) throw BackendFailure("cuda: " + cuda_unavailable_reason());
   check(cudaSetDevice(0), "selecting device 0");
@@ -43,7 +42,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, const CudaOptions& 
     upload_weights();
     const int64_t Di = cfg_.mamba_inner();
     mstate_ =
-        DevMem(static_cast<size_t>(std::max<int64_t>(1, n_mamba_) * (cfg_.mamba_d_conv + cfg_.mamba_d_state) * Di * 4),
+        DevMem(static_cast<size_t>(std::max<int64_t>(1, sched_.num_ssm()) * (cfg_.mamba_d_conv + cfg_.mamba_d_state) * Di * 4),
                "the Mamba states");
     rank1_ = DevMem(static_cast<size_t>((L + 1) * (cfg_.hidden_size + 4) * 8), "the rank-to-1 state");
     counter_ = DevMem(16, "a block counter");
@@ -124,7 +123,7 @@ void CudaBackend::upload_weights() {
     LayerDev& d = layers_[i];
     d.in_norm = upload_vec(lw.input_norm, "a norm");
     d.ff_norm = upload_vec(lw.pre_ff_norm, "a norm");
-    if (lw.is_attention) {
+    if (sched_[i].has_attention()) {
       d.q = upload(lw.attn.q);
       d.k = upload(lw.attn.k);
       d.v = upload(lw.attn.v);
@@ -151,7 +150,7 @@ void CudaBackend::upload_weights() {
       d.out_bias = upload_vec(m.out_bias, "a Mamba bias");
     }
     std::vector<const MlpWeights*> mlps;
-    if (lw.is_moe) {
+    if (sched_[i].is_moe()) {
       d.router = upload(lw.moe.router);
       for (const MlpWeights& e : lw.moe.experts) mlps.push_back(&e);
     } else {
@@ -186,16 +185,16 @@ void CudaBackend::plan_records() {
   if (opts_.instruments) {
     take(&r.resid_max, L + 1);
     take(&r.rank1, L + 1);
-    take(&r.attn, 4 * n_attn_ * nh);
-    take(&r.dmean, n_mamba_);
-    take(&r.rprobs, n_moe_ * E);
-    take(&r.rtopk, n_moe_ * K);
-    take(&r.rlse, n_moe_);
+    take(&r.attn, 4 * sched_.num_attention() * nh);
+    take(&r.dmean, sched_.num_ssm());
+    take(&r.rprobs, sched_.num_moe() * E);
+    take(&r.rtopk, sched_.num_moe() * K);
+    take(&r.rlse, sched_.num_moe());
     if (opts_.full) {
-      take(&r.sdelta, n_mamba_ * Di);
-      take(&r.sret, n_mamba_ * Di);
+      take(&r.sdelta, sched_.num_ssm() * Di);
+      take(&r.sret, sched_.num_ssm() * Di);
       r.arow_stride = kv_cap_ + 1;
-      take(&r.arows, n_attn_ * nh * r.arow_stride);
+      take(&r.arows, sched_.num_attention() * nh * r.arow_stride);
     }
   }
   r.stride = (o + 3) / 4 * 4;
@@ -205,7 +204,7 @@ void CudaBackend::plan_records() {
 int64_t CudaBackend::block_limit() const {
   int64_t lim = std::max<int64_t>(1, copts_.max_block);
   // The attention scratch (S·nh rows of 2·kv_cap floats) and the records stay under 1 GiB each.
-  const int64_t z_row = n_attn_ > 0 ? cfg_.num_attention_heads * 2 * kv_cap_ * 4 : 1;
+  const int64_t z_row = sched_.num_attention() > 0 ? cfg_.num_attention_heads * 2 * kv_cap_ * 4 : 1;
   lim = std::min(lim, std::max<int64_t>(1, (int64_t{1} << 30) / z_row));
   lim = std::min(lim, std::max<int64_t>(1, (int64_t{1} << 30) / (rl_.stride * 4)));
   return lim;
@@ -216,7 +215,7 @@ void CudaBackend::ensure_kv(int64_t rows) {
   const int64_t cap = std::max(rows, 2 * kv_cap_);
   const int64_t kvw = cfg_.num_key_value_heads * cfg_.head_dim();
   std::vector<DevMem> k, v;
-  for (int64_t a = 0; a < n_attn_; ++a) {
+  for (int64_t a = 0; a < sched_.num_attention(); ++a) {
     k.emplace_back(static_cast<size_t>(cap * kvw * 4), "the key cache");
     v.emplace_back(static_cast<size_t>(cap * kvw * 4), "the value cache");
     if (kv_len_ > 0) {
@@ -245,7 +244,7 @@ void CudaBackend::ensure_block(int64_t S) {
   const int64_t H = cfg_.hidden_size, Di = cfg_.mamba_inner(), I = cfg_.intermediate_size, L = cfg_.num_hidden_layers;
   const int64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok, R = cfg_.mamba_dt_rank, N = cfg_.mamba_d_state;
   const int64_t nh = cfg_.num_attention_heads, qw = nh * cfg_.head_dim();
-  const bool A = n_attn_ > 0, M = n_mamba_ > 0, X = n_moe_ > 0;
+  const bool A = sched_.num_attention() > 0, M = sched_.num_ssm() > 0, X = sched_.num_moe() > 0;
   const int64_t chunks = (cap + copts_.scan_chunk - 1) / copts_.scan_chunk;
   zstride_ = 2 * kv_cap_;
   struct Part {
@@ -265,8 +264,8 @@ void CudaBackend::ensure_block(int64_t S) {
                         {&bm_, M ? cap * N : 0},
                         {&cm_, M ? cap * N : 0},
                         {&gated_, M ? cap * Di : 0},
-                        {&dt_, n_mamba_ * cap * Di},
-                        {&ret_, opts_.full ? n_mamba_ * cap * Di : 0},
+                        {&dt_, sched_.num_ssm() * cap * Di},
+                        {&ret_, opts_.full ? sched_.num_ssm() * cap * Di : 0},
                         {&sc_local_, M && chunks > 1 ? chunks * N * Di : 0},
                         {&sc_prod_, M && chunks > 1 ? chunks * N * Di : 0},
                         {&sc_carry_, M && chunks > 1 ? chunks * N * Di : 0},
@@ -324,15 +323,15 @@ void CudaBackend::start(const RunOptions& opts) {
   n_reg_ = opts.registers < 0 ? static_cast<int>(trained_) : opts.registers;
   position_ = 0;
   kv_len_ = 0;
-  norm_.assign(static_cast<size_t>(n_attn_), 0);
+  norm_.assign(static_cast<size_t>(sched_.num_attention()), 0);
   for (int64_t i = 0; i < L; ++i) {
     const LayerWeights& lw = model_->w.layers[i];
-    if (!lw.is_attention) continue;
+    if (!sched_[i].has_attention()) continue;
     const bool has_sinks = !lw.attn.sinks.empty();
     const Normalizer n = opts.normalizer_override ? opts.normalizer
                          : has_sinks              ? Normalizer::Sink
                                                   : cfg_.attention_normalizer;
-    norm_[kind_index_[i]] = static_cast<int>(n);
+    norm_[sched_[i].attn_index] = static_cast<int>(n);
   }
   std::vector<int> baked = norm_;
   baked.push_back(opts_.instruments);
@@ -414,7 +413,7 @@ void CudaBackend::run_block(const int32_t* ids, int64_t S, bool records) {
 void CudaBackend::read_records(int64_t S, TokenTrace* recs) const {
   const float* base = rec_h_.as<float>();
   const int64_t L = cfg_.num_hidden_layers;
-  const size_t an = static_cast<size_t>(n_attn_ * cfg_.num_attention_heads);
+  const size_t an = static_cast<size_t>(sched_.num_attention() * cfg_.num_attention_heads);
   auto copy = [](const float* src, std::vector<float>& dst) {
     if (!dst.empty()) std::memcpy(dst.data(), src, dst.size() * 4);
   };
@@ -452,7 +451,7 @@ void CudaBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTra
   fail_guard();
   model_->check_files();  // the checkpoint still the one loaded (Model::files)
   forward_in_blocks(
-      tokens, S, out, cfg_, opts_, TraceShape{n_attn_, n_mamba_, n_moe_, n_reg_}, position_, failed_,
+      tokens, S, out, cfg_, opts_, sched_, n_reg_, position_, failed_,
       [&](int64_t total) { ensure_kv(kv_len_ + total); }, [&] { return block_limit(); },
       [&](int64_t n) { ensure_block(n); },
       [&](const int32_t* ids, int64_t n, TokenTrace* recs) {

@@ -286,8 +286,7 @@ class CudaBackend final : public Backend {
   bool pdl_ = false;
   bool fuse_ = true;  // decode norms fused into the products (HL_CUDA_FUSE=0: separate kernels)
 
-  std::vector<int64_t> kind_index_, moe_index_;
-  int64_t n_attn_ = 0, n_mamba_ = 0, n_moe_ = 0;
+  const LayerSchedule& sched_;      // model_->schedule: per layer its kinds and its index among each kind
   std::vector<int> norm_;  // per attention layer: the Normalizer of this run
 
   cudaStream_t st_ = nullptr;

@@ -64,7 +64,7 @@ ResidArgs CudaBackend::resid_args(int64_t S, bool add_y, int column, const float
     a.router = layers_[moe_layer].router;
     a.E = static_cast<int>(cfg_.num_experts);
     a.K = static_cast<int>(cfg_.num_experts_per_tok);
-    a.xi = static_cast<int>(moe_index_[moe_layer]);
+    a.xi = static_cast<int>(sched_[moe_layer].moe_index);
     a.probs = probs_;
     a.sel = sel_;
     a.selw = selw_;
@@ -84,7 +84,7 @@ void CudaBackend::resid(int64_t S, bool add_y, int column, const float* norm_w, 
 
 void CudaBackend::attention(int64_t layer, int64_t S, float* rec) {
   const LayerDev& d = layers_[layer];
-  const int64_t ai = kind_index_[layer];
+  const int64_t ai = sched_[layer].attn_index;
   const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads, hd = cfg_.head_dim();
   const int64_t kvw = nkv * hd;
   float* kc = kcache_[ai].as<float>();
@@ -115,7 +115,7 @@ void CudaBackend::attention(int64_t layer, int64_t S, float* rec) {
   a.rec = rec;
   a.rec_stride = rl_.stride;
   a.off_attn = rl_.attn;
-  a.an = n_attn_ * nh;
+  a.an = sched_.num_attention() * nh;
   a.slot0 = ai * nh;
   a.off_rows = rl_.arows;
   a.row_stride = rl_.arow_stride;
@@ -132,7 +132,7 @@ void CudaBackend::attention(int64_t layer, int64_t S, float* rec) {
 
 void CudaBackend::mamba(int64_t layer, int64_t S, float* rec) {
   const LayerDev& d = layers_[layer];
-  const int64_t mi = kind_index_[layer];
+  const int64_t mi = sched_[layer].ssm_index;
   const int64_t Di = cfg_.mamba_inner(), N = cfg_.mamba_d_state, W = cfg_.mamba_d_conv, R = cfg_.mamba_dt_rank;
   const int64_t H = cfg_.hidden_size;
   float* win = mstate_.as<float>() + mi * (W + N) * Di;
@@ -234,7 +234,7 @@ void CudaBackend::mamba(int64_t layer, int64_t S, float* rec) {
 void CudaBackend::feed_forward(int64_t layer, int64_t S, float* rec) {
   const LayerDev& d = layers_[layer];
   const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
-  const bool moe = moe_index_[layer] >= 0;
+  const bool moe = sched_[layer].moe_index >= 0;
   if (!moe) {
     if (S == 1) {
       launch_glu(d.table, nullptr, 1, I, H, x_, g_, st_);
@@ -321,10 +321,10 @@ void CudaBackend::enqueue(int64_t S, bool records) {
     resid(S, false, 0, layers_[0].in_norm, rec);
   }
   for (int64_t i = 0; i < L; ++i) {
-    const int64_t moe = moe_index_[i] >= 0 ? i : -1;
+    const int64_t moe = sched_[i].moe_index >= 0 ? i : -1;
     const float* next_norm = i + 1 < L ? layers_[i + 1].in_norm : final_norm_;
     tail_ = fused ? tail(resid_args(1, false, -1, layers_[i].ff_norm, rec, moe)) : Tail{};
-    if (cfg_.is_attention_layer(i))
+    if (sched_[i].has_attention())
       attention(i, S, rec);
     else
       mamba(i, S, rec);
@@ -343,8 +343,8 @@ void CudaBackend::enqueue(int64_t S, bool records) {
     launch_rank1(rows_, static_cast<int>(L + 1), cap_, static_cast<int>(S), H, rank1_.as<double>(), rec, rl_.stride,
                  rl_.rank1, st_);
     ++launches_;
-    if (n_mamba_ > 0) {
-      launch_mamba_stats(dt_, ret_, static_cast<int>(n_mamba_), cap_, static_cast<int>(S), cfg_.mamba_inner(), rec,
+    if (sched_.num_ssm() > 0) {
+      launch_mamba_stats(dt_, ret_, static_cast<int>(sched_.num_ssm()), cap_, static_cast<int>(S), cfg_.mamba_inner(), rec,
                          rl_.stride, rl_.dmean, rl_.sdelta, rl_.sret, opts_.full, st_);
       ++launches_;
     }

@@ -18,12 +18,11 @@
 namespace hl::vk {
 
 VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanOptions& opts)
-    : model_(std::move(model)), cfg_(model_->config), vopts_(opts) {
-  index_layers(cfg_, &kind_index_, &moe_index_, &n_attn_, &n_mamba_, &n_moe_);
-  if (n_attn_ > 0 && cfg_.head_dim() > 256)
+    : model_(std::move(model)), cfg_(model_->config), vopts_(opts), sched_(model_->schedule) {
+  if (sched_.num_attention() > 0 && cfg_.head_dim() > 256)
     throw BackendFailure("vulkan: head_dim " + std::to_string(cfg_.head_dim()) +
                          " is above the attention kernel's limit of 256");
-  if (n_mamba_ > 0 && cfg_.mamba_d_state > 256)
+  if (sched_.num_ssm() > 0 && cfg_.mamba_d_state > 256)
     throw BackendFailure("vulkan: mamba_d_state " + std::to_string(cfg_.mamba_d_state) +
                          " is above the scan kernels' limit of 256");
   ctx_ = Context::get(opts.gpu_only);
@@ -50,7 +49,7 @@ VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanOpt
     dummy_ = Buffer(ctx_, 256, MemKind::Device, "a placeholder binding");
     const int64_t Di = cfg_.mamba_inner();
     win_stride_ = static_cast<uint32_t>(Di * (cfg_.mamba_d_conv + cfg_.mamba_d_state));
-    mstate_ = Buffer(ctx_, static_cast<VkDeviceSize>(n_mamba_) * win_stride_ * 4, MemKind::Device, "the Mamba states");
+    mstate_ = Buffer(ctx_, static_cast<VkDeviceSize>(sched_.num_ssm()) * win_stride_ * 4, MemKind::Device, "the Mamba states");
     if (const char* prof = std::getenv("HL_VULKAN_PROFILE"); prof && std::strcmp(prof, "1") == 0) {
       VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
       qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
@@ -118,7 +117,7 @@ void VulkanBackend::run_one_off(const std::function<void(VkCommandBuffer)>& rec,
 
 void VulkanBackend::plan_records() {
   const uint64_t L = cfg_.num_hidden_layers, H = cfg_.hidden_size, V = cfg_.vocab_size, nh = cfg_.num_attention_heads;
-  const uint64_t A = n_attn_, M = n_mamba_, X = n_moe_, E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
+  const uint64_t A = sched_.num_attention(), M = sched_.num_ssm(), X = sched_.num_moe(), E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
   const uint64_t Di = cfg_.mamba_inner();
   RecLayout r;
   uint64_t o = 0;
@@ -165,7 +164,7 @@ void VulkanBackend::ensure_kv(int64_t rows) {
   if (rows <= kv_cap_) return;
   int64_t cap = std::max(rows, 2 * kv_cap_);
   const int64_t kvw = cfg_.num_key_value_heads * cfg_.head_dim();
-  if (n_attn_ > 0) {
+  if (sched_.num_attention() > 0) {
     const int64_t fit = static_cast<int64_t>(ctx_->max_range() / (4 * kvw));
     cap = std::min(cap, fit);
     if (cap < rows)
@@ -174,7 +173,7 @@ void VulkanBackend::ensure_kv(int64_t rows) {
                            " per attention layer's key cache; device '" + ctx_->device_name() + "' binds at most " +
                            format_bytes(ctx_->max_range()));
     std::vector<Buffer> k, v;
-    for (int64_t a = 0; a < n_attn_; ++a) {
+    for (int64_t a = 0; a < sched_.num_attention(); ++a) {
       k.emplace_back(ctx_, cap * kvw * 4, MemKind::Device, "the key cache");
       v.emplace_back(ctx_, cap * kvw * 4, MemKind::Device, "the value cache");
     }
@@ -182,7 +181,7 @@ void VulkanBackend::ensure_kv(int64_t rows) {
       run_one_off(
           [&](VkCommandBuffer c) {
             const VkBufferCopy region{0, 0, static_cast<VkDeviceSize>(kv_len_ * kvw * 4)};
-            for (int64_t a = 0; a < n_attn_; ++a) {
+            for (int64_t a = 0; a < sched_.num_attention(); ++a) {
               vkCmdCopyBuffer(c, kcache_[a].handle(), k[a].handle(), 1, &region);
               vkCmdCopyBuffer(c, vcache_[a].handle(), v[a].handle(), 1, &region);
             }
@@ -205,7 +204,7 @@ void VulkanBackend::ensure_block(int64_t S) {
   const uint64_t c = cap, H = cfg_.hidden_size, Di = cfg_.mamba_inner(), I = cfg_.intermediate_size;
   const uint64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok, R = cfg_.mamba_dt_rank, N = cfg_.mamba_d_state;
   const uint64_t qw = cfg_.num_attention_heads * cfg_.head_dim(), kvw = cfg_.num_key_value_heads * cfg_.head_dim();
-  const bool A = n_attn_ > 0, M = n_mamba_ > 0, X = n_moe_ > 0;
+  const bool A = sched_.num_attention() > 0, M = sched_.num_ssm() > 0, X = sched_.num_moe() > 0;
   ActLayout a;
   uint64_t o = 0;
   auto take = [&](uint32_t* at, uint64_t n) {
@@ -266,12 +265,12 @@ void VulkanBackend::start(const RunOptions& opts) {
   n_reg_ = opts.registers < 0 ? static_cast<int>(trained) : opts.registers;
   position_ = 0;
   kv_len_ = 0;
-  norm_.assign(static_cast<size_t>(n_attn_), Normalizer::Softmax);
-  null_off_.assign(static_cast<size_t>(n_attn_), -1);
+  norm_.assign(static_cast<size_t>(sched_.num_attention()), Normalizer::Softmax);
+  null_off_.assign(static_cast<size_t>(sched_.num_attention()), -1);
   for (int64_t i = 0; i < L; ++i) {
     const LayerWeights& lw = model_->w.layers[i];
-    if (!lw.is_attention) continue;
-    const int64_t a = kind_index_[i];
+    if (!sched_[i].has_attention()) continue;
+    const int64_t a = sched_[i].attn_index;
     const bool has_sinks = !lw.attn.sinks.empty();
     norm_[a] = opts.normalizer_override ? opts.normalizer : has_sinks ? Normalizer::Sink : cfg_.attention_normalizer;
     if (norm_[a] == Normalizer::Sink && has_sinks) null_off_[a] = dw_->layers[i].sinks;
@@ -322,7 +321,7 @@ void VulkanBackend::profile_collect(const Recorded& r) {
 void VulkanBackend::read_records(int64_t S, TokenTrace* recs) {
   const float* base = static_cast<const float*>(rec_direct_ ? rec_.mapped() : readback_.mapped());
   const int64_t L = cfg_.num_hidden_layers, H = cfg_.hidden_size;
-  const size_t an = static_cast<size_t>(n_attn_ * cfg_.num_attention_heads);
+  const size_t an = static_cast<size_t>(sched_.num_attention() * cfg_.num_attention_heads);
   auto copy = [](const float* src, std::vector<float>& dst) { std::memcpy(dst.data(), src, dst.size() * 4); };
   for (int64_t s = 0; s < S; ++s) {
     const float* r = base + s * rl_.stride;
@@ -360,7 +359,7 @@ void VulkanBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenT
   fail_guard();
   model_->check_files();  // the checkpoint still the one loaded (Model::files)
   forward_in_blocks(
-      tokens, S, out, cfg_, opts_, TraceShape{n_attn_, n_mamba_, n_moe_, n_reg_}, position_, failed_,
+      tokens, S, out, cfg_, opts_, sched_, n_reg_, position_, failed_,
       [&](int64_t total) { ensure_kv(kv_len_ + total); }, [&] { return block_limit(); },
       [&](int64_t n) { ensure_block(n); },
       [&](const int32_t* ids, int64_t n, TokenTrace* recs) {

@@ -117,8 +117,7 @@ class VulkanBackend final : public Backend {
   int64_t kv_len_ = 0;  // cached positions: registers + tokens
   std::string failed_;  // non-empty: a BackendFailure happened; every call rethrows it
 
-  std::vector<int64_t> kind_index_, moe_index_;
-  int64_t n_attn_ = 0, n_mamba_ = 0, n_moe_ = 0;
+  const LayerSchedule& sched_;      // model_->schedule: per layer its kinds and its index among each kind
   std::vector<Normalizer> norm_;   // per attention layer, for this run
   std::vector<int32_t> null_off_;  // per attention layer: vec offset of the sink logits or -1
   std::vector<Rank1Tracker> rank1_;

@@ -195,7 +195,7 @@ void VulkanBackend::record_block(VkCommandBuffer cmd, int64_t S, bool records) {
     const DLayer& d = w.layers[i];
     record_norm_observe(d.input_norm, S, i, records);  // residual point i: what enters layer i
     barrier();
-    if (model_->w.layers[i].is_attention)
+    if (sched_[i].has_attention())
       record_attention(i, S, records);
     else
       record_mamba(i, S, records);
@@ -229,7 +229,7 @@ void VulkanBackend::record_block(VkCommandBuffer cmd, int64_t S, bool records) {
 
 void VulkanBackend::record_attention(int64_t layer, int64_t S, bool records) {
   const DLayer& d = dw_->layers[layer];
-  const int64_t a = kind_index_[layer];
+  const int64_t a = sched_[layer].attn_index;
   const uint32_t H = u32(cfg_.hidden_size), nh = u32(cfg_.num_attention_heads), hd = u32(cfg_.head_dim());
   const uint32_t kvw = u32(cfg_.num_key_value_heads) * hd;
   const uint32_t qw = nh * hd, row = qw + 2 * kvw;
@@ -252,7 +252,7 @@ void VulkanBackend::record_attention(int64_t layer, int64_t S, bool records) {
                  instr ? 1u : 0u,
                  rl_.stride,
                  rl_.attn,
-                 u32(n_attn_) * nh,
+                 u32(sched_.num_attention()) * nh,
                  u32(a) * nh,
                  instr && opts_.full ? 1u : 0u,
                  rl_.arows,
@@ -265,7 +265,7 @@ void VulkanBackend::record_attention(int64_t layer, int64_t S, bool records) {
 
 void VulkanBackend::record_mamba(int64_t layer, int64_t S, bool records) {
   const DLayer& d = dw_->layers[layer];
-  const int64_t m = kind_index_[layer];
+  const int64_t m = sched_[layer].ssm_index;
   const uint32_t H = u32(cfg_.hidden_size), Di = u32(cfg_.mamba_inner()), N = u32(cfg_.mamba_d_state);
   const uint32_t R = u32(cfg_.mamba_dt_rank), W = u32(cfg_.mamba_d_conv), P = R + 2 * N;
   const uint32_t win = u32(m) * win_stride_, hoff = win + Di * W;  // this layer's window (Di, W), state (Di, N)
@@ -332,10 +332,10 @@ void VulkanBackend::record_feed_forward(int64_t layer, int64_t S, bool records) 
   const DLayer& d = dw_->layers[layer];
   const DMat& gu = d.gate_up;  // (E_l, 2I, H)
   const uint32_t H = u32(cfg_.hidden_size), I = u32(d.down.cols);
-  const bool moe = model_->w.layers[layer].is_moe;
+  const bool moe = sched_[layer].is_moe();
   const uint32_t E = u32(cfg_.num_experts), K = moe ? u32(cfg_.num_experts_per_tok) : 1u;
   if (moe) {
-    const int64_t xi = moe_index_[layer];
+    const int64_t xi = sched_[layer].moe_index;
     const bool instr = records && opts_.instruments;
     record_linear(d.router, al_.x, H, S, al_.rl, E, false, -1);  // (S, E)
     barrier();

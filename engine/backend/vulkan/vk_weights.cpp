@@ -134,7 +134,7 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
     DLayer& d = layers[i];
     add_vec(lw.input_norm, &d.input_norm);
     add_vec(lw.pre_ff_norm, &d.pre_ff_norm);
-    if (lw.is_attention) {
+    if (m.schedule[i].has_attention()) {
       add_block({&lw.attn.q, &lw.attn.k, &lw.attn.v}, &d.qkv);
       add_block({&lw.attn.o}, &d.o);
       add_vec(lw.attn.sinks, &d.sinks);
@@ -156,9 +156,10 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
       add_vec(mw.out_bias, &d.out_bias);
     }
     std::vector<const Mat*> gu, dn;  // per expert: gate, up | down
-    if (lw.is_moe) add_block({&lw.moe.router}, &d.router);
+    const bool moe = m.schedule[i].is_moe();
+    if (moe) add_block({&lw.moe.router}, &d.router);
     std::vector<const MlpWeights*> mlps;  // pointers into the model: the Mats must stay where they are
-    if (lw.is_moe)
+    if (moe)
       for (const MlpWeights& e : lw.moe.experts) mlps.push_back(&e);
     else
       mlps.push_back(&lw.mlp);

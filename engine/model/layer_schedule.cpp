@@ -1,0 +1,201 @@
+// The layer schedule (layer_schedule.h): built from per-layer kind lists, which Jamba's period/offset
+// rule (jamba-spec.md §1) produces in from_config; the one-line description `info` and the GUI print;
+// and the rule's inverse for a trace without a config. Not the per-layer weights (model/loader.cpp).
+#include "engine/model/layer_schedule.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "engine/core/error.h"
+
+namespace hl {
+
+const char* mixer_name(MixerKind k) {
+  switch (k) {
+    case MixerKind::Attention: return "attention";
+    case MixerKind::Mamba1: return "mamba";
+  }
+  return "?";
+}
+
+const char* ffn_name(FfnKind k) {
+  switch (k) {
+    case FfnKind::Dense: return "dense";
+    case FfnKind::MoE: return "moe";
+    case FfnKind::None: return "none";
+  }
+  return "?";
+}
+
+char mixer_letter(MixerKind k) {
+  return k == MixerKind::Attention ? 'A' : 'M';
+}
+
+char ffn_letter(FfnKind k) {
+  return k == FfnKind::MoE ? 'E' : k == FfnKind::Dense ? 'D' : '-';
+}
+
+bool parse_mixer_kind(const std::string& s, MixerKind* out) {
+  for (MixerKind k : {MixerKind::Attention, MixerKind::Mamba1})
+    if (s == mixer_name(k)) {
+      *out = k;
+      return true;
+    }
+  return false;
+}
+
+bool parse_ffn_kind(const std::string& s, FfnKind* out) {
+  for (FfnKind k : {FfnKind::Dense, FfnKind::MoE, FfnKind::None})
+    if (s == ffn_name(k)) {
+      *out = k;
+      return true;
+    }
+  return false;
+}
+
+LayerSchedule LayerSchedule::from_config(const JambaConfig& c) {
+  const int64_t L = std::max<int64_t>(0, c.num_hidden_layers);
+  std::vector<MixerKind> mixers(static_cast<size_t>(L));
+  std::vector<FfnKind> ffns(static_cast<size_t>(L));
+  for (int64_t i = 0; i < L; ++i) {
+    const bool attn = c.attn_layer_period > 0 && i % c.attn_layer_period == c.attn_layer_offset;
+    const bool moe = c.num_experts > 1 && c.expert_layer_period > 0 && i % c.expert_layer_period == c.expert_layer_offset;
+    mixers[static_cast<size_t>(i)] = attn ? MixerKind::Attention : MixerKind::Mamba1;
+    ffns[static_cast<size_t>(i)] = moe ? FfnKind::MoE : FfnKind::Dense;
+  }
+  LayerParams p;
+  p.attn = {c.num_attention_heads, c.num_key_value_heads, c.num_attention_heads > 0 ? c.head_dim() : 0};
+  p.ssm = {c.mamba_inner(), c.mamba_d_state, c.mamba_d_conv, c.mamba_dt_rank};
+  p.ffn = {c.intermediate_size, c.num_experts, c.num_experts_per_tok};
+  return from_lists(mixers, ffns, p, "config.json");
+}
+
+LayerSchedule LayerSchedule::from_lists(const std::vector<MixerKind>& mixers, const std::vector<FfnKind>& ffns,
+                                        const LayerParams& params, const std::string& source) {
+  auto fail = [&](const std::string& what) { throw LoadError(source + ": " + what); };
+  if (mixers.size() != ffns.size())
+    fail(std::to_string(mixers.size()) + " mixer kinds and " + std::to_string(ffns.size()) +
+         " FFN kinds, expected one of each per layer");
+  if (mixers.empty()) fail("no layers, expected at least 1");
+  LayerSchedule s;
+  s.params_ = params;
+  s.layers_.resize(mixers.size());
+  for (size_t i = 0; i < mixers.size(); ++i) {
+    const int64_t li = static_cast<int64_t>(i);
+    const std::string at = "layer " + std::to_string(i) + ": ";
+    LayerSpec& l = s.layers_[i];
+    l.mixer = mixers[i];
+    l.ffn = ffns[i];
+    switch (l.mixer) {
+      case MixerKind::Attention:
+        l.attn_index = s.num_attention();
+        l.attn = params.attn;
+        s.attn_layers_.push_back(li);
+        break;
+      case MixerKind::Mamba1:
+        l.ssm_index = s.num_ssm();
+        l.ssm = params.ssm;
+        s.ssm_layers_.push_back(li);
+        break;
+      default:
+        fail(at + "mixer kind " + std::to_string(static_cast<int>(l.mixer)) + ", expected attention (0) or mamba (1)");
+    }
+    switch (l.ffn) {
+      case FfnKind::MoE:
+        if (params.ffn.experts < 2)
+          fail(at + "an MoE layer with " + std::to_string(params.ffn.experts) + " experts, expected at least 2");
+        if (params.ffn.top_k < 1 || params.ffn.top_k > params.ffn.experts)
+          fail(at + "an MoE layer with " + std::to_string(params.ffn.top_k) + " experts per token, expected 1.." +
+               std::to_string(params.ffn.experts));
+        l.moe_index = s.num_moe();
+        l.ffn_params = params.ffn;
+        s.moe_layers_.push_back(li);
+        break;
+      case FfnKind::Dense: l.ffn_params.d_ff = params.ffn.d_ff; break;
+      case FfnKind::None: break;
+      default:
+        fail(at + "FFN kind " + std::to_string(static_cast<int>(l.ffn)) + ", expected dense (0), moe (1) or none (2)");
+    }
+  }
+  return s;
+}
+
+std::vector<MixerKind> LayerSchedule::mixers() const {
+  std::vector<MixerKind> v;
+  for (const LayerSpec& l : layers_) v.push_back(l.mixer);
+  return v;
+}
+
+std::vector<FfnKind> LayerSchedule::ffns() const {
+  std::vector<FfnKind> v;
+  for (const LayerSpec& l : layers_) v.push_back(l.ffn);
+  return v;
+}
+
+int64_t LayerSchedule::num_dense() const {
+  return std::count_if(layers_.begin(), layers_.end(), [](const LayerSpec& l) { return l.ffn == FfnKind::Dense; });
+}
+
+std::string LayerSchedule::mixer_strip() const {
+  std::string s;
+  for (const LayerSpec& l : layers_) s += mixer_letter(l.mixer);
+  return s;
+}
+
+std::string LayerSchedule::ffn_strip() const {
+  std::string s;
+  for (const LayerSpec& l : layers_) s += ffn_letter(l.ffn);
+  return s;
+}
+
+std::string LayerSchedule::describe() const {
+  std::string s = std::to_string(size()) + (size() == 1 ? " layer:" : " layers:");
+  for (const LayerSpec& l : layers_) s += std::string(" ") + mixer_letter(l.mixer);
+  auto list = [&](FfnKind k) {
+    std::string r;
+    for (int64_t i = 0; i < size(); ++i)
+      if (layers_[static_cast<size_t>(i)].ffn == k) {
+        if (!r.empty()) r += ',';
+        r += std::to_string(i);
+      }
+    return r;
+  };
+  s += moe_layers_.empty() ? "; no MoE" : "; MoE at " + list(FfnKind::MoE);
+  const std::string none = list(FfnKind::None);
+  if (!none.empty()) s += "; no FFN at " + none;
+  return s;
+}
+
+bool jamba_period_offset(int64_t L, int64_t count, int64_t* period, int64_t* offset) {
+  if (count <= 0) {
+    *period = L + 1;
+    *offset = L;
+    return true;
+  }
+  if (count > L || L > (int64_t{1} << 40)) return false;  // (the bound keeps count · p in range)
+  if (L % count == 0) {
+    const int64_t p = L / count;
+    *period = p;
+    *offset = p / 2;
+    return true;
+  }
+  // Layers i < L with i % p == o number (L - 1 - o) / p + 1 for o < L, which is `count` exactly when
+  // L - count·p <= o <= L - 1 - (count - 1)·p: for each p the best offset is p / 2 clamped into
+  // that range (and [0, p - 1]), so one pass over p finds the minimum of |o - p/2|·(L + 1) + p.
+  int64_t best = -1;
+  for (int64_t p = 1; p <= L; ++p) {
+    const int64_t lo = std::max<int64_t>(0, L - count * p), hi = std::min<int64_t>(p - 1, L - 1 - (count - 1) * p);
+    if (lo > hi) continue;
+    const int64_t o = std::clamp<int64_t>(p / 2, lo, hi);
+    const int64_t score = std::llabs(o - p / 2) * (L + 1) + p;
+    if (best < 0 || score < best) {
+      best = score;
+      *period = p;
+      *offset = o;
+    }
+  }
+  return best >= 0;
+}
+
+}  // namespace hl
