@@ -12,6 +12,7 @@
 // contract; a BackendFailure (no device, out of memory, a sticky device error) poisons the backend
 // and leaves the caller's records as they were, so the caller can rebuild the run on the CPU.
 #include "engine/backend/cuda/cuda_backend_impl.h"
+#include "engine/backend/run_plan.h"
 
 namespace hl::cuda {
 
@@ -318,21 +319,17 @@ void CudaBackend::sync(const char* what) {
 void CudaBackend::start(const RunOptions& opts) {
   fail_guard();
   const int64_t L = cfg_.num_hidden_layers;
-  if (opts.registers > 1024) throw Error("registers: " + std::to_string(opts.registers) + " is out of range [0, 1024]");
+  const RunPlan plan = plan_run(*model_, opts);
   const bool layout_changes = opts.instruments != opts_.instruments || opts.full != opts_.full;
   opts_ = opts;
-  n_reg_ = opts.registers < 0 ? static_cast<int>(trained_) : opts.registers;
+  n_reg_ = plan.registers;
   position_ = 0;
   kv_len_ = 0;
   norm_.assign(static_cast<size_t>(n_attn_), 0);
   for (int64_t i = 0; i < L; ++i) {
     const LayerWeights& lw = model_->w.layers[i];
     if (!lw.is_attention) continue;
-    const bool has_sinks = !lw.attn.sinks.empty();
-    const Normalizer n = opts.normalizer_override ? opts.normalizer
-                         : has_sinks              ? Normalizer::Sink
-                                                  : cfg_.attention_normalizer;
-    norm_[kind_index_[i]] = static_cast<int>(n);
+    norm_[kind_index_[i]] = static_cast<int>(plan.normalizer[i]);
   }
   std::vector<int> baked = norm_;
   baked.push_back(opts_.instruments);
@@ -471,6 +468,7 @@ namespace {
 struct Probe {
   bool ok = false;
   std::string reason;
+  std::string device;  // device 0: "NVIDIA H200, 139.8 GiB"
 };
 
 const Probe& probe() {
@@ -485,6 +483,11 @@ const Probe& probe() {
       r.reason = "no CUDA device found";
     } else {
       r.ok = true;
+      cudaDeviceProp prop{};
+      if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+        r.device =
+            std::string(prop.name) + ", " + std::to_string(static_cast<int64_t>(prop.totalGlobalMem >> 20)) + " MiB";
+      cudaGetLastError();
     }
     return r;
   }();
@@ -499,6 +502,10 @@ bool cuda_available() {
 
 std::string cuda_unavailable_reason() {
   return probe().reason;
+}
+
+std::string cuda_describe_device() {
+  return probe().ok ? probe().device : probe().reason;
 }
 
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Model> model, const CudaOptions& opts) {

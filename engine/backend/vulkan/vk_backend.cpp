@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "engine/backend/backend_util.h"
+#include "engine/backend/run_plan.h"
 #include "engine/core/error.h"
 #include "engine/probes/memory.h"
 
@@ -260,10 +261,11 @@ void VulkanBackend::ensure_block(int64_t S) {
 
 void VulkanBackend::start(const RunOptions& opts) {
   fail_guard();
-  const int64_t H = cfg_.hidden_size, L = cfg_.num_hidden_layers, trained = dw_->trained_registers;
-  if (opts.registers > 1024) throw Error("registers: " + std::to_string(opts.registers) + " is out of range [0, 1024]");
+  const int64_t H = cfg_.hidden_size, L = cfg_.num_hidden_layers;
+  const RunPlan plan = plan_run(*model_, opts);
+  const int64_t trained = plan.trained_registers;
   opts_ = opts;
-  n_reg_ = opts.registers < 0 ? static_cast<int>(trained) : opts.registers;
+  n_reg_ = plan.registers;
   position_ = 0;
   kv_len_ = 0;
   norm_.assign(static_cast<size_t>(n_attn_), Normalizer::Softmax);
@@ -272,9 +274,8 @@ void VulkanBackend::start(const RunOptions& opts) {
     const LayerWeights& lw = model_->w.layers[i];
     if (!lw.is_attention) continue;
     const int64_t a = kind_index_[i];
-    const bool has_sinks = !lw.attn.sinks.empty();
-    norm_[a] = opts.normalizer_override ? opts.normalizer : has_sinks ? Normalizer::Sink : cfg_.attention_normalizer;
-    if (norm_[a] == Normalizer::Sink && has_sinks) null_off_[a] = dw_->layers[i].sinks;
+    norm_[a] = plan.normalizer[i];
+    if (plan.sinks[i]) null_off_[a] = dw_->layers[i].sinks;
   }
   rank1_.assign(static_cast<size_t>(L + 1), Rank1Tracker(H));
   ++gen_;  // the options are baked into the recorded commands
