@@ -174,33 +174,7 @@ void CudaBackend::upload_weights() {
 }
 
 void CudaBackend::plan_records() {
-  const int64_t L = cfg_.num_hidden_layers, V = cfg_.vocab_size, nh = cfg_.num_attention_heads;
-  const int64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok, Di = cfg_.mamba_inner();
-  RecLayout r;
-  int64_t o = 0;
-  auto take = [&](int64_t* at, int64_t n) {
-    *at = o;
-    o += n;
-  };
-  take(&r.logits, V);
-  take(&r.nonfinite, L + 1);
-  if (opts_.instruments) {
-    take(&r.resid_max, L + 1);
-    take(&r.rank1, L + 1);
-    take(&r.attn, 4 * n_attn_ * nh);
-    take(&r.dmean, n_mamba_);
-    take(&r.rprobs, n_moe_ * E);
-    take(&r.rtopk, n_moe_ * K);
-    take(&r.rlse, n_moe_);
-    if (opts_.full) {
-      take(&r.sdelta, n_mamba_ * Di);
-      take(&r.sret, n_mamba_ * Di);
-      r.arow_stride = kv_cap_ + 1;
-      take(&r.arows, n_attn_ * nh * r.arow_stride);
-    }
-  }
-  r.stride = (o + 3) / 4 * 4;
-  rl_ = r;
+  rl_ = plan_device_record<int64_t>(cfg_, n_attn_, n_mamba_, n_moe_, opts_, kv_cap_, false, 4);
 }
 
 int64_t CudaBackend::block_limit() const {
@@ -409,40 +383,7 @@ void CudaBackend::run_block(const int32_t* ids, int64_t S, bool records) {
 }
 
 void CudaBackend::read_records(int64_t S, TokenTrace* recs) const {
-  const float* base = rec_h_.as<float>();
-  const int64_t L = cfg_.num_hidden_layers;
-  const size_t an = static_cast<size_t>(n_attn_ * cfg_.num_attention_heads);
-  auto copy = [](const float* src, std::vector<float>& dst) {
-    if (!dst.empty()) std::memcpy(dst.data(), src, dst.size() * 4);
-  };
-  for (int64_t s = 0; s < S; ++s) {
-    const float* r = base + s * rl_.stride;
-    TokenTrace& t = recs[s];
-    copy(r + rl_.logits, t.logits);
-    for (int64_t c = 1; c <= L; ++c)
-      if (r[rl_.nonfinite + c] != 0.0f) {
-        t.nonfinite_layer = static_cast<int32_t>(c - 1);
-        break;
-      }
-    flag_nonfinite_head(t, *model_);  // L: the final norm, L + 1: the LM head
-    if (!opts_.instruments) continue;
-    copy(r + rl_.resid_max, t.resid_max_abs);
-    copy(r + rl_.rank1, t.rank1_distance);
-    copy(r + rl_.attn, t.attn_entropy);
-    copy(r + rl_.attn + an, t.attn_entropy_norm);
-    copy(r + rl_.attn + 2 * an, t.attn_mass);
-    copy(r + rl_.attn + 3 * an, t.attn_max_logit);
-    copy(r + rl_.dmean, t.ssm_delta_mean);
-    copy(r + rl_.rprobs, t.router_probs);
-    if (!t.router_topk.empty()) std::memcpy(t.router_topk.data(), r + rl_.rtopk, t.router_topk.size() * 4);
-    copy(r + rl_.rlse, t.router_lse);
-    if (!opts_.full) continue;
-    copy(r + rl_.sdelta, t.ssm_delta);
-    copy(r + rl_.sret, t.ssm_retained);
-    const size_t row = static_cast<size_t>(n_reg_ + t.position + 2);  // keys, then p_null
-    for (size_t slot = 0; slot < an; ++slot)
-      std::memcpy(&t.attn_rows[slot * row], r + rl_.arows + static_cast<int64_t>(slot) * rl_.arow_stride, row * 4);
-  }
+  read_device_records(rec_h_.as<float>(), S, rl_, *model_, opts_, n_attn_, n_reg_, recs);
 }
 
 void CudaBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) {
