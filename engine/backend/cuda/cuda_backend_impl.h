@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "engine/backend/backend_util.h"
-#include "engine/backend/device_record.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/cuda_kernels.h"
 #include "engine/backend/cuda/cuda_math.h"
+#include "engine/backend/device_record.h"
 #include "engine/core/error.h"
 
 namespace hl::cuda {
