@@ -13,9 +13,7 @@
 #include <QStyleFactory>
 #include <algorithm>
 
-#ifdef HL_HAVE_VULKAN
-#include "engine/backend/vulkan/vulkan_backend.h"
-#endif
+#include "engine/backend/backend_registry.h"
 
 namespace hl::app {
 
@@ -126,16 +124,14 @@ bool naturalLess(const QString& a, const QString& b) {
 }
 
 bool backendIsEmulated(const QString& name) {
-#ifdef HL_HAVE_VULKAN
-  // Some Vulkan device exists but no GPU one: the device is a CPU emulation (lavapipe).
-  if (name == QLatin1String("vulkan")) return hl::vulkan_available(false) && !hl::vulkan_available(true);
-#endif
-  return false;
+  // The backend's device exists only as an emulation (Vulkan on lavapipe): the registry says.
+  return hl::backend_is_emulated(name.toStdString());
 }
 
 QString backendMenuLabel(const QString& name) {
   if (backendIsEmulated(name))
-    return QObject::tr("%1 (lavapipe, CPU emulation: decode ~100× slower than cpu)").arg(name);
+    return QStringLiteral("%1 (%2)").arg(name,
+                                         QString::fromStdString(hl::find_backend(name.toStdString())->describe()));
   return name;
 }
 

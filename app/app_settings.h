@@ -23,7 +23,8 @@ bool naturalLess(const QString& a, const QString& b);
 // True when the backend `name` runs on a CPU emulation of a GPU (Vulkan on lavapipe): decoding is
 // about 100 times slower than the cpu backend; such a choice is not remembered across starts.
 bool backendIsEmulated(const QString& name);
-// The backend menu's text for `name`: "vulkan (lavapipe, CPU emulation: …)" when emulated.
+// The backend menu's text for `name`: with the registry's description of the device when it is an
+// emulation ("vulkan (llvmpipe …: CPU emulation of a Vulkan device, …)"), else the name.
 QString backendMenuLabel(const QString& name);
 
 // The application palette and style for the light or dark theme (Fusion with a dark palette).

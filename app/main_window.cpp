@@ -48,10 +48,8 @@ namespace hl::app {
 
 namespace {
 double residentBytes() {
-  QFile f(QStringLiteral("/proc/self/statm"));
-  if (!f.open(QIODevice::ReadOnly)) return 0;
-  const QList<QByteArray> parts = f.readAll().split(' ');
-  return parts.size() > 1 ? parts[1].toDouble() * static_cast<double>(::sysconf(_SC_PAGESIZE)) : 0;
+  const int64_t r = hl::resident_memory();  // -1 when unreadable
+  return r > 0 ? static_cast<double>(r) : 0;
 }
 
 // The CPU's last-level cache (L3, else L2) in bytes, 0 when the C library does not say.

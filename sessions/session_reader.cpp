@@ -16,6 +16,7 @@
 #include "engine/core/error.h"
 #include "engine/core/sys_memory.h"
 #include "engine/io/file_check.h"
+#include "engine/io/json_reader.h"
 #include "engine/io/json_util.h"
 #include "engine/io/safetensors.h"
 #include "sessions/session_file.h"
@@ -28,73 +29,6 @@ using namespace session_layout;
 using json = nlohmann::json;
 
 constexpr int kMaxManifestDepth = 8;
-
-// Type- and range-checked access to the manifest; every message is "FILE: manifest WHERE: ...".
-class Reader {
- public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
-  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
-    throw LoadError(file_ + ": manifest" + (where.empty() ? "" : " " + where) + ": " + what);
-  }
-  const json& member(const json& obj, const char* key, const std::string& where) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) fail(where, std::string("missing key '") + key + "'");
-    return *it;
-  }
-  const json& object(const json& obj, const char* key, const std::string& where) const {
-    const json& v = member(obj, key, where);
-    if (!v.is_object()) fail(where, std::string("'") + key + "' is " + json_type_name(v) + ", expected an object");
-    return v;
-  }
-  const json& array(const json& obj, const char* key, const std::string& where, size_t max) const {
-    const json& v = member(obj, key, where);
-    if (!v.is_array()) fail(where, std::string("'") + key + "' is " + json_type_name(v) + ", expected an array");
-    if (v.size() > max) {
-      fail(where, std::string("'") + key + "' has " + std::to_string(v.size()) + " entries, at most " +
-                      std::to_string(max) + " allowed");
-    }
-    return v;
-  }
-  std::string str(const json& obj, const char* key, const std::string& where) const {
-    const json& v = member(obj, key, where);
-    if (!v.is_string()) fail(where, std::string("'") + key + "' is " + json_type_name(v) + ", expected a string");
-    return v.get<std::string>();
-  }
-  bool boolean(const json& obj, const char* key, const std::string& where) const {
-    const json& v = member(obj, key, where);
-    if (!v.is_boolean()) fail(where, std::string("'") + key + "' is " + json_type_name(v) + ", expected true or false");
-    return v.get<bool>();
-  }
-  int64_t integer_value(const json& v, const std::string& what, int64_t lo, int64_t hi,
-                        const std::string& where) const {
-    const std::string range = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-    if (!v.is_number_integer()) fail(where, what + " is " + v.dump() + ", expected " + range);
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-      fail(where, what + " is " + v.dump() + ", allowed " + range);
-    }
-    const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi) fail(where, what + " is " + std::to_string(x) + ", allowed " + range);
-    return x;
-  }
-  int64_t integer(const json& obj, const char* key, int64_t lo, int64_t hi, const std::string& where) const {
-    return integer_value(member(obj, key, where), std::string("'") + key + "'", lo, hi, where);
-  }
-  double number_value(const json& v, const std::string& what, double lo, double hi, const std::string& where) const {
-    if (!v.is_number()) fail(where, what + " is " + std::string(json_type_name(v)) + ", expected a number");
-    const double x = v.get<double>();
-    if (!(x >= lo && x <= hi)) {
-      fail(where, what + " is " + v.dump() + ", allowed [" + json(lo).dump() + ", " + json(hi).dump() + "]");
-    }
-    return x;
-  }
-  double number(const json& obj, const char* key, double lo, double hi, const std::string& where) const {
-    return number_value(member(obj, key, where), std::string("'") + key + "'", lo, hi, where);
-  }
-  const std::string& file() const { return file_; }
-
- private:
-  std::string file_;
-};
 
 // What the manifest says about one run, before its tensors are read.
 struct RunMeta {
@@ -114,113 +48,108 @@ struct Manifest {
 };
 
 // The manifest's "checksums": {"algorithm": "xxh3_64", "tensors": {name: 16 hex digits, ...}}.
-void read_checksums(const Reader& r, const json& m, Manifest* out) {
-  auto it = m.find("checksums");
-  if (it == m.end()) return;
-  if (!it->is_object()) r.fail("", std::string("'checksums' is ") + json_type_name(*it) + ", expected an object");
-  const std::string algo = r.str(*it, "algorithm", "checksums");
+void read_checksums(const JsonReader& m, Manifest* out) {
+  if (!m.find("checksums")) return;
+  const JsonReader ck = m.object("checksums");
+  const std::string algo = ck.string("algorithm");
   if (algo != kSessionChecksumAlgorithm)
-    r.fail("checksums", "'algorithm' is " + quote_name(algo) + ", expected \"" + kSessionChecksumAlgorithm + "\"");
-  const json& ts = r.object(*it, "tensors", "checksums");
-  for (const auto& [name, v] : ts.items()) {
+    ck.expected(ck.field("algorithm"), std::string("\"") + kSessionChecksumAlgorithm + "\"", json(algo));
+  const JsonReader ts = ck.object("tensors");
+  for (const auto& [name, v] : ts.value().items()) {
     uint64_t x = 0;
     if (!v.is_string() || !parse_checksum_hex(v.get<std::string>(), &x))
-      r.fail("checksums", "tensor " + quote_name(name) + ": " + v.dump() + " is not 16 hex digits");
+      ts.expected(ts.field(name), "16 hex digits", v);
     out->checksums[name] = x;
   }
   out->has_checksums = true;
 }
 
-RunSettings read_settings(const Reader& r, const json& s, const std::string& where) {
+RunSettings read_settings(const JsonReader& s) {
   RunSettings out;
-  const std::string norm = r.str(s, "normalizer", where);
+  const std::string norm = s.string("normalizer");
   if (norm == "as-trained") {
     out.normalizer_override = false;
   } else if (parse_normalizer(norm, &out.normalizer)) {
     out.normalizer_override = true;
   } else {
-    r.fail(where, "'normalizer' is \"" + norm + "\", expected as-trained, softmax, softmax1 or sink");
+    s.expected(s.field("normalizer"), "as-trained, softmax, softmax1 or sink", json(norm));
   }
-  out.registers = static_cast<int>(r.integer(s, "registers", -1, kSessionMaxRegisters, where));
-  out.registers_used = static_cast<int>(r.integer(s, "registers_used", 0, kSessionMaxRegisters, where));
-  out.adapter = r.str(s, "adapter", where);
-  out.backend = r.str(s, "backend", where);
-  out.full = r.boolean(s, "full", where);
-  if (s.contains("max_context")) out.max_context = r.integer(s, "max_context", 0, INT64_MAX, where);  // optional
-  const json& smp = r.object(s, "sampling", where);
-  const std::string sw = where + " sampling";
-  out.sampling.temperature = static_cast<float>(r.number(smp, "temperature", 0.0, 1e6, sw));
-  out.sampling.top_p = static_cast<float>(r.number(smp, "top_p", 0.0, 1.0, sw));
-  const json& seed = r.member(smp, "seed", sw);
-  if (!seed.is_number_unsigned() && !(seed.is_number_integer() && seed.get<int64_t>() >= 0)) {
-    r.fail(sw, "'seed' is " + seed.dump() + ", expected an integer in [0, 2^64)");
-  }
+  out.registers = static_cast<int>(s.integer("registers", -1, kSessionMaxRegisters));
+  out.registers_used = static_cast<int>(s.integer("registers_used", 0, kSessionMaxRegisters));
+  out.adapter = s.string("adapter");
+  out.backend = s.string("backend");
+  out.full = s.boolean("full");
+  s.optional_integer("max_context", &out.max_context, 0, INT64_MAX);
+  const JsonReader smp = s.object("sampling");
+  out.sampling.temperature = static_cast<float>(smp.number("temperature", 0.0, 1e6));
+  out.sampling.top_p = static_cast<float>(smp.number("top_p", 0.0, 1.0));
+  const json& seed = smp.require("seed", "an integer in [0, 2^64)");
+  if (!seed.is_number_unsigned() && !(seed.is_number_integer() && seed.get<int64_t>() >= 0))
+    smp.expected(smp.field("seed"), "an integer in [0, 2^64)", seed);
   out.sampling.seed = seed.get<uint64_t>();
-  out.sampling.ignore_eos = r.boolean(smp, "ignore_eos", sw);
+  out.sampling.ignore_eos = smp.boolean("ignore_eos");
   return out;
 }
 
-RunMeta read_run(const Reader& r, const json& j, size_t index, std::set<std::string>* labels) {
+RunMeta read_run(const JsonReader& runs_reader, const json& j, size_t index, std::set<std::string>* labels) {
   RunMeta m;
-  std::string where = "runs[" + std::to_string(index) + "]";
-  if (!j.is_object()) r.fail(where, std::string("is ") + json_type_name(j) + ", expected an object");
-  m.run.label = r.str(j, "label", where);
-  if (!valid_label(m.run.label)) {
-    r.fail(where, "label \"" + m.run.label + "\" is not 1-32 characters of A-Z a-z 0-9 _ . -");
-  }
-  if (!labels->insert(m.run.label).second) r.fail(where, "label \"" + m.run.label + "\" is used twice");
-  where = "run '" + m.run.label + "'";
-  m.T = r.integer(j, "n_tokens", 0, kSessionMaxTokens, where);
-  m.n_reg = r.integer(j, "n_reg", 0, kSessionMaxRegisters, where);
-  m.run.prompt_tokens = r.integer(j, "prompt_tokens", 0, m.T, where);
-  m.run.settings = read_settings(r, r.object(j, "settings", where), where + " settings");
-  if (m.run.settings.registers_used != m.n_reg) {
-    r.fail(where, "settings registers_used " + std::to_string(m.run.settings.registers_used) + " differs from n_reg " +
-                      std::to_string(m.n_reg));
-  }
-  const json& tm = r.object(j, "timings", where);
-  const std::string tw = where + " timings";
-  m.run.load_seconds = r.number(tm, "load_seconds", 0.0, 1e9, tw);
-  m.run.run_seconds = r.number(tm, "run_seconds", 0.0, 1e9, tw);
-  const json& steps = r.array(tm, "step_seconds", tw, static_cast<size_t>(kSessionMaxTokens));
-  if (static_cast<int64_t>(steps.size()) != m.T) {
-    r.fail(tw,
-           "'step_seconds' has " + std::to_string(steps.size()) + " entries, expected n_tokens " + std::to_string(m.T));
-  }
+  const std::string where = runs_reader.field("runs") + "[" + std::to_string(index) + "]";
+  if (!j.is_object()) runs_reader.expected(where, "an object", j);
+  const JsonReader r(j, runs_reader.source(), where);
+  m.run.label = r.string("label");
+  if (!valid_label(m.run.label))
+    r.expected(r.field("label"), "1-32 characters of A-Z a-z 0-9 _ . -", json(m.run.label));
+  if (!labels->insert(m.run.label).second)
+    r.fail(r.field("label"), "expected a label no other run has, got \"" + m.run.label + "\" (used twice)");
+  m.T = r.integer("n_tokens", 0, kSessionMaxTokens);
+  m.n_reg = r.integer("n_reg", 0, kSessionMaxRegisters);
+  m.run.prompt_tokens = r.integer("prompt_tokens", 0, m.T);
+  m.run.settings = read_settings(r.object("settings"));
+  if (m.run.settings.registers_used != m.n_reg)
+    r.fail(r.field("settings.registers_used"),
+           "expected n_reg " + std::to_string(m.n_reg) + ", got " + std::to_string(m.run.settings.registers_used));
+  const JsonReader tm = r.object("timings");
+  m.run.load_seconds = tm.number("load_seconds", 0.0, 1e9);
+  m.run.run_seconds = tm.number("run_seconds", 0.0, 1e9);
+  const json& steps = tm.array("step_seconds", static_cast<size_t>(kSessionMaxTokens));
+  if (static_cast<int64_t>(steps.size()) != m.T)
+    tm.fail(tm.field("step_seconds"),
+            "expected n_tokens " + std::to_string(m.T) + " entries, got " + std::to_string(steps.size()));
   m.steps.reserve(steps.size());
-  for (size_t t = 0; t < steps.size(); ++t) {
-    m.steps.push_back(r.number_value(steps[t], "step_seconds[" + std::to_string(t) + "]", 0.0, 1e9, tw));
-  }
-  const json& names = r.array(j, "fields", where, fields().size());
-  for (const json& n : names) {
+  for (size_t t = 0; t < steps.size(); ++t)
+    m.steps.push_back(tm.number_value(steps[t], tm.field("step_seconds[" + std::to_string(t) + "]"), 0.0, 1e9));
+  const json& names = r.array("fields", fields().size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const json& n = names[i];
+    const std::string at = r.field("fields[" + std::to_string(i) + "]");
     const Field* f = n.is_string() ? find_field(n.get<std::string>()) : nullptr;
-    if (!f) r.fail(where, "'fields' lists " + n.dump() + ", not a known field name");
+    if (!f) r.expected(at, "a known field name", n);
     for (const Field* g : m.fields)
-      if (g == f) r.fail(where, "'fields' lists \"" + std::string(f->name) + "\" twice");
+      if (g == f) r.expected(at, "a field not listed before", n);
     m.fields.push_back(f);
   }
   for (const Field& f : fields()) {
     if (f.shape != FieldShape::Scalar) continue;
     bool listed = false;
     for (const Field* g : m.fields) listed = listed || g == &f;
-    if (!listed) r.fail(where, "'fields' does not list \"" + std::string(f.name) + "\" (always stored)");
+    if (!listed)
+      r.fail(r.field("fields"), "expected every always-stored field, got no \"" + std::string(f.name) + "\"");
   }
-  if (auto it = j.find("absent"); it != j.end()) {
-    if (!it->is_object()) r.fail(where, std::string("'absent' is ") + json_type_name(*it) + ", expected an object");
-    for (const auto& [key, list] : it->items()) {
+  if (r.find("absent")) {
+    const JsonReader ab = r.object("absent");
+    for (const auto& [key, list] : ab.value().items()) {
       const Field* f = find_field(key);
       bool listed = false;
       for (const Field* g : m.fields) listed = listed || g == f;
-      if (!f || !listed || f->shape == FieldShape::Scalar) {
-        r.fail(where, "'absent' names \"" + key + "\", not a stored vector field of this run");
-      }
-      const std::string aw = where + " absent " + quote_name(key) + "";
-      if (!list.is_array() || static_cast<int64_t>(list.size()) > m.T) {
-        r.fail(aw, "expected an array of at most n_tokens " + std::to_string(m.T) + " token indices");
-      }
+      if (!f || !listed || f->shape == FieldShape::Scalar)
+        ab.fail(ab.field(key), "expected the name of a stored vector field of this run, got \"" + key + "\"");
+      const std::string aw = ab.field(key);
+      if (!list.is_array() || static_cast<int64_t>(list.size()) > m.T)
+        ab.expected(aw, "an array of at most n_tokens " + std::to_string(m.T) + " token indices", list);
       std::vector<int64_t>& out = m.absent[f];
-      for (const json& x : list) {
-        const int64_t t = r.integer_value(x, "token index", out.empty() ? 0 : out.back() + 1, m.T - 1, aw);
+      for (size_t i = 0; i < list.size(); ++i) {
+        const int64_t t =
+            ab.integer_value(list[i], aw + "[" + std::to_string(i) + "]", out.empty() ? 0 : out.back() + 1, m.T - 1);
         out.push_back(t);
       }
     }
@@ -229,7 +158,6 @@ RunMeta read_run(const Reader& r, const json& j, size_t index, std::set<std::str
 }
 
 Manifest read_manifest(const SafetensorsFile& f, const std::string& name) {
-  const Reader r(name);
   auto it = f.metadata().find(kSessionMetadataKey);
   if (it == f.metadata().end()) {
     throw LoadError(name + ": not a HybridLens session: the safetensors __metadata__ has no '" +
@@ -248,49 +176,43 @@ Manifest read_manifest(const SafetensorsFile& f, const std::string& name) {
                       checksum_hex(got) + "): the file is damaged");
   }
   const json m = parse_json_checked(it->second, name + ": manifest", kMaxManifestDepth);
-  if (!m.is_object()) r.fail("", std::string("is ") + json_type_name(m) + ", expected an object");
-  const std::string format = r.str(m, "format", "");
-  if (format != kSessionFormatName) {
-    r.fail("", "'format' is \"" + format + "\", expected \"" + kSessionFormatName + "\"");
-  }
+  const JsonReader r = JsonReader::top(m, name + ": manifest");
+  const std::string format = r.string("format");
+  if (format != kSessionFormatName) r.expected("format", std::string("\"") + kSessionFormatName + "\"", json(format));
   Manifest out;
-  const json& v = r.member(m, "format_version", "");
-  if (!v.is_number_integer() || v.get<int64_t>() != kSessionFormatVersion) {
-    r.fail("", "format_version " + v.dump() + " is not supported (this build reads format_version " +
-                   std::to_string(kSessionFormatVersion) + ")");
-  }
+  const std::string version = "format_version " + std::to_string(kSessionFormatVersion) + " (what this build reads)";
+  const json& v = r.require("format_version", version);
+  if (!v.is_number_integer() || v.get<int64_t>() != kSessionFormatVersion) r.expected("format_version", version, v);
   out.format_version = kSessionFormatVersion;
   Recording& rec = out.rec;
-  rec.engine_version = r.str(m, "engine_version", "");
-  rec.created = r.str(m, "created", "");
-  const json& ck = r.object(m, "checkpoint", "");
-  rec.checkpoint.folder = r.str(ck, "folder", "checkpoint");
-  rec.checkpoint.name = r.str(ck, "name", "checkpoint");
-  rec.checkpoint.config_sha256 = r.str(ck, "config_sha256", "checkpoint");
-  rec.checkpoint.weights_hash = r.str(ck, "weights_hash", "checkpoint");
-  rec.adapter_identity = r.str(m, "adapter_identity", "");
-  rec.config = parse_config(r.object(m, "config", "").dump(), name + ": manifest config");
-  rec.prompt = r.str(m, "prompt", "");
-  const int64_t T0 = r.integer(m, "n_tokens", 0, kSessionMaxTokens, "");
-  const json& text = r.array(m, "token_text", "", static_cast<size_t>(kSessionMaxTokens));
-  if (!text.empty() && static_cast<int64_t>(text.size()) != T0) {
-    r.fail("", "'token_text' has " + std::to_string(text.size()) + " entries, expected n_tokens " + std::to_string(T0) +
-                   " (or none)");
-  }
+  rec.engine_version = r.string("engine_version");
+  rec.created = r.string("created");
+  const JsonReader ck = r.object("checkpoint");
+  rec.checkpoint.folder = ck.string("folder");
+  rec.checkpoint.name = ck.string("name");
+  rec.checkpoint.config_sha256 = ck.string("config_sha256");
+  rec.checkpoint.weights_hash = ck.string("weights_hash");
+  rec.adapter_identity = r.string("adapter_identity");
+  rec.config = parse_config(r.object("config").value().dump(), name + ": manifest config");
+  rec.prompt = r.string("prompt");
+  const int64_t T0 = r.integer("n_tokens", 0, kSessionMaxTokens);
+  const json& text = r.array("token_text", static_cast<size_t>(kSessionMaxTokens));
+  if (!text.empty() && static_cast<int64_t>(text.size()) != T0)
+    r.fail("token_text",
+           "expected n_tokens " + std::to_string(T0) + " entries (or none), got " + std::to_string(text.size()));
   rec.token_text.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
-    if (!text[i].is_string()) {
-      r.fail("", "token_text[" + std::to_string(i) + "] is " + json_type_name(text[i]) + ", expected a string");
-    }
+    if (!text[i].is_string()) r.expected("token_text[" + std::to_string(i) + "]", "a string", text[i]);
     rec.token_text.push_back(text[i].get<std::string>());
   }
   rec.tokens.resize(static_cast<size_t>(T0));  // filled from the tensor later; T0 is bounded above
-  const json& runs = r.array(m, "runs", "", static_cast<size_t>(kSessionMaxRuns));
+  const json& runs = r.array("runs", static_cast<size_t>(kSessionMaxRuns));
   std::set<std::string> labels;
   for (size_t i = 0; i < runs.size(); ++i) out.runs.push_back(read_run(r, runs[i], i, &labels));
-  read_checksums(r, m, &out);
+  read_checksums(r, &out);
   if (out.has_checksums && sum == f.metadata().end())
-    r.fail("", "has 'checksums' but __metadata__ lacks the manifest's own " + quote_name(kSessionManifestChecksumKey));
+    r.fail("checksums", "expected __metadata__ to hold the manifest's own " + quote_name(kSessionManifestChecksumKey) +
+                            " alongside, got none");
   return out;
 }
 

@@ -20,19 +20,15 @@
 
 #include "engine/backend/backend.h"
 #include "engine/core/error.h"
+#include "engine/core/sys_memory.h"
 #include "engine/model/generator.h"
 #include "engine/model/loader.h"
 
 namespace {
 
-// Resident set size of this process in bytes (/proc/self/statm: pages resident, second field).
+// Resident set size of this process in bytes (sys_memory.h).
 int64_t resident_bytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (!f) return -1;
-  long long size = 0, resident = 0;
-  const int n = std::fscanf(f, "%lld %lld", &size, &resident);
-  std::fclose(f);
-  return n == 2 ? resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE)) : -1;
+  return hl::resident_memory();
 }
 
 double mib(int64_t b) {

@@ -11,6 +11,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "engine/backend/backend_registry.h"
 #include "engine/core/error.h"
 #include "engine/io/checkpoint.h"
 #include "engine/model/loader.h"
@@ -149,6 +150,13 @@ nlohmann::json collect(const std::string& dir) {
   j["ignored_fields"] = c.ignored_fields;
   j["bos_token_id"] = c.bos_token_id;
   j["eos_token_ids"] = c.eos_token_ids;
+  nlohmann::json backends = nlohmann::json::array();
+  for (const BackendEntry& b : backend_registry())
+    backends.push_back({{"name", b.name},
+                        {"available", b.available(false)},
+                        {"emulated", backend_is_emulated(b.name)},
+                        {"device", b.describe()}});
+  j["backends"] = backends;
   return j;
 }
 
@@ -209,6 +217,9 @@ void printText(const nlohmann::json& j) {
   std::string ignored;
   for (const auto& f : j["ignored_fields"]) ignored += (ignored.empty() ? "" : ", ") + f.get<std::string>();
   std::printf("ignored     %s\n", ignored.empty() ? "none" : ignored.c_str());
+  for (const auto& b : j["backends"])
+    std::printf("backend     %-7s %s: %s\n", b["name"].get<std::string>().c_str(),
+                b["available"].get<bool>() ? "available" : "unavailable", b["device"].get<std::string>().c_str());
 }
 
 }  // namespace

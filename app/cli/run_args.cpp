@@ -6,6 +6,7 @@
 
 #include <cstdio>
 
+#include "engine/backend/backend_registry.h"
 #include "engine/core/error.h"
 #include "engine/io/adapter.h"
 #include "engine/tokenizer/chat_template.h"
@@ -26,7 +27,7 @@ void addModelOptions(ArgParser& p) {
   p.option("normalizer", "NAME", "override every attention layer: softmax, softmax1 or sink")
       .option("registers", "N", "use N register tokens (default: the trained count)")
       .option("adapter", "DIR", "PEFT LoRA/DoRA adapter folder, merged into the base weights")
-      .option("backend", "NAME", "auto (default), cpu, vulkan or cuda");
+      .option("backend", "NAME", "auto (default) or one of this build's backends: " + backend_choices().substr(6));
 }
 
 void addLimitOptions(ArgParser& p) {
@@ -66,9 +67,8 @@ Normalizer normalizerOption(const ParsedArgs& a, const std::string& name) {
 
 std::string backendOption(const ParsedArgs& a) {
   const std::string name = a.getOr("backend", "auto");
-  if (name != "auto" && name != "cpu" && name != "vulkan" && name != "cuda") {
-    throw UsageError("--backend: expected auto, cpu, vulkan or cuda, got '" + name + "'");
-  }
+  if (name != "auto" && !find_backend(name))
+    throw UsageError("--backend: expected " + backend_choices() + " (the backends of this build), got '" + name + "'");
   return name;
 }
 

@@ -39,15 +39,16 @@ class Backend {
   virtual int registers() const = 0;
 };
 
-// "cpu" (always), "vulkan", "cuda" when built and a device exists; "auto" picks CUDA, then a
-// Vulkan GPU (never a CPU-emulated Vulkan device such as lavapipe), then the CPU, and falls back to
-// the CPU when a GPU backend fails while being set up (not enough memory): `note`, when given,
-// then receives one line saying why. An explicitly named backend that is unavailable throws
-// Error; one that fails while being set up throws BackendFailure.
+// A backend of the registry (backend_registry.h): "cpu" (always), "vulkan", "cuda" when built;
+// "auto" tries the natively available ones by rank (CUDA, then a Vulkan GPU, never a CPU-emulated
+// Vulkan device such as lavapipe, then the CPU) and falls back to the next when one fails while
+// being set up (not enough memory): `note`, when given, then receives one line saying why. A name
+// not in this build throws Error listing those that are; a named backend that fails while being
+// set up (no device) throws BackendFailure.
 std::unique_ptr<Backend> make_backend(const std::string& which, std::shared_ptr<const Model> model,
                                       std::string* note = nullptr);
-// The backends make_backend can build here ("cpu", and "vulkan" when built and any Vulkan device,
-// lavapipe included, exists).
+// The registered backends available here, in menu order ("cpu", and "vulkan" when built and any
+// Vulkan device, lavapipe included, exists).
 std::vector<std::string> available_backends();
 
 }  // namespace hl

@@ -107,6 +107,14 @@ uint64_t physical_memory(const std::string& root_in) {
   return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
 }
 
+int64_t resident_memory() {
+  std::ifstream f("/proc/self/statm");  // pages: total program size, then resident (proc(5))
+  long long size = 0, resident = 0;
+  if (!(f >> size >> resident)) return -1;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return page > 0 ? resident * static_cast<int64_t>(page) : -1;
+}
+
 AvailableMemory available_memory(const std::string& root_in) {
   const std::string& root = root_in.empty() ? test_root() : root_in;
   AvailableMemory m;

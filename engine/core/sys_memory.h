@@ -26,6 +26,10 @@ void set_memory_root_for_tests(const std::string& root);
 // machine's memory. 0 when unknown.
 uint64_t physical_memory(const std::string& root = "");
 
+// This process's resident set size in bytes (/proc/self/statm), -1 when unreadable: what the
+// status bar and the soak test show, never a pre-allocation check (those ask available_memory).
+int64_t resident_memory();
+
 // "5.20 GB available (cgroup memory.max)": the words every refusal message uses.
 std::string describe(const AvailableMemory& m);
 

@@ -8,6 +8,7 @@
 
 #include "engine/core/error.h"
 #include "engine/io/adapter.h"
+#include "engine/io/json_reader.h"
 #include "engine/io/json_util.h"
 
 namespace hl {
@@ -178,55 +179,33 @@ namespace {
 
 using Json = nlohmann::json;
 
-struct Reader {
-  const Json& j;
-  std::string source;
-  std::set<std::string> used;
+// adapter_config.json's fields through the shared reader (json_reader.h), plus PEFT's rules.
+struct Reader : JsonReader {
+  using JsonReader::JsonReader;
+  explicit Reader(JsonReader r) : JsonReader(std::move(r)) {}
 
-  const Json* get(const std::string& key) {
-    used.insert(key);
-    auto it = j.find(key);
-    return it == j.end() ? nullptr : &*it;
-  }
-  [[noreturn]] void fail(const std::string& key, const std::string& message) const {
-    throw LoadError(source + ": '" + key + "' " + message);
-  }
-  [[noreturn]] void bad_type(const std::string& key, const Json& v, const std::string& expected) const {
-    fail(key, std::string("is ") + json_type_name(v) + ", expected " + expected);
-  }
-  bool boolean(const std::string& key, bool fallback) {
-    const Json* v = get(key);
+  // An optional switch; null counts as absent.
+  bool boolean_or(const std::string& key, bool fallback) const {
+    const Json* v = find(key);
     if (!v || v->is_null()) return fallback;
-    if (!v->is_boolean()) bad_type(key, *v, "true or false");
+    if (!v->is_boolean()) expected(key, "true or false", *v);
     return v->get<bool>();
   }
-  int64_t integer(const std::string& key, const Json& v, int64_t lo, int64_t hi) const {
-    const std::string range = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-    if (!v.is_number_integer()) bad_type(key, v, range);
-    const bool out_of_range = v.is_number_unsigned()
-                                  ? v.get<uint64_t>() > static_cast<uint64_t>(hi) || v.get<int64_t>() < lo
-                                  : v.get<int64_t>() < lo || v.get<int64_t>() > hi;
-    if (out_of_range) fail(key, "is " + v.dump() + ", expected " + range);
-    return v.get<int64_t>();
-  }
-  double number(const std::string& key, const Json& v, double bound) const {
-    const std::string range = "a finite number with magnitude at most " + Json(bound).dump();
-    if (!v.is_number()) bad_type(key, v, range);
-    const double d = v.get<double>();
-    if (!std::isfinite(d) || std::fabs(d) > bound) fail(key, "is " + v.dump() + ", expected " + range);
-    return d;
+  // A finite number with |x| <= bound.
+  double magnitude(const std::string& key, const Json& v, double bound) const {
+    return number_value(v, key, -bound, bound);
   }
   // A value that must be null, absent, false, or empty for HybridLens to apply the adapter.
-  void reject_if_set(const std::string& key, const std::string& why) {
-    const Json* v = get(key);
+  void reject_if_set(const std::string& key, const std::string& why) const {
+    const Json* v = find(key);
     if (!v || v->is_null()) return;
     if (v->is_boolean() && !v->get<bool>()) return;
     if ((v->is_array() || v->is_object()) && v->empty()) return;
-    fail(key, "is set (" + (v->dump().size() > 60 ? v->dump().substr(0, 60) + "…" : v->dump()) + "): " + why);
+    fail(key, "expected it unset (null, false or empty), got " + shown(*v) + ": " + why);
   }
-  ModuleSelector selector(const std::string& key, bool allow_all_linear) {
+  ModuleSelector selector(const std::string& key, bool allow_all_linear) const {
     ModuleSelector s;
-    const Json* v = get(key);
+    const Json* v = find(key);
     if (!v || v->is_null()) return s;
     if (v->is_string()) {
       const std::string text = v->get<std::string>();
@@ -235,21 +214,22 @@ struct Reader {
         return s;
       }
       s.kind = ModuleSelector::Kind::Regex;
-      s.regex.push_back(ModulePattern::compile(text, source, key));
+      s.regex.push_back(ModulePattern::compile(text, source(), key));
       return s;
     }
-    if (!v->is_array()) bad_type(key, *v, "a list of module names or a regular expression string");
+    if (!v->is_array()) expected(key, "a list of module names or a regular expression string", *v);
     if (v->size() > AdapterConfig::kMaxPatternKeys)
-      fail(key,
-           "has " + std::to_string(v->size()) + " entries, at most " + std::to_string(AdapterConfig::kMaxPatternKeys));
+      fail(key, "expected at most " + std::to_string(AdapterConfig::kMaxPatternKeys) + " entries, got " +
+                    std::to_string(v->size()));
     s.kind = ModuleSelector::Kind::List;
-    for (const Json& e : *v) {
-      if (!e.is_string()) bad_type(key, e, "module names (strings) in the list");
-      const std::string name = e.get<std::string>();
-      if (name.empty() || name.size() > ModulePattern::kMaxChars)
-        fail(key, "entry '" + name.substr(0, 64) + "' must have 1 to " + std::to_string(ModulePattern::kMaxChars) +
-                      " characters");
-      s.names.push_back(name);
+    for (size_t i = 0; i < v->size(); ++i) {
+      const Json& e = (*v)[i];
+      const std::string name = key + "[" + std::to_string(i) + "]";
+      if (!e.is_string()) expected(name, "a module name (a string)", e);
+      const std::string text = e.get<std::string>();
+      if (text.empty() || text.size() > ModulePattern::kMaxChars)
+        expected(name, "a module name of 1 to " + std::to_string(ModulePattern::kMaxChars) + " characters", e);
+      s.names.push_back(text);
     }
     return s;
   }
@@ -262,75 +242,73 @@ AdapterConfig parse_adapter_config(const std::string& text, const std::string& s
     throw LoadError(source + ": " + std::to_string(text.size()) + " bytes, larger than the limit of " +
                     std::to_string(AdapterConfig::kMaxBytes) + " bytes");
   const Json j = parse_json_checked(text, source, AdapterConfig::kMaxDepth);
-  if (!j.is_object()) throw LoadError(source + ": top level is " + json_type_name(j) + ", expected an object");
+  const Reader rd(JsonReader::top(j, source));
   // nlohmann::json sorts keys; the pattern dictionaries are matched in file order (Python dict order),
   // so they are read again from an order-preserving parse of the same (already validated) text.
   const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
-  Reader rd{j, source, {}};
   AdapterConfig c;
 
-  const Json* peft_type = rd.get("peft_type");
-  if (!peft_type) throw LoadError(source + ": 'peft_type' is missing, expected \"LORA\"");
-  if (!peft_type->is_string()) rd.bad_type("peft_type", *peft_type, "\"LORA\"");
-  if (peft_type->get<std::string>() != "LORA")
-    rd.fail("peft_type", "is \"" + peft_type->get<std::string>().substr(0, 40) +
-                             "\": only LORA adapters (LoRA, DoRA) are supported");
+  const std::string lora = "\"LORA\" (LoRA and DoRA adapters only)";
+  const Json& peft_type = rd.require("peft_type", lora);
+  if (!peft_type.is_string() || peft_type.get<std::string>() != "LORA") rd.expected("peft_type", lora, peft_type);
 
-  if (const Json* v = rd.get("r"); v && !v->is_null()) c.r = rd.integer("r", *v, 1, AdapterConfig::kMaxRank);
-  if (const Json* v = rd.get("lora_alpha"); v && !v->is_null())
-    c.lora_alpha = rd.number("lora_alpha", *v, AdapterConfig::kMaxAlpha);
-  c.use_rslora = rd.boolean("use_rslora", false);
-  c.use_dora = rd.boolean("use_dora", false);
-  c.lora_bias = rd.boolean("lora_bias", false);
-  if (rd.boolean("fan_in_fan_out", false))
-    rd.fail("fan_in_fan_out", "is true: only nn.Linear weights stored (out, in) are supported (it must be false)");
+  if (const Json* v = rd.find("r"); v && !v->is_null()) c.r = rd.integer_value(*v, "r", 1, AdapterConfig::kMaxRank);
+  if (const Json* v = rd.find("lora_alpha"); v && !v->is_null())
+    c.lora_alpha = rd.magnitude("lora_alpha", *v, AdapterConfig::kMaxAlpha);
+  c.use_rslora = rd.boolean_or("use_rslora", false);
+  c.use_dora = rd.boolean_or("use_dora", false);
+  c.lora_bias = rd.boolean_or("lora_bias", false);
+  if (rd.boolean_or("fan_in_fan_out", false))
+    rd.expected("fan_in_fan_out", "false (only nn.Linear weights stored (out, in) are supported)", Json(true));
 
   for (const char* key : {"rank_pattern", "alpha_pattern"}) {
-    const Json* v = rd.get(key);
+    const Json* v = rd.find(key);
     if (!v || v->is_null()) continue;
-    if (!v->is_object()) rd.bad_type(key, *v, "an object mapping module patterns to values");
+    if (!v->is_object()) rd.expected(key, "an object mapping module patterns to values", *v);
     if (v->size() > AdapterConfig::kMaxPatternKeys)
-      rd.fail(key,
-              "has " + std::to_string(v->size()) + " keys, at most " + std::to_string(AdapterConfig::kMaxPatternKeys));
+      rd.fail(key, "expected at most " + std::to_string(AdapterConfig::kMaxPatternKeys) + " keys, got " +
+                       std::to_string(v->size()));
     for (const auto& [k, value] : ordered.at(key).items()) {
       const Json val = Json::parse(value.dump());
       const std::string what = std::string(key) + " key";
       ModulePattern p = ModulePattern::compile(k, source, what);
       const std::string entry = std::string(key) + "['" + k.substr(0, 64) + "']";
       if (std::string(key) == "rank_pattern")
-        c.rank_pattern.emplace_back(std::move(p), rd.integer(entry, val, 1, AdapterConfig::kMaxRank));
+        c.rank_pattern.emplace_back(std::move(p), rd.integer_value(val, entry, 1, AdapterConfig::kMaxRank));
       else
-        c.alpha_pattern.emplace_back(std::move(p), rd.number(entry, val, AdapterConfig::kMaxAlpha));
+        c.alpha_pattern.emplace_back(std::move(p), rd.magnitude(entry, val, AdapterConfig::kMaxAlpha));
     }
   }
 
   c.target_modules = rd.selector("target_modules", true);
   c.exclude_modules = rd.selector("exclude_modules", false);
-  if (const Json* v = rd.get("layers_to_transform"); v && !v->is_null()) {
+  if (const Json* v = rd.find("layers_to_transform"); v && !v->is_null()) {
+    const std::string layers = "a layer index or a non-empty list of at most 100000 of them";
     if (v->is_array()) {
-      if (v->size() > 100000) rd.fail("layers_to_transform", "has more than 100000 entries");
-      for (const Json& e : *v) c.layers_to_transform.push_back(rd.integer("layers_to_transform", e, 0, 1000000));
+      if (v->empty() || v->size() > 100000)
+        rd.fail("layers_to_transform", "expected " + layers + ", got " + std::to_string(v->size()) + " entries");
+      for (size_t i = 0; i < v->size(); ++i)
+        c.layers_to_transform.push_back(
+            rd.integer_value((*v)[i], "layers_to_transform[" + std::to_string(i) + "]", 0, 1000000));
     } else {
-      c.layers_to_transform.push_back(rd.integer("layers_to_transform", *v, 0, 1000000));
+      c.layers_to_transform.push_back(rd.integer_value(*v, "layers_to_transform", 0, 1000000));
     }
-    if (c.layers_to_transform.empty()) rd.fail("layers_to_transform", "is an empty list");
   }
-  if (const Json* v = rd.get("base_model_name_or_path"); v && v->is_string())
+  if (const Json* v = rd.find("base_model_name_or_path"); v && v->is_string())
     c.base_model_name_or_path = v->get<std::string>();
 
-  if (const Json* v = rd.get("bias"); v && !v->is_null()) {
-    if (!v->is_string()) rd.bad_type("bias", *v, "\"none\"");
-    if (v->get<std::string>() != "none")
-      rd.fail("bias", "is \"" + v->get<std::string>().substr(0, 20) +
-                          "\": adapters that train the base biases are not supported (expected \"none\")");
+  if (const Json* v = rd.find("bias"); v && !v->is_null()) {
+    if (!v->is_string() || v->get<std::string>() != "none")
+      rd.expected("bias", "\"none\" (adapters that train the base biases are not supported)", *v);
   }
-  if (const Json* v = rd.get("init_lora_weights"); v && v->is_string()) {
+  if (const Json* v = rd.find("init_lora_weights"); v && v->is_string()) {
     const std::string init = v->get<std::string>();
     for (const char* changes_base : {"pissa", "olora", "loftq", "corda"})
       if (init.rfind(changes_base, 0) == 0)
-        rd.fail("init_lora_weights", "is \"" + init.substr(0, 30) +
-                                         "\": this initialisation changes the base weights; convert the adapter "
-                                         "to a plain LoRA (path_initial_model_for_weight_conversion) first");
+        rd.fail("init_lora_weights", "expected an initialisation that leaves the base weights as they are, got " +
+                                         JsonReader::shown(*v) +
+                                         "; convert the adapter to a plain LoRA "
+                                         "(path_initial_model_for_weight_conversion) first");
   }
   rd.reject_if_set("layer_replication", "layer replication changes the base model's layer stack (not supported)");
   rd.reject_if_set("modules_to_save", "full module copies in the adapter are not supported");
@@ -342,13 +320,13 @@ AdapterConfig parse_adapter_config(const std::string& text, const std::string& s
   rd.reject_if_set("use_qalora", "the QA-LoRA variant is not supported");
   // Any other LoRA variant switch (use_*) that is on: reject rather than apply it as plain LoRA.
   for (const auto& [key, value] : j.items()) {
-    if (rd.used.count(key) || key.rfind("use_", 0) != 0) continue;
-    rd.used.insert(key);
+    if (rd.read_keys().count(key) || key.rfind("use_", 0) != 0) continue;
+    rd.find(key);  // read: not an ignored field
     if (value.is_boolean() && value.get<bool>())
-      rd.fail(key, "is true: unknown LoRA variant (supported: plain LoRA, use_rslora, use_dora)");
+      rd.expected(key, "false: an unknown LoRA variant (supported: plain LoRA, use_rslora, use_dora)", value);
   }
   for (const auto& [key, value] : j.items())
-    if (!rd.used.count(key)) c.ignored_fields.push_back(key);
+    if (!rd.read_keys().count(key)) c.ignored_fields.push_back(key);
   // Literal keys match in linear time; regular expressions are bounded in number so that matching
   // every module of a large model stays fast (read_adapter also stops after kMaxMatchSeconds).
   size_t regex_keys = c.target_modules.regex.size() + c.exclude_modules.regex.size();

@@ -80,28 +80,40 @@ TEST(AdapterConfig, TargetModules_ListRegexAllLinearExcludeLayers) {
 
 TEST(AdapterConfig, BadConfigs_EachNamesTheKey) {
   const std::pair<std::string, std::string> cases[] = {
-      {R"([1, 2])", "top level is array"},
-      {R"({"r": 8})", "'peft_type' is missing"},
-      {R"({"peft_type": "IA3"})", "only LORA adapters"},
-      {R"({"peft_type": "LORA", "r": 0})", "'r' is 0, expected an integer in [1, 65536]"},
-      {R"({"peft_type": "LORA", "r": "8"})", "'r' is string"},
-      {R"({"peft_type": "LORA", "lora_alpha": 1e300})", "'lora_alpha' is"},
-      {R"({"peft_type": "LORA", "use_dora": "yes"})", "'use_dora' is string"},
-      {R"({"peft_type": "LORA", "fan_in_fan_out": true})", "'fan_in_fan_out' is true"},
-      {R"({"peft_type": "LORA", "layer_replication": [[0, 2]]})", "'layer_replication' is set"},
-      {R"({"peft_type": "LORA", "modules_to_save": ["lm_head"]})", "'modules_to_save' is set"},
-      {R"({"peft_type": "LORA", "use_qalora": true})", "'use_qalora' is set"},
-      {R"({"peft_type": "LORA", "use_fancy_variant": true})", "unknown LoRA variant"},
-      {R"({"peft_type": "LORA", "bias": "all"})", "'bias' is \"all\""},
-      {R"({"peft_type": "LORA", "init_lora_weights": "pissa_niter_4"})", "changes the base weights"},
+      {R"([1, 2])", "adapter_config.json: top level: expected an object, got array [1,2]"},
+      {R"({"r": 8})", "field 'peft_type': expected \"LORA\" (LoRA and DoRA adapters only), got nothing"},
+      {R"({"peft_type": "IA3"})",
+       "field 'peft_type': expected \"LORA\" (LoRA and DoRA adapters only), got string \"IA3\""},
+      {R"({"peft_type": "LORA", "r": 0})", "field 'r': expected an integer in [1, 65536], got 0"},
+      {R"({"peft_type": "LORA", "r": "8"})", "field 'r': expected an integer in [1, 65536], got string \"8\""},
+      {R"({"peft_type": "LORA", "lora_alpha": 1e300})",
+       "field 'lora_alpha': expected a finite number in [-1000000.0, 1000000.0], got 1e+300"},
+      {R"({"peft_type": "LORA", "use_dora": "yes"})", "field 'use_dora': expected true or false, got string \"yes\""},
+      {R"({"peft_type": "LORA", "fan_in_fan_out": true})",
+       "field 'fan_in_fan_out': expected false (only nn.Linear weights stored (out, in) are supported), got true"},
+      {R"({"peft_type": "LORA", "layer_replication": [[0, 2]]})", "field 'layer_replication': expected it unset"},
+      {R"({"peft_type": "LORA", "modules_to_save": ["lm_head"]})",
+       "field 'modules_to_save': expected it unset (null, false or empty), got array [\"lm_head\"]"},
+      {R"({"peft_type": "LORA", "use_qalora": true})",
+       "field 'use_qalora': expected it unset (null, false or empty), got true"},
+      {R"({"peft_type": "LORA", "use_fancy_variant": true})",
+       "field 'use_fancy_variant': expected false: an unknown LoRA variant"},
+      {R"({"peft_type": "LORA", "bias": "all"})",
+       "field 'bias': expected \"none\" (adapters that train the base biases are not supported), got string \"all\""},
+      {R"({"peft_type": "LORA", "init_lora_weights": "pissa_niter_4"})",
+       "field 'init_lora_weights': expected an initialisation that leaves the base weights as they are, got string "
+       "\"pissa_niter_4\""},
       {R"({"peft_type": "LORA", "rank_pattern": {"q_proj(": 4}})",
        "rank_pattern key 'q_proj(': invalid regular expression"},
-      {R"({"peft_type": "LORA", "rank_pattern": {"q_proj": 0}})", "rank_pattern['q_proj']' is 0"},
+      {R"({"peft_type": "LORA", "rank_pattern": {"q_proj": 0}})",
+       "field 'rank_pattern['q_proj']': expected an integer in [1, 65536], got 0"},
       {R"({"peft_type": "LORA", "alpha_pattern": {"((a{100}){100}){100}": 4}})", "repetition counts"},
       {R"({"peft_type": "LORA", "rank_pattern": {"q": 4, "q": 5}})", "appears twice"},
-      {R"({"peft_type": "LORA", "target_modules": 7})", "'target_modules' is integer"},
+      {R"({"peft_type": "LORA", "target_modules": 7})",
+       "field 'target_modules': expected a list of module names or a regular expression string, got 7"},
       {R"({"peft_type": "LORA", "target_modules": "(?P<x>q)_proj"})", "invalid regular expression"},
-      {R"({"peft_type": "LORA", "layers_to_transform": [-1]})", "'layers_to_transform' is -1"},
+      {R"({"peft_type": "LORA", "layers_to_transform": [-1]})",
+       "field 'layers_to_transform[0]': expected an integer in [0, 1000000], got -1"},
       {R"({"peft_type": "LORA", "a": [[[[[[[[[1]]]]]]]]]})", "nesting depth"},
       {R"({"peft_type": "LORA",)", "invalid JSON"},
   };
@@ -201,8 +213,12 @@ TEST_F(AdapterFolder, CorruptionTable_EachCaseItsOwnMessage) {
   };
   const std::string qA = std::string("base_model.model.") + kQ + ".lora_A.weight";
   const std::vector<Case> cases = {
-      {"peft_type not LORA", [](Spec& s) { s.config["peft_type"] = "PREFIX_TUNING"; }, "only LORA adapters"},
-      {"fan_in_fan_out", [](Spec& s) { s.config["fan_in_fan_out"] = true; }, "'fan_in_fan_out' is true"},
+      {"peft_type not LORA", [](Spec& s) { s.config["peft_type"] = "PREFIX_TUNING"; },
+       "adapter_config.json: field 'peft_type': expected \"LORA\" (LoRA and DoRA adapters only), got string "
+       "\"PREFIX_TUNING\""},
+      {"fan_in_fan_out", [](Spec& s) { s.config["fan_in_fan_out"] = true; },
+       "adapter_config.json: field 'fan_in_fan_out': expected false (only nn.Linear weights stored (out, in) are "
+       "supported), got true"},
       {"shape mismatch with base",
        [](Spec& s) {
          s.find(kQ, "lora_A.weight")->shape = {2, 15};
@@ -286,7 +302,7 @@ TEST_F(AdapterFolder, CorruptionTable_EachCaseItsOwnMessage) {
        [](Spec& s) {
          s.config["layer_replication"] = {{0, 2}};
        },
-       "'layer_replication' is set"},
+       "adapter_config.json: field 'layer_replication': expected it unset (null, false or empty), got array [[0,2]]"},
       {"invalid regex",
        [](Spec& s) {
          s.config["rank_pattern"] = {{"[q", 2}};
@@ -297,10 +313,7 @@ TEST_F(AdapterFolder, CorruptionTable_EachCaseItsOwnMessage) {
          s.config["target_modules"] = "model\\.layers\\.\\d+\\77777777777777777777777777777.(in|out)_proj";
        },
        "backreferences and octal escapes"},
-      {"backreference \\1",
-       [](Spec& s) {
-         s.config["target_modules"] = "(q)_proj\\1";
-       },
+      {"backreference \\1", [](Spec& s) { s.config["target_modules"] = "(q)_proj\\1"; },
        "backreferences and octal escapes"},
   };
   for (const Case& c : cases) {

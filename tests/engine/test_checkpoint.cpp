@@ -136,7 +136,8 @@ TEST(CheckpointCorrupt, InvalidConfigNamesConfigJson) {
   TempDir d;
   hl::test::write_tiny_checkpoint(d.path, hl::test::tiny_config());
   hl::test::write_text(d / "config.json", R"({"model_type":"jamba","hidden_size":"big"})");
-  EXPECT_LOAD_ERROR(Checkpoint::open(d.path), "config.json: field 'hidden_size' must be an integer");
+  EXPECT_LOAD_ERROR(Checkpoint::open(d.path),
+                    "config.json: field 'hidden_size': expected an integer in [1, 65536], got string \"big\"");
 }
 
 TEST(CheckpointCorrupt, ShardPathLeavesFolder) {

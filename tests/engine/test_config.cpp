@@ -113,7 +113,8 @@ TEST(Config, LegacyAndUnknownFields_RecordedAsIgnored) {
 
 TEST(Config, NumLocalExpertsAlias) {
   EXPECT_EQ(parse_config(small(R"("num_local_experts":8)")).num_experts, 8);
-  EXPECT_LOAD_ERROR(parse_config(small(R"("num_local_experts":8,"num_experts":4)")), "field 'num_local_experts' is 8");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("num_local_experts":8,"num_experts":4)")),
+                    "field 'num_local_experts': expected num_experts 4 (an alias), got 8");
 }
 
 TEST(Config, WriterRoundTrip) {
@@ -170,7 +171,7 @@ TEST(ConfigCorrupt, InvalidJson) {
 }
 
 TEST(ConfigCorrupt, NonObjectJson) {
-  EXPECT_LOAD_ERROR(parse_config("[1, 2, 3]"), "config.json: top level must be a JSON object, got array");
+  EXPECT_LOAD_ERROR(parse_config("[1, 2, 3]"), "config.json: top level: expected an object, got array [1,2,3]");
 }
 
 TEST(ConfigCorrupt, InvalidUtf8) {
@@ -188,89 +189,103 @@ TEST(ConfigCorrupt, DuplicateKey) {
 }
 
 TEST(ConfigCorrupt, MissingModelType) {
-  EXPECT_LOAD_ERROR(parse_config(R"({"hidden_size": 64})"), "config.json: missing required field 'model_type'");
+  EXPECT_LOAD_ERROR(parse_config(R"({"hidden_size": 64})"),
+                    "config.json: field 'model_type': expected \"jamba\" (the only model type supported), got nothing");
 }
 
 TEST(ConfigCorrupt, WrongModelType) {
-  EXPECT_LOAD_ERROR(parse_config(R"({"model_type": "llama"})"), "field 'model_type' is \"llama\", only \"jamba\"");
+  EXPECT_LOAD_ERROR(parse_config(R"({"model_type": "llama"})"),
+                    "field 'model_type': expected \"jamba\" (the only model type supported), got string \"llama\"");
 }
 
 TEST(ConfigCorrupt, WrongJsonTypes) {
-  EXPECT_LOAD_ERROR(parse_config(small(R"("max_position_embeddings":"4096")")),
-                    "field 'max_position_embeddings' must be an integer, got string");
+  EXPECT_LOAD_ERROR(
+      parse_config(small(R"("max_position_embeddings":"4096")")),
+      "field 'max_position_embeddings': expected an integer in [1, 9223372036854775807], got string \"4096\"");
   EXPECT_LOAD_ERROR(parse_config(R"({"model_type":"jamba","num_hidden_layers":4.5})"),
-                    "field 'num_hidden_layers' must be an integer, got number 4.5");
+                    "field 'num_hidden_layers': expected an integer in [1, 1024], got 4.5");
   EXPECT_LOAD_ERROR(parse_config(small(R"("tie_word_embeddings":1)")),
-                    "field 'tie_word_embeddings' must be true or false");
-  EXPECT_LOAD_ERROR(parse_config(small(R"("rms_norm_eps":"1e-6")")), "field 'rms_norm_eps' must be a number");
+                    "field 'tie_word_embeddings': expected true or false, got 1");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("rms_norm_eps":"1e-6")")),
+                    "field 'rms_norm_eps': expected a finite number in (0.0, 1.0], got string \"1e-6\"");
   EXPECT_LOAD_ERROR(parse_config(small(R"("use_mamba_kernels":"yes")")),
-                    "field 'use_mamba_kernels' must be true or false");
-  EXPECT_LOAD_ERROR(parse_config(small(R"("eos_token_id":"2")")), "field 'eos_token_id' must be an integer");
+                    "field 'use_mamba_kernels': expected true or false, got string \"yes\"");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("eos_token_id":"2")")),
+                    "field 'eos_token_id': expected an integer in [0, 99], got string \"2\"");
   EXPECT_LOAD_ERROR(parse_config(small(R"("architectures":"JambaForCausalLM")")),
-                    "field 'architectures' must be a list of strings");
+                    "field 'architectures': expected a list of strings, got string");
   EXPECT_LOAD_ERROR(parse_config(small(R"("mamba_dt_rank":"big")")),
-                    "field 'mamba_dt_rank' is \"big\", must be \"auto\"");
+                    "field 'mamba_dt_rank': expected \"auto\" or an integer in [1, 65536], got string \"big\"");
 }
 
 TEST(ConfigCorrupt, HeadsDoNotDivideHidden) {
   EXPECT_LOAD_ERROR(
       parse_config(R"({"model_type":"jamba","hidden_size":100,"num_attention_heads":3,"num_key_value_heads":1})"),
-      "field 'num_attention_heads' is 3, must divide hidden_size 100");
+      "field 'num_attention_heads': expected a divisor of hidden_size 100, got 3");
 }
 
 TEST(ConfigCorrupt, KvHeadsDoNotDivideHeads) {
   EXPECT_LOAD_ERROR(parse_config(small(R"("num_key_value_heads":3)")),
-                    "field 'num_key_value_heads' is 3, must divide num_attention_heads 4");
+                    "field 'num_key_value_heads': expected a divisor of num_attention_heads 4, got 3");
   EXPECT_LOAD_ERROR(parse_config(R"({"model_type":"jamba","hidden_size":64,"num_attention_heads":4})"),
-                    "field 'num_key_value_heads' defaults to 8");
+                    "field 'num_key_value_heads': expected a divisor of num_attention_heads 4, got 8 (the default)");
 }
 
 TEST(ConfigCorrupt, OffsetNotBelowPeriod) {
   EXPECT_LOAD_ERROR(parse_config(small(R"("attn_layer_period":4,"attn_layer_offset":4)")),
-                    "field 'attn_layer_offset' is 4, allowed range [0, 3]");
+                    "field 'attn_layer_offset': expected an integer in [0, 3], got 4");
   EXPECT_LOAD_ERROR(parse_config(small(R"("expert_layer_period":2,"expert_layer_offset":2)")),
-                    "field 'expert_layer_offset' is 2, allowed range [0, 1]");
-  EXPECT_LOAD_ERROR(parse_config(small(R"("attn_layer_period":2)")), "field 'attn_layer_offset' defaults to 4");
+                    "field 'expert_layer_offset': expected an integer in [0, 1], got 2");
+  EXPECT_LOAD_ERROR(
+      parse_config(small(R"("attn_layer_period":2)")),
+      "field 'attn_layer_offset': expected an integer in [0, 1] (below attn_layer_period), got the default 4");
 }
 
 TEST(ConfigCorrupt, PeriodZero) {
   EXPECT_LOAD_ERROR(parse_config(small(R"("attn_layer_period":0)")),
-                    "field 'attn_layer_period' is 0, allowed range [1, 1024]");
+                    "field 'attn_layer_period': expected an integer in [1, 1024], got 0");
 }
 
 TEST(ConfigCorrupt, ExpertsPerTokenOutOfRange) {
   EXPECT_LOAD_ERROR(parse_config(small(R"("num_experts":4,"num_experts_per_tok":5)")),
-                    "field 'num_experts_per_tok' is 5, allowed range [1, 4]");
+                    "field 'num_experts_per_tok': expected an integer in [1, 4], got 5");
   EXPECT_LOAD_ERROR(parse_config(small(R"("num_experts":4,"num_experts_per_tok":0)")),
-                    "field 'num_experts_per_tok' is 0, allowed range [1, 4]");
+                    "field 'num_experts_per_tok': expected an integer in [1, 4], got 0");
 }
 
 TEST(ConfigCorrupt, SizesOutOfRange) {
   EXPECT_LOAD_ERROR(parse_config(R"({"model_type":"jamba","hidden_size":131072})"),
-                    "field 'hidden_size' is 131072, allowed range [1, 65536]");
+                    "field 'hidden_size': expected an integer in [1, 65536], got 131072");
   EXPECT_LOAD_ERROR(parse_config(small(R"("vocab_size":16777217)")),
-                    "field 'vocab_size' is 16777217, allowed range [1, 16777216]");
+                    "field 'vocab_size': expected an integer in [1, 16777216], got 16777217");
   EXPECT_LOAD_ERROR(parse_config(R"({"model_type":"jamba","num_hidden_layers":0})"),
-                    "field 'num_hidden_layers' is 0, allowed range [1, 1024]");
-  EXPECT_LOAD_ERROR(parse_config(small(R"("mamba_d_conv":65)")), "field 'mamba_d_conv' is 65, allowed range [1, 64]");
+                    "field 'num_hidden_layers': expected an integer in [1, 1024], got 0");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("mamba_d_conv":65)")),
+                    "field 'mamba_d_conv': expected an integer in [1, 64], got 65");
   EXPECT_LOAD_ERROR(parse_config(small(R"("mamba_d_state":2048)")),
-                    "field 'mamba_d_state' is 2048, allowed range [1, 1024]");
+                    "field 'mamba_d_state': expected an integer in [1, 1024], got 2048");
   EXPECT_LOAD_ERROR(parse_config(small(R"("num_experts":2000)")),
-                    "field 'num_experts' is 2000, allowed range [1, 1024]");
+                    "field 'num_experts': expected an integer in [1, 1024], got 2000");
   EXPECT_LOAD_ERROR(parse_config(small(R"("num_register_tokens":2000)")),
-                    "field 'num_register_tokens' is 2000, allowed range [0, 1024]");
-  EXPECT_LOAD_ERROR(parse_config(small(R"("intermediate_size":-5)")), "field 'intermediate_size' is -5");
-  EXPECT_LOAD_ERROR(parse_config(small(R"("rms_norm_eps":0)")), "field 'rms_norm_eps' is 0, allowed range (0");
-  EXPECT_LOAD_ERROR(parse_config(small(R"("bos_token_id":100)")), "field 'bos_token_id' is 100, allowed range [0, 99]");
+                    "field 'num_register_tokens': expected an integer in [0, 1024], got 2000");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("intermediate_size":-5)")),
+                    "field 'intermediate_size': expected an integer in [1, 1048576], got -5");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("rms_norm_eps":0)")),
+                    "field 'rms_norm_eps': expected a finite number in (0.0, 1.0], got 0");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("bos_token_id":100)")),
+                    "field 'bos_token_id': expected an integer in [0, 99], got 100");
   EXPECT_LOAD_ERROR(parse_config(small(R"("eos_token_id":[1,100])")),
-                    "field 'eos_token_id' holds 100, allowed range [0, 99]");
-  EXPECT_LOAD_ERROR(parse_config(small(R"("hidden_act":"gelu")")), "field 'hidden_act' is \"gelu\", only \"silu\"");
-  EXPECT_LOAD_ERROR(parse_config(small(R"("num_experts":1)")), "field 'num_experts_per_tok' defaults to 2");
+                    "field 'eos_token_id[1]': expected an integer in [0, 99], got 100");
+  EXPECT_LOAD_ERROR(parse_config(small(R"("hidden_act":"gelu")")),
+                    "field 'hidden_act': expected \"silu\" (the only activation supported), got string \"gelu\"");
+  EXPECT_LOAD_ERROR(
+      parse_config(small(R"("num_experts":1)")),
+      "field 'num_experts_per_tok': expected an integer in [1, 1] (at most num_experts), got the default 2");
 }
 
 TEST(ConfigCorrupt, SinkNormalizerNotAllowedInConfig) {
   EXPECT_LOAD_ERROR(parse_config(small(R"("attention_normalizer":"sink")")),
-                    "field 'attention_normalizer' is \"sink\": allowed \"softmax\" or \"softmax1\"");
+                    "field 'attention_normalizer': expected \"softmax\" or \"softmax1\", got string \"sink\"");
   EXPECT_LOAD_ERROR(parse_config(small(R"("attention_normalizer":"entmax")")),
-                    "field 'attention_normalizer' is \"entmax\", allowed");
+                    "field 'attention_normalizer': expected \"softmax\" or \"softmax1\", got string \"entmax\"");
 }

@@ -64,33 +64,33 @@ std::vector<Case> corruption_table() {
       {"manifest is not JSON", [](const B& b) { return set_manifest_text(b, "{\"format\": hybridlens"); },
        "manifest: invalid JSON"},
       {"manifest is an array", [](const B& b) { return set_manifest_text(b, "[1, 2]"); },
-       "manifest: is array, expected an object"},
+       "manifest: top level: expected an object, got array [1,2]"},
       {"manifest nested too deep",
        [](const B& b) { return set_manifest_text(b, std::string(40, '[') + std::string(40, ']')); }, "depth"},
       {"wrong format name", [](const B& b) { return edit_manifest(b, [](ojson& m) { m["format"] = "trace"; }); },
-       "'format' is \"trace\""},
+       "manifest: field 'format': expected \"hybridlens-session\", got string \"trace\""},
       {"newer format_version", [](const B& b) { return edit_manifest(b, [](ojson& m) { m["format_version"] = 2; }); },
-       "format_version 2 is not supported (this build reads format_version 1)"},
+       "field 'format_version': expected format_version 1 (what this build reads), got 2"},
       {"format_version as a string",
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["format_version"] = "1"; }); },
-       "format_version \"1\" is not supported"},
+       "field 'format_version': expected format_version 1 (what this build reads), got string \"1\""},
       {"missing checkpoint", [](const B& b) { return edit_manifest(b, [](ojson& m) { m.erase("checkpoint"); }); },
-       "missing key 'checkpoint'"},
+       "field 'checkpoint': expected an object, got nothing (the field is missing)"},
       {"config out of range",
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["config"]["vocab_size"] = 0; }); }, "vocab_size"},
       {"absurd declared token count",
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["runs"][0]["n_tokens"] = 1000000000000LL; }); },
-       "run 'A': 'n_tokens' is 1000000000000, allowed an integer in [0, 1048576]"},
+       "field 'runs[0].n_tokens': expected an integer in [0, 1048576], got 1000000000000"},
       {"absurd declared registers",
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["runs"][1]["n_reg"] = 1LL << 40; }); },
-       "'n_reg' is 1099511627776"},
+       "field 'runs[1].n_reg': expected an integer in [0, 65536], got 1099511627776"},
       {"too many runs",
        [](const B& b) {
          return edit_manifest(b, [](ojson& m) {
            for (int i = 0; i < 70; ++i) m["runs"].push_back(m["runs"][0]);
          });
        },
-       "'runs' has 72 entries, at most 64 allowed"},
+       "field 'runs': expected an array of at most 64 entries, got 72 entries"},
       {"T inconsistent across the manifest",
        [](const B& b) {
          return edit_manifest(b, [](ojson& m) {
@@ -98,7 +98,7 @@ std::vector<Case> corruption_table() {
            m["runs"][0]["prompt_tokens"] = 3;
          });
        },
-       "'step_seconds' has 4 entries, expected n_tokens 3"},
+       "field 'runs[0].timings.step_seconds': expected n_tokens 3 entries, got 4"},
       {"T inconsistent with a tensor",
        [](const B& b) {
          return edit_manifest(b, [](ojson& m) {
@@ -112,7 +112,7 @@ std::vector<Case> corruption_table() {
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["config"]["vocab_size"] = 65; }); },
        "tensor 'runs/A/logits': shape (4, 64), expected (4, 65)"},
       {"tokens count inconsistent", [](const B& b) { return edit_manifest(b, [](ojson& m) { m["n_tokens"] = 5; }); },
-       "'token_text' has 4 entries, expected n_tokens 5"},
+       "field 'token_text': expected n_tokens 5 entries (or none), got 4"},
       {"missing tensor",
        [](const B& b) {
          return edit_header(b, [](ojson& h) {
@@ -136,7 +136,7 @@ std::vector<Case> corruption_table() {
        "tensor 'runs/A/position': dtype F32, expected I32"},
       {"unknown field listed",
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["runs"][0]["fields"][3] = "vibes"; }); },
-       "'fields' lists \"vibes\", not a known field name"},
+       "field 'runs[0].fields[3]': expected a known field name, got string \"vibes\""},
       {"scalar field not listed",
        [](const B& b) {
          return edit_manifest(b, [](ojson& m) {
@@ -144,32 +144,32 @@ std::vector<Case> corruption_table() {
            f.erase(1);  // "position"
          });
        },
-       "'fields' does not list \"position\""},
+       "field 'runs[0].fields': expected every always-stored field, got no \"position\""},
       {"duplicate run label",
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["runs"][1]["label"] = "A"; }); },
-       "label \"A\" is used twice"},
+       "field 'runs[1].label': expected a label no other run has, got \"A\" (used twice)"},
       {"run label escaping the tensor namespace",
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["runs"][1]["label"] = "../B"; }); },
-       "label \"../B\" is not 1-32 characters"},
+       "field 'runs[1].label': expected 1-32 characters of A-Z a-z 0-9 _ . -, got string \"../B\""},
       {"registers_used disagrees with n_reg",
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["runs"][1]["settings"]["registers_used"] = 1; }); },
-       "settings registers_used 1 differs from n_reg 2"},
+       "field 'runs[1].settings.registers_used': expected n_reg 2, got 1"},
       {"bad normalizer",
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["runs"][0]["settings"]["normalizer"] = "max"; }); },
-       "'normalizer' is \"max\""},
+       "field 'runs[0].settings.normalizer': expected as-trained, softmax, softmax1 or sink, got string \"max\""},
       {"negative timing",
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["runs"][0]["timings"]["load_seconds"] = -1; }); },
-       "'load_seconds' is -1"},
+       "field 'runs[0].timings.load_seconds': expected a finite number in [0.0, 1000000000.0], got -1"},
       {"absent list out of order",
        [](const B& b) { return edit_manifest(b, [](ojson& m) {
                           m["runs"][0]["absent"] = {{"attn_rows", {2, 1}}};
                         }); },
-       "token index is 1, allowed an integer in [3, 3]"},
+       "field 'runs[0].absent.attn_rows[1]': expected an integer in [3, 3], got 1"},
       {"absent names a scalar",
        [](const B& b) { return edit_manifest(b, [](ojson& m) {
                           m["runs"][0]["absent"] = {{"position", {0}}};
                         }); },
-       "'absent' names \"position\""},
+       "field 'runs[0].absent.position': expected the name of a stored vector field of this run, got \"position\""},
       {"token id outside the vocabulary", [](const B& b) { return poke_i32(b, "tokens", 2, 64); },
        "tensor 'tokens': token 2 is 64, outside the vocabulary [0, 64)"},
       {"run token id negative", [](const B& b) { return poke_i32(b, "runs/A/token_ids", 1, -5); },
@@ -207,13 +207,14 @@ std::vector<Case> corruption_table() {
          return edit_header(
              b, [](ojson& h) { h["__metadata__"].erase(kSessionManifestChecksumKey); }, false);
        },
-       "has 'checksums' but __metadata__ lacks the manifest's own 'hybridlens_session_xxh3'"},
+       "field 'checksums': expected __metadata__ to hold the manifest's own 'hybridlens_session_xxh3' alongside, got "
+       "none"},
       {"unknown checksum algorithm",
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["checksums"]["algorithm"] = "crc32"; }); },
-       "'algorithm' is 'crc32', expected \"xxh3_64\""},
+       "field 'checksums.algorithm': expected \"xxh3_64\", got string \"crc32\""},
       {"tensor checksum not hex",
        [](const B& b) { return edit_manifest(b, [](ojson& m) { m["checksums"]["tensors"]["ghost"] = "nope"; }); },
-       "checksums: tensor 'ghost': \"nope\" is not 16 hex digits"},
+       "field 'checksums.tensors.ghost': expected 16 hex digits, got string \"nope\""},
       {"checksum of a tensor the file lacks",
        [](const B& b) {
          return edit_manifest(b, [](ojson& m) { m["checksums"]["tensors"]["ghost"] = std::string(16, '0'); });

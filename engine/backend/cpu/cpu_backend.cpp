@@ -12,6 +12,7 @@
 #include "engine/backend/backend_util.h"
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/cpu_simd.h"
+#include "engine/backend/run_plan.h"
 #include "engine/core/error.h"
 #include "engine/core/thread_pool.h"
 #include "engine/probes/memory.h"
@@ -41,10 +42,10 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model)
 
 void CpuBackend::start(const RunOptions& opts) {
   const int64_t H = cfg_.hidden_size;
-  const int64_t trained = static_cast<int64_t>(model_->w.register_rows.size()) / H;
-  if (opts.registers > 1024) throw Error("registers: " + std::to_string(opts.registers) + " is out of range [0, 1024]");
+  const RunPlan plan = plan_run(*model_, opts);
+  const int64_t trained = plan.trained_registers;
   opts_ = opts;
-  n_reg_ = opts.registers < 0 ? static_cast<int>(trained) : opts.registers;
+  n_reg_ = plan.registers;
   position_ = 0;
   // States keep their buffers from run to run: a restart allocates nothing once warm.
   attn_.resize(static_cast<size_t>(sched_.num_attention()));
@@ -58,13 +59,9 @@ void CpuBackend::start(const RunOptions& opts) {
       a.len = 0;
       grow(a.k, (n_reg_ + 256) * kvw);  // reserved KV rows; attention() doubles them when full
       grow(a.v, (n_reg_ + 256) * kvw);
-      const bool has_sinks = !lw.attn.sinks.empty();
-      if (opts.normalizer_override)
-        a.norm = opts.normalizer;
-      else
-        a.norm = has_sinks ? Normalizer::Sink : cfg_.attention_normalizer;
+      a.norm = plan.normalizer[i];
       a.null_logit.assign(static_cast<size_t>(nh), 0.0f);
-      if (a.norm == Normalizer::Sink && has_sinks) a.null_logit = lw.attn.sinks;
+      if (plan.sinks[i]) a.null_logit = lw.attn.sinks;
     } else {
       MambaState& m = mamba_[sched_[i].ssm_index];
       m.conv.assign(static_cast<size_t>(di * cfg_.mamba_d_conv), 0.0f);

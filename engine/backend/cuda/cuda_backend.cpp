@@ -12,6 +12,7 @@
 // contract; a BackendFailure (no device, out of memory, a sticky device error) poisons the backend
 // and leaves the caller's records as they were, so the caller can rebuild the run on the CPU.
 #include "engine/backend/cuda/cuda_backend_impl.h"
+#include "engine/backend/run_plan.h"
 
 namespace hl::cuda {
 
@@ -172,33 +173,7 @@ void CudaBackend::upload_weights() {
 }
 
 void CudaBackend::plan_records() {
-  const int64_t L = cfg_.num_hidden_layers, V = cfg_.vocab_size, nh = cfg_.num_attention_heads;
-  const int64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok, Di = cfg_.mamba_inner();
-  RecLayout r;
-  int64_t o = 0;
-  auto take = [&](int64_t* at, int64_t n) {
-    *at = o;
-    o += n;
-  };
-  take(&r.logits, V);
-  take(&r.nonfinite, L + 1);
-  if (opts_.instruments) {
-    take(&r.resid_max, L + 1);
-    take(&r.rank1, L + 1);
-    take(&r.attn, 4 * sched_.num_attention() * nh);
-    take(&r.dmean, sched_.num_ssm());
-    take(&r.rprobs, sched_.num_moe() * E);
-    take(&r.rtopk, sched_.num_moe() * K);
-    take(&r.rlse, sched_.num_moe());
-    if (opts_.full) {
-      take(&r.sdelta, sched_.num_ssm() * Di);
-      take(&r.sret, sched_.num_ssm() * Di);
-      r.arow_stride = kv_cap_ + 1;
-      take(&r.arows, sched_.num_attention() * nh * r.arow_stride);
-    }
-  }
-  r.stride = (o + 3) / 4 * 4;
-  rl_ = r;
+  rl_ = plan_device_record<int64_t>(cfg_, sched_.num_attention(), sched_.num_ssm(), sched_.num_moe(), opts_, kv_cap_, false, 4);
 }
 
 int64_t CudaBackend::block_limit() const {
@@ -317,21 +292,17 @@ void CudaBackend::sync(const char* what) {
 void CudaBackend::start(const RunOptions& opts) {
   fail_guard();
   const int64_t L = cfg_.num_hidden_layers;
-  if (opts.registers > 1024) throw Error("registers: " + std::to_string(opts.registers) + " is out of range [0, 1024]");
+  const RunPlan plan = plan_run(*model_, opts);
   const bool layout_changes = opts.instruments != opts_.instruments || opts.full != opts_.full;
   opts_ = opts;
-  n_reg_ = opts.registers < 0 ? static_cast<int>(trained_) : opts.registers;
+  n_reg_ = plan.registers;
   position_ = 0;
   kv_len_ = 0;
   norm_.assign(static_cast<size_t>(sched_.num_attention()), 0);
   for (int64_t i = 0; i < L; ++i) {
     const LayerWeights& lw = model_->w.layers[i];
     if (!sched_[i].has_attention()) continue;
-    const bool has_sinks = !lw.attn.sinks.empty();
-    const Normalizer n = opts.normalizer_override ? opts.normalizer
-                         : has_sinks              ? Normalizer::Sink
-                                                  : cfg_.attention_normalizer;
-    norm_[sched_[i].attn_index] = static_cast<int>(n);
+    norm_[sched_[i].attn_index] = static_cast<int>(plan.normalizer[i]);
   }
   std::vector<int> baked = norm_;
   baked.push_back(opts_.instruments);
@@ -411,40 +382,7 @@ void CudaBackend::run_block(const int32_t* ids, int64_t S, bool records) {
 }
 
 void CudaBackend::read_records(int64_t S, TokenTrace* recs) const {
-  const float* base = rec_h_.as<float>();
-  const int64_t L = cfg_.num_hidden_layers;
-  const size_t an = static_cast<size_t>(sched_.num_attention() * cfg_.num_attention_heads);
-  auto copy = [](const float* src, std::vector<float>& dst) {
-    if (!dst.empty()) std::memcpy(dst.data(), src, dst.size() * 4);
-  };
-  for (int64_t s = 0; s < S; ++s) {
-    const float* r = base + s * rl_.stride;
-    TokenTrace& t = recs[s];
-    copy(r + rl_.logits, t.logits);
-    for (int64_t c = 1; c <= L; ++c)
-      if (r[rl_.nonfinite + c] != 0.0f) {
-        t.nonfinite_layer = static_cast<int32_t>(c - 1);
-        break;
-      }
-    flag_nonfinite_head(t, *model_);  // L: the final norm, L + 1: the LM head
-    if (!opts_.instruments) continue;
-    copy(r + rl_.resid_max, t.resid_max_abs);
-    copy(r + rl_.rank1, t.rank1_distance);
-    copy(r + rl_.attn, t.attn_entropy);
-    copy(r + rl_.attn + an, t.attn_entropy_norm);
-    copy(r + rl_.attn + 2 * an, t.attn_mass);
-    copy(r + rl_.attn + 3 * an, t.attn_max_logit);
-    copy(r + rl_.dmean, t.ssm_delta_mean);
-    copy(r + rl_.rprobs, t.router_probs);
-    if (!t.router_topk.empty()) std::memcpy(t.router_topk.data(), r + rl_.rtopk, t.router_topk.size() * 4);
-    copy(r + rl_.rlse, t.router_lse);
-    if (!opts_.full) continue;
-    copy(r + rl_.sdelta, t.ssm_delta);
-    copy(r + rl_.sret, t.ssm_retained);
-    const size_t row = static_cast<size_t>(n_reg_ + t.position + 2);  // keys, then p_null
-    for (size_t slot = 0; slot < an; ++slot)
-      std::memcpy(&t.attn_rows[slot * row], r + rl_.arows + static_cast<int64_t>(slot) * rl_.arow_stride, row * 4);
-  }
+  read_device_records(rec_h_.as<float>(), S, rl_, *model_, opts_, sched_.num_attention(), n_reg_, recs);
 }
 
 void CudaBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) {
@@ -470,6 +408,7 @@ namespace {
 struct Probe {
   bool ok = false;
   std::string reason;
+  std::string device;  // device 0: "NVIDIA H200, 139.8 GiB"
 };
 
 const Probe& probe() {
@@ -484,6 +423,11 @@ const Probe& probe() {
       r.reason = "no CUDA device found";
     } else {
       r.ok = true;
+      cudaDeviceProp prop{};
+      if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+        r.device =
+            std::string(prop.name) + ", " + std::to_string(static_cast<int64_t>(prop.totalGlobalMem >> 20)) + " MiB";
+      cudaGetLastError();
     }
     return r;
   }();
@@ -498,6 +442,10 @@ bool cuda_available() {
 
 std::string cuda_unavailable_reason() {
   return probe().reason;
+}
+
+std::string cuda_describe_device() {
+  return probe().ok ? probe().device : probe().reason;
 }
 
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Model> model, const CudaOptions& opts) {

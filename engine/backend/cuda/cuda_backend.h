@@ -24,6 +24,8 @@ std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Model> model, c
 bool cuda_available();
 // Why no device is usable ("" when one is).
 std::string cuda_unavailable_reason();
+// Device 0's name and memory, or why no device is usable.
+std::string cuda_describe_device();
 
 // Per-token figures of a CUDA backend's last decode step; false when `b` is not a CUDA backend.
 struct CudaStepInfo {

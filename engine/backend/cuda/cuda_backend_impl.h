@@ -21,6 +21,7 @@
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/cuda_kernels.h"
 #include "engine/backend/cuda/cuda_math.h"
+#include "engine/backend/device_record.h"
 #include "engine/core/error.h"
 
 namespace hl::cuda {
@@ -220,11 +221,9 @@ struct LayerDev {
   const ExpertW* table = nullptr;  // device copy of mlps
 };
 
-// Float offsets inside one token's record (absent parts: 0 and unused).
-struct RecLayout {
-  int64_t logits = 0, nonfinite = 0, resid_max = 0, rank1 = 0, attn = 0, dmean = 0, rprobs = 0, rtopk = 0, rlse = 0;
-  int64_t sdelta = 0, sret = 0, arows = 0, arow_stride = 0, stride = 0;
-};
+// Float offsets inside one token's record, shared with Vulkan (device_record.h); the rank-to-1
+// distances are computed on the device.
+using RecLayout = DeviceRecordLayout<int64_t>;
 
 class CudaBackend final : public Backend {
  public:

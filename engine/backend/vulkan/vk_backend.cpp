@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "engine/backend/backend_util.h"
+#include "engine/backend/run_plan.h"
 #include "engine/core/error.h"
 #include "engine/probes/memory.h"
 
@@ -116,36 +117,11 @@ void VulkanBackend::run_one_off(const std::function<void(VkCommandBuffer)>& rec,
 }
 
 void VulkanBackend::plan_records() {
-  const uint64_t L = cfg_.num_hidden_layers, H = cfg_.hidden_size, V = cfg_.vocab_size, nh = cfg_.num_attention_heads;
-  const uint64_t A = sched_.num_attention(), M = sched_.num_ssm(), X = sched_.num_moe(), E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
-  const uint64_t Di = cfg_.mamba_inner();
-  RecLayout r;
   uint64_t o = 0;
-  auto take = [&](uint32_t* at, uint64_t n) {
-    *at = static_cast<uint32_t>(o);
-    o += n;
-  };
-  take(&r.logits, V);
-  take(&r.nonfinite, L + 1);
-  if (opts_.instruments) {
-    take(&r.resid_max, L + 1);
-    take(&r.resid_rows, (L + 1) * H);
-    take(&r.attn, 4 * A * nh);
-    take(&r.dmean, M);
-    take(&r.rprobs, X * E);
-    take(&r.rtopk, X * K);
-    take(&r.rlse, X);
-    if (opts_.full) {
-      take(&r.sdelta, M * Di);
-      take(&r.sret, M * Di);
-      r.arow_stride = static_cast<uint32_t>(kv_cap_ + 1);
-      take(&r.arows, A * nh * r.arow_stride);
-    }
-  }
+  const RecLayout r = plan_device_record<uint32_t>(cfg_, sched_.num_attention(), sched_.num_ssm(), sched_.num_moe(), opts_, kv_cap_, true, 1, &o);
   if (o * 4 > ctx_->max_range())
     throw BackendFailure("vulkan: one token's record needs " + format_bytes(o * 4) + "; device '" +
                          ctx_->device_name() + "' binds at most " + format_bytes(ctx_->max_range()));
-  r.stride = static_cast<uint32_t>(o);
   rl_ = r;
 }
 
@@ -259,10 +235,11 @@ void VulkanBackend::ensure_block(int64_t S) {
 
 void VulkanBackend::start(const RunOptions& opts) {
   fail_guard();
-  const int64_t H = cfg_.hidden_size, L = cfg_.num_hidden_layers, trained = dw_->trained_registers;
-  if (opts.registers > 1024) throw Error("registers: " + std::to_string(opts.registers) + " is out of range [0, 1024]");
+  const int64_t H = cfg_.hidden_size, L = cfg_.num_hidden_layers;
+  const RunPlan plan = plan_run(*model_, opts);
+  const int64_t trained = plan.trained_registers;
   opts_ = opts;
-  n_reg_ = opts.registers < 0 ? static_cast<int>(trained) : opts.registers;
+  n_reg_ = plan.registers;
   position_ = 0;
   kv_len_ = 0;
   norm_.assign(static_cast<size_t>(sched_.num_attention()), Normalizer::Softmax);
@@ -271,9 +248,8 @@ void VulkanBackend::start(const RunOptions& opts) {
     const LayerWeights& lw = model_->w.layers[i];
     if (!sched_[i].has_attention()) continue;
     const int64_t a = sched_[i].attn_index;
-    const bool has_sinks = !lw.attn.sinks.empty();
-    norm_[a] = opts.normalizer_override ? opts.normalizer : has_sinks ? Normalizer::Sink : cfg_.attention_normalizer;
-    if (norm_[a] == Normalizer::Sink && has_sinks) null_off_[a] = dw_->layers[i].sinks;
+    norm_[a] = plan.normalizer[i];
+    if (plan.sinks[i]) null_off_[a] = dw_->layers[i].sinks;
   }
   rank1_.assign(static_cast<size_t>(L + 1), Rank1Tracker(H));
   ++gen_;  // the options are baked into the recorded commands
@@ -320,39 +296,7 @@ void VulkanBackend::profile_collect(const Recorded& r) {
 
 void VulkanBackend::read_records(int64_t S, TokenTrace* recs) {
   const float* base = static_cast<const float*>(rec_direct_ ? rec_.mapped() : readback_.mapped());
-  const int64_t L = cfg_.num_hidden_layers, H = cfg_.hidden_size;
-  const size_t an = static_cast<size_t>(sched_.num_attention() * cfg_.num_attention_heads);
-  auto copy = [](const float* src, std::vector<float>& dst) { std::memcpy(dst.data(), src, dst.size() * 4); };
-  for (int64_t s = 0; s < S; ++s) {
-    const float* r = base + s * rl_.stride;
-    TokenTrace& t = recs[s];
-    copy(r + rl_.logits, t.logits);
-    for (int64_t c = 1; c <= L; ++c)
-      if (r[rl_.nonfinite + c] != 0.0f) {
-        t.nonfinite_layer = static_cast<int32_t>(c - 1);
-        break;
-      }
-    flag_nonfinite_head(t, *model_);  // L: the final norm, L + 1: the LM head
-    if (!opts_.instruments) continue;
-    for (int64_t c = 0; c <= L; ++c) {
-      t.resid_max_abs[c] = r[rl_.resid_max + c];
-      t.rank1_distance[c] = rank1_[c].add(r + rl_.resid_rows + c * H);
-    }
-    copy(r + rl_.attn, t.attn_entropy);
-    copy(r + rl_.attn + an, t.attn_entropy_norm);
-    copy(r + rl_.attn + 2 * an, t.attn_mass);
-    copy(r + rl_.attn + 3 * an, t.attn_max_logit);
-    copy(r + rl_.dmean, t.ssm_delta_mean);
-    copy(r + rl_.rprobs, t.router_probs);
-    std::memcpy(t.router_topk.data(), r + rl_.rtopk, t.router_topk.size() * 4);
-    copy(r + rl_.rlse, t.router_lse);
-    if (!opts_.full) continue;
-    copy(r + rl_.sdelta, t.ssm_delta);
-    copy(r + rl_.sret, t.ssm_retained);
-    const size_t row = static_cast<size_t>(n_reg_ + t.position + 2);  // keys, then p_null
-    for (size_t slot = 0; slot < an; ++slot)
-      std::memcpy(&t.attn_rows[slot * row], r + rl_.arows + slot * rl_.arow_stride, row * 4);
-  }
+  read_device_records(base, S, rl_, *model_, opts_, sched_.num_attention(), n_reg_, recs, &rank1_);
 }
 
 void VulkanBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/device_record.h"
 #include "engine/backend/vulkan/vk_context.h"
 #include "engine/backend/vulkan/vk_weights.h"
 #include "engine/backend/vulkan/vulkan_backend.h"
@@ -18,16 +19,9 @@
 
 namespace hl::vk {
 
-// Float offsets inside one token's record (absent parts: 0 and unused).
-struct RecLayout {
-  uint32_t logits = 0, nonfinite = 0;                   // (V,), (L+1,) flags
-  uint32_t resid_max = 0, resid_rows = 0;               // (L+1,), (L+1, H)
-  uint32_t attn = 0;                                    // entropy | entropy_norm | mass | max_logit, each (A_n·nh)
-  uint32_t dmean = 0, rprobs = 0, rtopk = 0, rlse = 0;  // (M_n,), (X_n, E), (X_n, k) int bits, (X_n,)
-  uint32_t sdelta = 0, sret = 0;                        // full: (M_n, Di) each
-  uint32_t arows = 0, arow_stride = 0;                  // full: (A_n·nh, arow_stride)
-  uint32_t stride = 0;                                  // floats per record
-};
+// Float offsets inside one token's record, shared with CUDA (device_record.h); the residual rows
+// (L+1, H) are recorded and the host computes the rank-to-1 distances.
+using RecLayout = DeviceRecordLayout<uint32_t>;
 
 // Float offsets of the activations of a block of `cap` tokens (one buffer).
 struct ActLayout {

@@ -250,6 +250,16 @@ bool Context::available(bool gpu_only) {
   return choose_device(gpu_only, &why) >= 0;
 }
 
+std::string Context::describe_device() {
+  std::string why, error;
+  const int index = choose_device(false, &why);
+  if (index < 0) return why;
+  const DeviceEntry& d = device_list(&error)[static_cast<size_t>(index)];
+  static const char* const kinds[] = {"discrete GPU", "integrated GPU", "virtual GPU",
+                                      "CPU emulation of a Vulkan device, decode ~100x slower than cpu", "other device"};
+  return d.name + ": " + kinds[std::min(d.rank, 4)];
+}
+
 std::shared_ptr<Context> Context::get(bool gpu_only) {
   std::lock_guard<std::mutex> lock(g_mu);
   std::string why;

@@ -65,6 +65,8 @@ class Context : public std::enable_shared_from_this<Context> {
   static std::shared_ptr<Context> get(bool gpu_only);
   // Whether get(gpu_only) would find a device (enumerates once per process; never throws).
   static bool available(bool gpu_only);
+  // The device get(false) uses, "NAME: discrete GPU" ... "NAME: CPU emulation ...", or why none.
+  static std::string describe_device();
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

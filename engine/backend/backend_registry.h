@@ -1,0 +1,42 @@
+// The backends of this build as a table (issue 14 item 5): one entry per backend, {name, available,
+// make, describe}; make_backend, available_backends, the CLI's --backend and the app's backend menu
+// all read it. Not the backends themselves: each lives in its own folder with its entry function.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+
+namespace hl {
+
+struct BackendEntry {
+  const char* name = "";   // what --backend, sessions and traces say: "cpu", "vulkan", "cuda"
+  const char* label = "";  // in messages: "using the Vulkan backend"
+  int auto_rank = 0;       // the order `auto` tries the backends in (lowest first)
+  // Whether make() can run here; native: on a device that is not an emulation of another (a Vulkan
+  // GPU, not lavapipe on the CPU), which is what `auto` asks for. Cheap after the first call; never throws.
+  bool (*available)(bool native) = nullptr;
+  // Builds one; for_auto: as `auto` does (native devices only, the same settings otherwise).
+  // Throws BackendFailure when the device cannot run the model (no device, not enough memory).
+  std::unique_ptr<Backend> (*make)(std::shared_ptr<const Model> model, bool for_auto) = nullptr;
+  // One line saying what the device is ("NVIDIA H200", "llvmpipe (CPU emulation of a Vulkan
+  // device)"), or why there is none. Never throws.
+  std::string (*describe)() = nullptr;
+};
+
+// Every backend built here, in menu order (the CPU first). The table is backend_registry.cpp.
+const std::vector<BackendEntry>& backend_registry();
+// The entry named `name`, or nullptr.
+const BackendEntry* find_backend(const std::string& name);
+// Whether `name` is usable only as an emulation (available, but not natively: lavapipe).
+bool backend_is_emulated(const std::string& name);
+// "auto, cpu, vulkan, cuda": what --backend accepts in this build.
+std::string backend_choices();
+
+// The entry functions, one per backend folder (cpu/cpu_entry.cpp, vulkan/vulkan_entry.cpp, ...).
+BackendEntry cpu_backend_entry();
+BackendEntry vulkan_backend_entry();
+BackendEntry cuda_backend_entry();
+
+}  // namespace hl

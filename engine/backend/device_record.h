@@ -1,0 +1,124 @@
+// One token's record in a device backend's record buffer (Vulkan, CUDA), written once for both:
+// where each instrument sits (plan_device_record) and how a block of records is read back into
+// TokenTraces (read_device_records). Not the kernels that write them (vk_record.cpp,
+// cuda_forward.cpp) nor the sizing of a fresh TokenTrace (init_token_trace, token_trace.h).
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "engine/backend/backend_util.h"
+#include "engine/model/token_trace.h"
+#include "engine/probes/rank1.h"
+
+namespace hl {
+
+// Float offsets inside one token's record (absent parts: 0 and unused). T is the offset type the
+// kernels take: uint32_t (Vulkan push constants) or int64_t (CUDA).
+template <class T>
+struct DeviceRecordLayout {
+  T logits = 0, nonfinite = 0;                   // (V,), (L+1,) flags: nonzero where layer c-1's output is non-finite
+  T resid_max = 0;                               // (L+1,)
+  T rank1 = 0;                                   // (L+1,) rank-to-1 distances, when the device computes them
+  T resid_rows = 0;                              // (L+1, H) residual rows, when the host computes the distances
+  T attn = 0;                                    // entropy | entropy_norm | mass | max_logit, each (A_n·nh)
+  T dmean = 0, rprobs = 0, rtopk = 0, rlse = 0;  // (M_n,), (X_n, E), (X_n, k) int bits, (X_n,)
+  T sdelta = 0, sret = 0;                        // full: (M_n, Di) each
+  T arows = 0, arow_stride = 0;                  // full: (A_n·nh, arow_stride), keys then p_null
+  T stride = 0;                                  // floats per record
+  bool rank1_on_host = false;                    // resid_rows instead of rank1
+};
+
+// The layout for a run with n_attn / n_mamba / n_moe layers of each kind under `opts`, attention
+// rows as wide as a KV cache of kv_cap rows (+1 for p_null), the stride rounded up to `align`
+// floats. rank1_on_host: the device writes the residual rows and the host's Rank1Tracker turns
+// them into distances (Vulkan) instead of writing the distances (CUDA). Returns the layout's total
+// floats before alignment in *floats (for the device's binding limit).
+template <class T>
+DeviceRecordLayout<T> plan_device_record(const JambaConfig& c, int64_t n_attn, int64_t n_mamba, int64_t n_moe,
+                                         const RunOptions& opts, int64_t kv_cap, bool rank1_on_host, int64_t align,
+                                         uint64_t* floats = nullptr) {
+  const uint64_t L = c.num_hidden_layers, H = c.hidden_size, V = c.vocab_size, nh = c.num_attention_heads;
+  const uint64_t A = n_attn, M = n_mamba, X = n_moe, E = c.num_experts, K = c.num_experts_per_tok;
+  const uint64_t Di = c.mamba_inner();
+  DeviceRecordLayout<T> r;
+  r.rank1_on_host = rank1_on_host;
+  uint64_t o = 0;
+  auto take = [&](T* at, uint64_t n) {
+    *at = static_cast<T>(o);
+    o += n;
+  };
+  take(&r.logits, V);
+  take(&r.nonfinite, L + 1);
+  if (opts.instruments) {
+    take(&r.resid_max, L + 1);
+    if (rank1_on_host)
+      take(&r.resid_rows, (L + 1) * H);
+    else
+      take(&r.rank1, L + 1);
+    take(&r.attn, 4 * A * nh);
+    take(&r.dmean, M);
+    take(&r.rprobs, X * E);
+    take(&r.rtopk, X * K);
+    take(&r.rlse, X);
+    if (opts.full) {
+      take(&r.sdelta, M * Di);
+      take(&r.sret, M * Di);
+      r.arow_stride = static_cast<T>(kv_cap + 1);
+      take(&r.arows, A * nh * static_cast<uint64_t>(r.arow_stride));
+    }
+  }
+  if (floats) *floats = o;
+  const uint64_t a = static_cast<uint64_t>(align > 0 ? align : 1);
+  r.stride = static_cast<T>((o + a - 1) / a * a);
+  return r;
+}
+
+// Reads S records from `base` (S × l.stride floats) into recs (sized by init_token_trace): the
+// logits, the non-finite flags (nonfinite_layer, then flag_nonfinite_head for the final norm and
+// the LM head), and with the instruments every instrument; the rank-to-1 distances from the
+// record or, when l.rank1_on_host, from (*host_rank1)[c].add(residual row c).
+template <class T>
+void read_device_records(const float* base, int64_t S, const DeviceRecordLayout<T>& l, const Model& m,
+                         const RunOptions& opts, int64_t n_attn, int n_reg, TokenTrace* recs,
+                         std::vector<Rank1Tracker>* host_rank1 = nullptr) {
+  const int64_t L = m.config.num_hidden_layers, H = m.config.hidden_size;
+  const size_t an = static_cast<size_t>(n_attn * m.config.num_attention_heads);
+  auto copy = [](const float* src, auto& dst) {
+    if (!dst.empty()) std::memcpy(dst.data(), src, dst.size() * 4);
+  };
+  for (int64_t s = 0; s < S; ++s) {
+    const float* r = base + s * static_cast<int64_t>(l.stride);
+    TokenTrace& t = recs[s];
+    copy(r + l.logits, t.logits);
+    for (int64_t c = 1; c <= L; ++c)
+      if (r[l.nonfinite + c] != 0.0f) {
+        t.nonfinite_layer = static_cast<int32_t>(c - 1);
+        break;
+      }
+    flag_nonfinite_head(t, m);  // L: the final norm, L + 1: the LM head
+    if (!opts.instruments) continue;
+    copy(r + l.resid_max, t.resid_max_abs);
+    if (l.rank1_on_host) {
+      for (int64_t c = 0; c <= L; ++c) t.rank1_distance[c] = (*host_rank1)[c].add(r + l.resid_rows + c * H);
+    } else {
+      copy(r + l.rank1, t.rank1_distance);
+    }
+    copy(r + l.attn, t.attn_entropy);
+    copy(r + l.attn + an, t.attn_entropy_norm);
+    copy(r + l.attn + 2 * an, t.attn_mass);
+    copy(r + l.attn + 3 * an, t.attn_max_logit);
+    copy(r + l.dmean, t.ssm_delta_mean);
+    copy(r + l.rprobs, t.router_probs);
+    copy(r + l.rtopk, t.router_topk);  // int32 bits stored as floats
+    copy(r + l.rlse, t.router_lse);
+    if (!opts.full) continue;
+    copy(r + l.sdelta, t.ssm_delta);
+    copy(r + l.sret, t.ssm_retained);
+    const size_t row = static_cast<size_t>(n_reg + t.position + 2);  // keys, then p_null
+    for (size_t slot = 0; slot < an; ++slot)
+      std::memcpy(&t.attn_rows[slot * row], r + l.arows + slot * static_cast<size_t>(l.arow_stride), row * 4);
+  }
+}
+
+}  // namespace hl

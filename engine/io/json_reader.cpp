@@ -1,0 +1,129 @@
+// JsonReader (json_reader.h): typed, range-checked field access with one message grammar,
+// "SOURCE: field 'PATH': expected WHAT, got VALUE".
+#include "engine/io/json_reader.h"
+
+#include <cmath>
+#include <memory>
+
+#include "engine/core/error.h"
+#include "engine/io/json_util.h"
+
+namespace hl {
+
+JsonReader::JsonReader(const json& obj, std::string source, std::string path)
+    : j_(&obj), source_(std::move(source)), path_(std::move(path)), read_(std::make_shared<std::set<std::string>>()) {}
+
+JsonReader JsonReader::top(const json& j, const std::string& source) {
+  if (!j.is_object()) throw LoadError(source + ": top level: expected an object, got " + shown(j));
+  return JsonReader(j, source);
+}
+
+std::string JsonReader::field(const std::string& key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+std::string JsonReader::shown(const json& v) {
+  if (v.is_number() || v.is_boolean() || v.is_null()) return v.dump();
+  std::string d = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (d.size() > 40) d = d.substr(0, 40) + "...";
+  return std::string(json_type_name(v)) + " " + d;
+}
+
+std::string JsonReader::integer_range(int64_t lo, int64_t hi) {
+  return "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+}
+
+void JsonReader::expected(const std::string& name, const std::string& what, const json& got) const {
+  throw LoadError(source_ + ": field '" + name + "': expected " + what + ", got " + shown(got));
+}
+
+void JsonReader::fail(const std::string& name, const std::string& reason) const {
+  throw LoadError(source_ + ": field '" + name + "': " + reason);
+}
+
+void JsonReader::fail_object(const std::string& reason) const {
+  throw LoadError(source_ + ": " + (path_.empty() ? "" : "field '" + path_ + "': ") + reason);
+}
+
+const nlohmann::json* JsonReader::find(const std::string& key) const {
+  read_->insert(key);
+  if (!j_->is_object()) return nullptr;
+  auto it = j_->find(key);
+  return it == j_->end() ? nullptr : &*it;
+}
+
+const nlohmann::json& JsonReader::require(const std::string& key, const std::string& what) const {
+  const json* v = find(key);
+  if (!v) fail(field(key), "expected " + what + ", got nothing (the field is missing)");
+  return *v;
+}
+
+JsonReader JsonReader::object(const std::string& key) const {
+  const json& v = require(key, "an object");
+  if (!v.is_object()) expected(field(key), "an object", v);
+  return JsonReader(v, source_, field(key));
+}
+
+const nlohmann::json& JsonReader::array(const std::string& key, size_t max) const {
+  const std::string what = "an array of at most " + std::to_string(max) + " entries";
+  const json& v = require(key, what);
+  if (!v.is_array()) expected(field(key), what, v);
+  if (v.size() > max) fail(field(key), "expected " + what + ", got " + std::to_string(v.size()) + " entries");
+  return v;
+}
+
+std::string JsonReader::string(const std::string& key) const {
+  const json& v = require(key, "a string");
+  if (!v.is_string()) expected(field(key), "a string", v);
+  return v.get<std::string>();
+}
+
+bool JsonReader::boolean(const std::string& key) const {
+  const json& v = require(key, "true or false");
+  if (!v.is_boolean()) expected(field(key), "true or false", v);
+  return v.get<bool>();
+}
+
+int64_t JsonReader::integer_value(const json& v, const std::string& name, int64_t lo, int64_t hi) const {
+  const bool in_range =
+      v.is_number_integer() && (v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX) &&
+                                                             v.get<int64_t>() >= lo && v.get<int64_t>() <= hi
+                                                       : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi);
+  if (!in_range) expected(name, integer_range(lo, hi), v);
+  return v.get<int64_t>();
+}
+
+double JsonReader::number_value(const json& v, const std::string& name, double lo, double hi, bool lo_open) const {
+  const std::string range =
+      std::string("a finite number in ") + (lo_open ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() + "]";
+  if (!v.is_number()) expected(name, range, v);
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo)) expected(name, range, v);
+  return x;
+}
+
+int64_t JsonReader::integer(const std::string& key, int64_t lo, int64_t hi) const {
+  return integer_value(require(key, integer_range(lo, hi)), field(key), lo, hi);
+}
+
+double JsonReader::number(const std::string& key, double lo, double hi, bool lo_open) const {
+  return number_value(require(key, "a number"), field(key), lo, hi, lo_open);
+}
+
+void JsonReader::optional_string(const std::string& key, std::string* out) const {
+  if (find(key)) *out = string(key);
+}
+
+void JsonReader::optional_boolean(const std::string& key, bool* out) const {
+  if (find(key)) *out = boolean(key);
+}
+
+void JsonReader::optional_integer(const std::string& key, int64_t* out, int64_t lo, int64_t hi) const {
+  if (find(key)) *out = integer(key, lo, hi);
+}
+
+void JsonReader::optional_number(const std::string& key, double* out, double lo, double hi, bool lo_open) const {
+  if (find(key)) *out = number(key, lo, hi, lo_open);
+}
+
+}  // namespace hl
