@@ -33,6 +33,7 @@
 #include "engine/model/loader.h"
 #include "engine/trace/trace_file.h"
 #include "tests/engine/golden_util.h"
+#include "tests/engine/trace_compare_util.h"
 
 namespace hl::backend_test {
 
@@ -40,15 +41,6 @@ namespace fs = std::filesystem;
 
 using golden_test::golden_runs;
 using golden_test::GoldenRun;
-
-// |Δ| ≤ rel·|ref| + abs·scale (see the table above).
-struct Tolerance {
-  double rel, abs;
-};
-inline constexpr Tolerance kVsCpu{1e-5, 2e-6};
-inline constexpr Tolerance kVsGolden{1e-4, 1e-5};
-inline constexpr Tolerance kPrefillVsDecode{0.0, 1e-5};
-inline constexpr Tolerance kBitForBit{0.0, 0.0};
 
 // golden_test::run_tokens under the short name the backend tests use.
 inline std::vector<TokenTrace> run(Backend& b, const std::vector<int32_t>& ids, const RunOptions& opts, bool prefill) {
@@ -65,55 +57,6 @@ inline std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed) 
   std::vector<int32_t> ids(static_cast<size_t>(n));
   for (int32_t& id : ids) id = pick(rng);
   return ids;
-}
-
-using FloatField = std::vector<float> TokenTrace::*;
-inline const std::vector<std::pair<const char*, FloatField>>& float_fields() {
-  static const std::vector<std::pair<const char*, FloatField>> f = {
-      {"logits", &TokenTrace::logits},
-      {"attn_entropy", &TokenTrace::attn_entropy},
-      {"attn_entropy_norm", &TokenTrace::attn_entropy_norm},
-      {"attn_mass", &TokenTrace::attn_mass},
-      {"attn_max_logit", &TokenTrace::attn_max_logit},
-      {"ssm_delta_mean", &TokenTrace::ssm_delta_mean},
-      {"router_probs", &TokenTrace::router_probs},
-      {"router_lse", &TokenTrace::router_lse},
-      {"rank1_distance", &TokenTrace::rank1_distance},
-      {"resid_max_abs", &TokenTrace::resid_max_abs},
-      {"ssm_delta", &TokenTrace::ssm_delta},
-      {"ssm_retained", &TokenTrace::ssm_retained},
-      {"attn_rows", &TokenTrace::attn_rows}};
-  return f;
-}
-
-// Every field of two record sequences: floats within tol.rel·|ref| + tol.abs·scale (scale over the
-// whole tensor, as in the golden tests), integers exactly. Reports the first difference per field.
-inline void expect_traces_close(const std::vector<TokenTrace>& got, const std::vector<TokenTrace>& ref,
-                                const Tolerance& tol, const std::string& what) {
-  ASSERT_EQ(got.size(), ref.size()) << what;
-  for (size_t t = 0; t < ref.size(); ++t) {
-    ASSERT_EQ(got[t].token_id, ref[t].token_id) << what << " token " << t;
-    ASSERT_EQ(got[t].position, ref[t].position) << what << " token " << t;
-    ASSERT_EQ(got[t].router_topk, ref[t].router_topk) << what << " router_topk, token " << t;
-    ASSERT_EQ(got[t].nonfinite_layer, ref[t].nonfinite_layer) << what << " token " << t;
-    ASSERT_EQ(got[t].kv_cache_bytes, ref[t].kv_cache_bytes) << what << " token " << t;
-    ASSERT_EQ(got[t].ssm_state_bytes, ref[t].ssm_state_bytes) << what << " token " << t;
-  }
-  for (const auto& [name, field] : float_fields()) {
-    double scale = 1.0;
-    for (const TokenTrace& r : ref)
-      for (float v : r.*field) scale = std::max(scale, static_cast<double>(std::fabs(v)));
-    for (size_t t = 0; t < ref.size(); ++t) {
-      const std::vector<float>& a = got[t].*field;
-      const std::vector<float>& b = ref[t].*field;
-      ASSERT_EQ(a.size(), b.size()) << what << " " << name << " token " << t;
-      for (size_t i = 0; i < b.size(); ++i) {
-        const double bound = tol.rel * std::fabs(b[i]) + tol.abs * scale;
-        ASSERT_NEAR(a[i], b[i], bound) << what << ": " << name << " differs first at token " << t << ", index " << i
-                                       << " (scale " << scale << ")";
-      }
-    }
-  }
 }
 
 inline std::string temp_path(const std::string& leaf) {

@@ -11,6 +11,7 @@
 #include "engine/backend/cpu/cpu_simd.h"
 #include "engine/core/thread_pool.h"
 #include "engine/probes/attention_probe.h"
+#include "engine/probes/ssm_probe.h"
 
 namespace hl::cpu {
 
@@ -72,6 +73,7 @@ void CpuBackend::attention(int64_t layer, const float* x, int64_t S, float* y, T
       }
     }
   });
+  observe("attn_heads", layer, o, S, nh * hd, recs);
   linear(w.o, o, S, y);
 }
 
@@ -82,6 +84,7 @@ void CpuBackend::mamba(int64_t layer, const float* x, int64_t S, float* y, Token
   const int64_t Di = cfg_.mamba_inner(), N = cfg_.mamba_d_state, W = cfg_.mamba_d_conv, R = cfg_.mamba_dt_rank;
   float* xz = grow(sc_.xz, S * 2 * Di);  // (S, 2Di): u0 | z
   linear(w.in_proj, x, S, xz, w.in_bias.empty() ? nullptr : w.in_bias.data());
+  observe("ssm_in", layer, xz, S, 2 * Di, recs);
   // Causal depthwise conv over [cached window, block], then SiLU: u (S, Di). Channels are independent;
   // the channel runs innermost so every row of xz, u and the weights is read contiguously:
   //   c[s, d] = conv_b[d] + Σ_k conv_w[d, k] · in(s − (W−1) + k, d),  in(t < 0) from the cached window.
@@ -108,6 +111,7 @@ void CpuBackend::mamba(int64_t layer, const float* x, int64_t S, float* y, Token
       for (int64_t d = d0; d < d1; ++d) win[j * Di + d] = src[d];
     }
   });
+  observe("ssm_conv", layer, u, S, Di, recs);
   // Selective projections and Jamba's inner norms: p (S, R+2N) → dt_r (S, R), B (S, N), C (S, N).
   const int64_t P = R + 2 * N;
   float* p = grow(sc_.p, S * P);
@@ -163,15 +167,15 @@ void CpuBackend::mamba(int64_t layer, const float* x, int64_t S, float* y, Token
       for (int64_t s = s0; s < s1; ++s) {
         TokenTrace* r = recs[s];
         if (!r) continue;
-        double sum = 0;
-        for (int64_t d = 0; d < Di; ++d) sum += dt[s * Di + d];
-        r->ssm_delta_mean[mi] = static_cast<float>(sum / static_cast<double>(Di));
+        r->ssm_delta_mean[mi] = ssm_delta_mean(&dt[s * Di], Di);
         if (!full) continue;
         std::copy(&dt[s * Di], &dt[(s + 1) * Di], r->ssm_delta.begin() + mi * Di);
         std::copy(&retained[s * Di], &retained[(s + 1) * Di], r->ssm_retained.begin() + mi * Di);
       }
     });
   }
+  observe("ssm_delta", layer, dt, S, Di, recs);
+  observe("ssm_y", layer, gated, S, Di, recs);
   linear(w.out_proj, gated, S, y, w.out_bias.empty() ? nullptr : w.out_bias.data());
 }
 
