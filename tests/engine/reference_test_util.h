@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <string>
 #include <tuple>
@@ -37,9 +39,21 @@ struct Worst {
   double scale = 1;
 };
 
+// Where an intermediate comes in the forward pass: layer by layer, within a layer in the order of
+// kIntermediates; embed before every layer, final_norm and logits after them.
+inline std::pair<int64_t, int> forward_order(const std::string& name, int64_t layer) {
+  int order = 0;
+  for (const IntermediateName& n : kIntermediates) {
+    if (name == n.name) break;
+    ++order;
+  }
+  const bool tail = layer < 0 && name != "embed";
+  return {tail ? INT64_MAX : layer, order};
+}
+
 // `got` against `ref`: the same keys, every value within rel·|ref| + abs·scale, scale over all rows of
-// that (name, layer). Fails at the first differing row of each (name, layer), naming it. Returns the
-// worst |Δ| / scale per name (over layers) for the record.
+// that (name, layer). One failure that names the first differing tensor in forward order (layer,
+// tensor, row, index), then up to 5 more. Returns the worst |Δ| / scale per name (over layers and rows).
 inline std::map<std::string, Worst> expect_recordings_close(const Recording& got, const Recording& ref, double rel,
                                                             double abs, const std::string& what) {
   std::map<std::string, Worst> worst;
@@ -56,28 +70,39 @@ inline std::map<std::string, Worst> expect_recordings_close(const Recording& got
       double& s = scale.try_emplace({std::get<0>(k), std::get<1>(k)}, 1.0).first->second;
       s = std::max(s, static_cast<double>(std::fabs(x)));
     }
-  std::map<std::pair<std::string, int64_t>, bool> reported;
+  // (forward position, row) → message, the first difference of each (name, layer, row).
+  std::map<std::tuple<int64_t, int, int64_t>, std::string> diffs;
   for (const auto& [k, b] : ref) {
     auto it = got.find(k);
     if (it == got.end()) continue;
     const std::vector<float>& a = it->second;
-    const auto nl = std::make_pair(std::get<0>(k), std::get<1>(k));
-    const double sc = scale[nl];
+    const auto& [name, layer, row] = k;
+    const double sc = scale[{name, layer}];
+    const auto [depth, order] = forward_order(name, layer);
+    const std::string where = name + " of " + (layer < 0 ? std::string("the model") : "layer " + std::to_string(layer)) +
+                              ", row " + std::to_string(row);
     if (a.size() != b.size()) {
-      ADD_FAILURE() << what << ": " << nl.first << " layer " << nl.second << " row " << std::get<2>(k) << " has "
-                    << a.size() << " values, the reference " << b.size();
+      diffs.emplace(std::make_tuple(depth, order, row),
+                    where + ": " + std::to_string(a.size()) + " values, the reference " + std::to_string(b.size()));
       continue;
     }
-    Worst& w = worst[nl.first];
+    Worst& w = worst[name];
+    bool noted = false;
     for (size_t i = 0; i < b.size(); ++i) {
       const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
       w.rel = std::max(w.rel, d / sc);
-      if (d <= rel * std::fabs(b[i]) + abs * sc || reported[nl]) continue;
-      reported[nl] = true;
-      ADD_FAILURE() << what << ": " << nl.first << " of layer " << nl.second << " differs first at row "
-                    << std::get<2>(k) << ", index " << i << ": " << a[i] << " vs reference " << b[i] << " (|Δ| " << d
-                    << ", scale " << sc << ")";
+      if (d <= rel * std::fabs(b[i]) + abs * sc || noted) continue;
+      noted = true;
+      diffs.emplace(std::make_tuple(depth, order, row),
+                    where + ", index " + std::to_string(i) + ": " + std::to_string(a[i]) + " vs reference " +
+                        std::to_string(b[i]) + " (|diff| " + std::to_string(d) + ", scale " + std::to_string(sc) + ")");
     }
+  }
+  if (!diffs.empty()) {
+    std::string msg = what + ": first mismatch at " + diffs.begin()->second;
+    int shown = 0;
+    for (auto it = std::next(diffs.begin()); it != diffs.end() && shown < 5; ++it, ++shown) msg += "\n  then " + it->second;
+    ADD_FAILURE() << msg << "\n  (" << diffs.size() << " tensor rows differ in all)";
   }
   return worst;
 }
