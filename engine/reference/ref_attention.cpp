@@ -54,36 +54,42 @@ AttnRow attention_row(const float* z, int64_t n, Normalizer norm, float null_log
   return r;
 }
 
-void attention_token(const AttentionWeights& w, const JambaConfig& c, Normalizer norm, const float* null_logits,
-                     const float* x, KvCache& kv, float* heads, float* y, AttnRow* rows, std::vector<float>* probs) {
-  const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim();
-  const int64_t kvw = nkv * hd, group = nh / nkv;  // query head h reads kv head h / group (GQA)
-  std::vector<float> q(static_cast<size_t>(nh * hd));  // (nh*hd,)
-  linear(w.q, x, q.data());
-  kv.k.resize(static_cast<size_t>((kv.len + 1) * kvw));
-  kv.v.resize(static_cast<size_t>((kv.len + 1) * kvw));
-  linear(w.k, x, &kv.k[kv.len * kvw]);  // (nkv*hd,) no positional encoding (jamba-spec.md §3.1)
-  linear(w.v, x, &kv.v[kv.len * kvw]);
-  ++kv.len;
-  const int64_t n = kv.len;  // keys: registers and tokens up to and including this one
-  if (probs) probs->assign(static_cast<size_t>(nh * n), 0.0f);
+void attention_heads(const float* q, const float* K, const float* V, int64_t n, int64_t nh, int64_t nkv, int64_t hd,
+                     Normalizer norm, const float* null_logits, float* heads, AttnRow* rows, float* probs) {
+  const int64_t kvw = nkv * hd, group = nh / nkv;
   std::vector<float> z(static_cast<size_t>(n)), p(static_cast<size_t>(n));  // (n,) each
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   for (int64_t h = 0; h < nh; ++h) {
     const int64_t g = h / group;
     for (int64_t j = 0; j < n; ++j) {  // z_j = q · k_j / sqrt(hd)
       double dot = 0;
-      for (int64_t i = 0; i < hd; ++i) dot += static_cast<double>(q[h * hd + i]) * kv.k[j * kvw + g * hd + i];
+      for (int64_t i = 0; i < hd; ++i) dot += static_cast<double>(q[h * hd + i]) * K[j * kvw + g * hd + i];
       z[j] = static_cast<float>(dot * scale);
     }
     rows[h] = attention_row(z.data(), n, norm, null_logits[h], p.data());
     for (int64_t i = 0; i < hd; ++i) {  // o = Σ_j p_j v_j (the null key's value is 0)
       double o = 0;
-      for (int64_t j = 0; j < n; ++j) o += static_cast<double>(p[j]) * kv.v[j * kvw + g * hd + i];
+      for (int64_t j = 0; j < n; ++j) o += static_cast<double>(p[j]) * V[j * kvw + g * hd + i];
       heads[h * hd + i] = static_cast<float>(o);
     }
-    if (probs) std::copy(p.begin(), p.end(), probs->begin() + h * n);
+    if (probs) std::copy(p.begin(), p.end(), probs + h * n);
   }
+}
+
+void attention_token(const AttentionWeights& w, const JambaConfig& c, Normalizer norm, const float* null_logits,
+                     const float* x, KvCache& kv, float* heads, float* y, AttnRow* rows, std::vector<float>* probs) {
+  const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim();
+  const int64_t kvw = nkv * hd;
+  std::vector<float> q(static_cast<size_t>(nh * hd));  // (nh*hd,)
+  linear(w.q, x, q.data());
+  kv.k.resize(static_cast<size_t>((kv.len + 1) * kvw));
+  kv.v.resize(static_cast<size_t>((kv.len + 1) * kvw));
+  linear(w.k, x, &kv.k[kv.len * kvw]);  // (nkv*hd,) no positional encoding (jamba-spec.md §3.1)
+  linear(w.v, x, &kv.v[kv.len * kvw]);
+  ++kv.len;  // keys: registers and tokens up to and including this one
+  if (probs) probs->assign(static_cast<size_t>(nh * kv.len), 0.0f);
+  attention_heads(q.data(), kv.k.data(), kv.v.data(), kv.len, nh, nkv, hd, norm, null_logits, heads, rows,
+                  probs ? probs->data() : nullptr);
   linear(w.o, heads, y);  // (H,)
 }
 
