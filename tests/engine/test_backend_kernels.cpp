@@ -2,8 +2,8 @@
 // ISA it dispatches to, and the portable loops every vector kernel mirrors) and the CUDA backend's
 // per-element math (cuda_math.h, the `__host__ __device__` functions its kernels are made of, run here
 // on the host: no toolkit, no device). The Vulkan backend's GLSL kernels: test_vulkan_kernels.cpp.
-// The CPU backend has no conv kernel of its own (the conv is fused into cpu_mixers.cpp's Mamba
-// mixer); the CUDA math neither: that case skips for them, and the oracle test checks ssm_conv.
+// The CUDA math has no conv function (the conv is written inside its kernel): that case skips for it,
+// and the oracle test checks ssm_conv in the model.
 #include <cstring>
 
 #include "engine/backend/cpu/cpu_ops.h"
@@ -43,8 +43,14 @@ class CpuKernels : public KernelImpl {
     }
     return true;
   }
-  bool conv(float*, const float*, int64_t, const float*, const float*, int64_t, int64_t, float*) override {
-    return false;
+  // cpu_ops.h's conv on all channels, with conv_w transposed to (W, Di) as the backend keeps it.
+  bool conv(float* window, const float* x, int64_t S, const float* conv_w, const float* bias, int64_t Di, int64_t W,
+            float* u) override {
+    std::vector<float> cwT(static_cast<size_t>(W * Di));  // (W, Di)
+    for (int64_t d = 0; d < Di; ++d)
+      for (int64_t j = 0; j < W; ++j) cwT[j * Di + d] = conv_w[d * W + j];
+    cpu::causal_conv_silu(k_, x, Di, S, window, cwT.data(), bias, Di, W, 0, Di, u);
+    return true;
   }
   // As cpu_mixers.cpp: softplus in place, then the scan on the tiled state.
   bool scan(float* h, const float* dt, const float* u, const float* z, const float* B, const float* C, const float* A,
