@@ -43,18 +43,9 @@ void run_kernel(KernelCall& c) {
     ai.pSetLayouts = &layout;
     VkDescriptorSet set = VK_NULL_HANDLE;
     ctx->check(vkAllocateDescriptorSets(d, &ai, &set), "allocating a descriptor set");
-    VkDescriptorBufferInfo infos[kBindingCount];
-    VkWriteDescriptorSet writes[kBindingCount];
-    for (int i = 0; i < kBindingCount; ++i) {
-      infos[i] = VkDescriptorBufferInfo{bufs[i].handle(), 0, VK_WHOLE_SIZE};
-      writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-      writes[i].dstSet = set;
-      writes[i].dstBinding = static_cast<uint32_t>(i);
-      writes[i].descriptorCount = 1;
-      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[i].pBufferInfo = &infos[i];
-    }
-    vkUpdateDescriptorSets(d, kBindingCount, writes, 0, nullptr);
+    VkBuffer handles[kBindingCount];
+    for (int i = 0; i < kBindingCount; ++i) handles[i] = bufs[i].handle();
+    write_bindings(d, set, handles);
     VkCommandPoolCreateInfo ci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     ci.queueFamilyIndex = ctx->queue_family();
     ctx->check(vkCreateCommandPool(d, &ci, nullptr, &cpool), "creating a command pool");
