@@ -63,22 +63,6 @@ inline std::string temp_path(const std::string& leaf) {
   return (fs::temp_directory_path() / ("hl_backend_" + std::to_string(getpid()) + "_" + leaf)).string();
 }
 
-inline std::vector<double> as_doubles(const TensorInfo& t) {
-  std::vector<double> out(static_cast<size_t>(t.numel()));
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (t.dtype == DType::I32)
-      out[i] = reinterpret_cast<const int32_t*>(t.data)[i];
-    else if (t.dtype == DType::I64)
-      out[i] = static_cast<double>(reinterpret_cast<const int64_t*>(t.data)[i]);
-    else {
-      float f;
-      to_float(t.dtype, t.data + i * dtype_size(t.dtype), &f, 1);
-      out[i] = f;
-    }
-  }
-  return out;
-}
-
 // Sets an environment variable for one scope.
 struct ScopedEnv {
   std::string name;
@@ -171,24 +155,7 @@ inline void expect_trace_matches_reference_file(const GoldenRun& g, const std::s
   const std::string path =
       temp_path(backend + "_" + fs::path(g.case_dir).filename().string() + "_" + g.name + ".safetensors");
   write_trace(path, *model, dev->registers(), recs, TraceMeta{});
-  SafetensorsFile got = SafetensorsFile::open(path);
-  SafetensorsFile want = SafetensorsFile::open(g.case_dir + "/expected/" + g.name + ".safetensors");
-  ASSERT_FALSE(want.tensors().empty());
-  for (const TensorInfo& wt : want.tensors()) {
-    const TensorInfo* gt = got.find(wt.name);
-    ASSERT_NE(gt, nullptr) << backend << " trace lacks '" << wt.name << "'";
-    ASSERT_EQ(gt->shape, wt.shape) << wt.name;
-    const std::vector<double> a = as_doubles(*gt), b = as_doubles(wt);
-    if (wt.dtype == DType::I32 || wt.dtype == DType::I64) {
-      for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << wt.name << " differs first at flat index " << i;
-      continue;
-    }
-    double scale = 1.0;
-    for (double v : b) scale = std::max(scale, std::fabs(v));
-    for (size_t i = 0; i < a.size(); ++i)
-      ASSERT_NEAR(a[i], b[i], kVsGolden.rel * std::fabs(b[i]) + kVsGolden.abs * scale)
-          << wt.name << " differs first at flat index " << i;
-  }
+  expect_trace_file_close(path, g.case_dir + "/expected/" + g.name + ".safetensors", kVsGolden, backend + " trace");
   fs::remove(path);
 }
 
@@ -208,18 +175,7 @@ inline void expect_cli_trace_matches_reference_file(const std::string& backend) 
   ASSERT_EQ(c.status, 0) << c.err;
   SafetensorsFile got = SafetensorsFile::open(out);
   EXPECT_EQ(got.metadata().at("backend"), backend);
-  SafetensorsFile want = SafetensorsFile::open(g->case_dir + "/expected/as_trained.safetensors");
-  for (const TensorInfo& wt : want.tensors()) {
-    const TensorInfo* gt = got.find(wt.name);
-    ASSERT_NE(gt, nullptr) << wt.name;
-    const std::vector<double> a = as_doubles(*gt), b = as_doubles(wt);
-    ASSERT_EQ(a.size(), b.size()) << wt.name;
-    double scale = 1;
-    for (double v : b) scale = std::max(scale, std::fabs(v));
-    for (size_t i = 0; i < a.size(); ++i)
-      ASSERT_NEAR(a[i], b[i], kVsGolden.rel * std::fabs(b[i]) + kVsGolden.abs * scale)
-          << wt.name << " at flat index " << i;
-  }
+  expect_trace_file_close(out, g->case_dir + "/expected/as_trained.safetensors", kVsGolden, backend + " CLI trace");
   fs::remove(out);
 }
 

@@ -14,12 +14,15 @@
 // formula (a missed bias, a swapped half, a norm in the wrong place) moves values by ≥ 1e-2·scale.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/model/loader.h"
 #include "engine/reference/ref_model.h"
+#include "engine/trace/trace_file.h"
 #include "tests/engine/golden_util.h"
 #include "tests/engine/reference_test_util.h"
 #include "tests/engine/trace_compare_util.h"
@@ -34,6 +37,7 @@ constexpr double kRel = 1e-5, kAbs = 1e-5;
 
 struct OracleCase {
   std::string name, dir;
+  std::string golden_file;  // the NumPy reference's trace of this run (tests/golden), or empty
   std::vector<int32_t> ids;
   RunOptions opts;
 };
@@ -45,12 +49,13 @@ void PrintTo(const OracleCase& c, std::ostream* os) {
 std::vector<OracleCase> oracle_cases() {
   std::vector<OracleCase> cases;
   for (const GoldenRun& g : golden_test::golden_runs())
-    cases.push_back({std::filesystem::path(g.case_dir).filename().string() + "_" + g.name, g.case_dir, g.ids, g.opts});
+    cases.push_back({std::filesystem::path(g.case_dir).filename().string() + "_" + g.name, g.case_dir,
+                     g.case_dir + "/expected/" + g.name + ".safetensors", g.ids, g.opts});
   // The bf16 demo checkpoint (tools/setup.sh makes it): 8 layers, E 8, V 4096, each normalizer.
   const std::string demo = std::string(HL_SOURCE_DIR) + "/resources/demo-random";
   const std::vector<int32_t> ids = {1, 17, 400, 4095, 9, 9, 2000, 33, 5};
   for (Normalizer n : {Normalizer::Softmax, Normalizer::Softmax1, Normalizer::Sink}) {
-    OracleCase c{std::string("demo_random_") + normalizer_name(n), demo, ids, RunOptions{}};
+    OracleCase c{std::string("demo_random_") + normalizer_name(n), demo, "", ids, RunOptions{}};
     c.opts.normalizer_override = true;
     c.opts.normalizer = n;
     c.opts.full = true;
@@ -110,6 +115,21 @@ TEST_P(ReferenceOracle, CpuPrefill_EveryIntermediateAndRecordMatchesTheReference
   run_cpu(true, &got, &rgot);
   report(GetParam().name + " prefill", expect_recordings_close(rgot, rref, kRel, kAbs, "cpu prefill vs reference"));
   backend_test::expect_traces_close(got, ref, backend_test::kVsGolden, "cpu prefill vs reference");
+}
+
+// The reference forward itself against the independent NumPy reference (tools/reference/jamba_ref.py,
+// float64) through the trace file: every tensor within kVsGolden, the golden suite's bound.
+TEST_P(ReferenceOracle, ReferenceForward_TraceMatchesTheNumPyGoldenFile) {
+  if (GetParam().golden_file.empty()) GTEST_SKIP() << "no NumPy reference trace for " << GetParam().name;
+  auto model = load_model(GetParam().dir);
+  ref::ReferenceModel r(model);
+  const std::vector<TokenTrace> recs = r.run(GetParam().ids, GetParam().opts);
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("hl_reference_" + std::to_string(::getpid()) + "_" + case_name({GetParam(), 0}) + ".safetensors"))
+                               .string();
+  write_trace(path, *model, r.registers(), recs, TraceMeta{});
+  backend_test::expect_trace_file_close(path, GetParam().golden_file, backend_test::kVsGolden, "reference forward");
+  std::filesystem::remove(path);
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, ReferenceOracle, ::testing::ValuesIn(oracle_cases()), case_name);

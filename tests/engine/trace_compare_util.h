@@ -1,6 +1,7 @@
-// Comparing two record sequences field by field within a stated tolerance (|Δ| ≤ rel·|ref| + abs·scale,
-// scale = max(1, max |ref| over the tensor); integers exactly): used by the device backend tests
-// (backend_test_util.h, where the tolerances are justified) and the reference oracle tests.
+// Comparing two record sequences, or two trace files, field by field within a stated tolerance
+// (|Δ| ≤ rel·|ref| + abs·scale, scale = max(1, max |ref| over the tensor); integers exactly): used by
+// the device backend tests (backend_test_util.h, where the tolerances are justified) and the
+// reference oracle tests.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/io/safetensors.h"
 #include "engine/model/token_trace.h"
 
 namespace hl::backend_test {
@@ -69,6 +71,49 @@ inline void expect_traces_close(const std::vector<TokenTrace>& got, const std::v
                                        << " (scale " << scale << ")";
       }
     }
+  }
+}
+
+// The values of a trace tensor (F32, I32, I64 or any float dtype) as doubles.
+inline std::vector<double> as_doubles(const TensorInfo& t) {
+  std::vector<double> out(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (t.dtype == DType::I32)
+      out[i] = reinterpret_cast<const int32_t*>(t.data)[i];
+    else if (t.dtype == DType::I64)
+      out[i] = static_cast<double>(reinterpret_cast<const int64_t*>(t.data)[i]);
+    else {
+      float f;
+      to_float(t.dtype, t.data + i * dtype_size(t.dtype), &f, 1);
+      out[i] = f;
+    }
+  }
+  return out;
+}
+
+
+// Every tensor of the trace file `want_path` in the trace file `got_path`, with its shape: integers
+// exactly, floats within tol (scale over the tensor).
+inline void expect_trace_file_close(const std::string& got_path, const std::string& want_path, const Tolerance& tol,
+                                    const std::string& what) {
+  SafetensorsFile got = SafetensorsFile::open(got_path);
+  SafetensorsFile want = SafetensorsFile::open(want_path);
+  ASSERT_FALSE(want.tensors().empty()) << want_path;
+  for (const TensorInfo& wt : want.tensors()) {
+    const TensorInfo* gt = got.find(wt.name);
+    ASSERT_NE(gt, nullptr) << what << " lacks '" << wt.name << "'";
+    ASSERT_EQ(gt->shape, wt.shape) << what << ": " << wt.name;
+    const std::vector<double> a = as_doubles(*gt), b = as_doubles(wt);
+    if (wt.dtype == DType::I32 || wt.dtype == DType::I64) {
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_EQ(a[i], b[i]) << what << ": " << wt.name << " differs first at flat index " << i;
+      continue;
+    }
+    double scale = 1.0;
+    for (double v : b) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(a[i], b[i], tol.rel * std::fabs(b[i]) + tol.abs * scale)
+          << what << ": " << wt.name << " differs first at flat index " << i;
   }
 }
 
