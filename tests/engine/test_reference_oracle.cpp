@@ -5,13 +5,15 @@
 // then every field of the records. A mismatch names the tensor, the layer and the row.
 //
 // Tolerances (scale = max(1, max |ref|) over all rows of one tensor of one layer):
-//   intermediates:  |Δ| ≤ 1e-5·|ref| + 1e-5·scale
+//   intermediates:  |Δ| ≤ 1e-5·|ref| + 2e-5·scale
 //   records:        kVsGolden (1e-4·|ref| + 1e-5·scale, the golden suite's own bound)
 // Why: both sides widen the stored weights exactly and compute in fp32; the reference sums in fp64 and
 // rounds once, the backend sums in fp32 in another order (8 or 16 lanes, BLAS panels), ~1e-7 relative
-// per operation. Through ≤ 8 layers, exp in the scan and the normalizers, the measured worst is below
-// 2e-6·scale (HL_REFERENCE_REPORT=1 prints it per tensor); 1e-5 leaves a factor 5 while a wrong
-// formula (a missed bias, a swapped half, a norm in the wrong place) moves values by ≥ 1e-2·scale.
+// per operation. Through ≤ 8 layers, exp in the scan and the normalizers, the measured worst over every
+// case, tensor and row is 3.6e-6·scale with the AVX-512 kernels, 4.1e-6 with HL_ISA=avx2 and 2.9e-6
+// with HL_ISA=portable (ssm_y of the bf16 demo with sinks and registers; HL_REFERENCE_REPORT=1 prints
+// it per tensor); 2e-5 leaves a factor 5, while a wrong formula (a bias after the activation instead
+// of before it, a swapped half, a norm in the wrong place) moves values by ≥ 1e-2·scale.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -33,7 +35,7 @@ using golden_test::GoldenRun;
 
 namespace {
 
-constexpr double kRel = 1e-5, kAbs = 1e-5;
+constexpr double kRel = 1e-5, kAbs = 2e-5;
 
 struct OracleCase {
   std::string name, dir;
