@@ -1,4 +1,5 @@
-// Plain loops of ref_ffn.h.
+// Plain loops of ref_ffn.h: the router's softmax, top-k and log-sum-exp from their definitions, the
+// SwiGLU MLP, and the MoE sum over the chosen experts in ascending index (jamba-spec.md §3.9).
 #include "engine/reference/ref_ffn.h"
 
 #include <algorithm>
@@ -14,7 +15,9 @@ float router(const float* logits, int64_t E, int64_t k, float* probs, int32_t* t
   for (int64_t e = 0; e < E; ++e) m = std::max(m, static_cast<double>(logits[e]));
   double sum = 0;
   for (int64_t e = 0; e < E; ++e) sum += std::exp(logits[e] - m);
-  for (int64_t e = 0; e < E; ++e) probs[e] = static_cast<float>(std::exp(logits[e] - m) / sum);  // P_e (fp32 router)
+  // Router probabilities p_e = softmax(logits)_e over all E experts (Fedus, Zoph & Shazeer 2022: the
+  // importance P_i and load f_i of the balance loss are taken over these and the top-k below).
+  for (int64_t e = 0; e < E; ++e) probs[e] = static_cast<float>(std::exp(logits[e] - m) / sum);
   // Top-k by probability, highest first; equal probabilities keep the lower index first.
   std::vector<int32_t> order(static_cast<size_t>(E));
   std::iota(order.begin(), order.end(), 0);

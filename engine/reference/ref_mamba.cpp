@@ -71,8 +71,8 @@ void mamba_token(const MambaWeights& w, const JambaConfig& c, const float* x, Ma
   o.delta_mean = static_cast<float>(sum / static_cast<double>(Di));
   o.retained.resize(static_cast<size_t>(Di));
   o.gated.resize(static_cast<size_t>(Di));
-  scan_step(cache.h.data(), o.delta.data(), w.A.data(), B.data(), C.data(), w.D.data(), o.u.data(),
-            o.xz.data() + Di, Di, N, o.gated.data(), o.retained.data());
+  scan_step(cache.h.data(), o.delta.data(), w.A.data(), B.data(), C.data(), w.D.data(), o.u.data(), o.xz.data() + Di,
+            Di, N, o.gated.data(), o.retained.data());
   linear(w.out_proj, o.gated.data(), y, w.out_bias.empty() ? nullptr : w.out_bias.data());  // (H,)
 }
 

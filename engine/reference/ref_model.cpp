@@ -12,6 +12,7 @@
 
 namespace hl::ref {
 
+// Dong, Cordonnier & Loukas 2021: res(X) = X − 1x̄ᵀ; the trace reports ‖res(X)‖_F / ‖X‖_F.
 float rank1_distance(const float* X, int64_t T, int64_t H) {
   if (T < 2) return 0.0f;
   std::vector<double> mean(static_cast<size_t>(H), 0.0);  // x̄ (H,)
@@ -54,10 +55,11 @@ void ReferenceModel::start(const RunOptions& opts) {
     // The normalizer: the run's override, else sinks present ⇒ sink, else config.json's (§2).
     const bool has_sinks = !lw.attn.sinks.empty();
     const Normalizer n = opts.normalizer_override ? opts.normalizer
-                         : has_sinks             ? Normalizer::Sink
-                                                 : cfg_.attention_normalizer;
+                         : has_sinks              ? Normalizer::Sink
+                                                  : cfg_.attention_normalizer;
     norm_.push_back(n);
-    null_.push_back(n == Normalizer::Sink && has_sinks ? lw.attn.sinks : std::vector<float>(static_cast<size_t>(nh), 0));
+    null_.push_back(n == Normalizer::Sink && has_sinks ? lw.attn.sinks
+                                                       : std::vector<float>(static_cast<size_t>(nh), 0));
     kv_.emplace_back();
   }
   columns_.assign(static_cast<size_t>(L + 1), {});
@@ -169,15 +171,15 @@ TokenTrace ReferenceModel::step(int32_t token) {
   if (token < 0 || token >= V)
     throw Error("token id " + std::to_string(token) + " is out of range [0, " + std::to_string(V) + ")");
   TokenTrace r;
-  init_token_trace(r, cfg_, TraceShape{static_cast<int64_t>(kv_.size()), static_cast<int64_t>(ssm_.size()),
-                                       static_cast<int64_t>(std::count_if(model_->w.layers.begin(),
-                                                                          model_->w.layers.end(),
-                                                                          [](const LayerWeights& l) { return l.is_moe; })),
-                                       n_reg_},
+  init_token_trace(r, cfg_,
+                   TraceShape{static_cast<int64_t>(kv_.size()), static_cast<int64_t>(ssm_.size()),
+                              static_cast<int64_t>(std::count_if(model_->w.layers.begin(), model_->w.layers.end(),
+                                                                 [](const LayerWeights& l) { return l.is_moe; })),
+                              n_reg_},
                    opts_, token, fed_);
   const int64_t row = n_reg_ + fed_;
   std::vector<float> h(static_cast<size_t>(H));  // (H,) the residual stream
-  embedding(model_->w.embed, token, h.data());     // no scaling, no positions (jamba-spec.md §3.1)
+  embedding(model_->w.embed, token, h.data());   // no scaling, no positions (jamba-spec.md §3.1)
   layers(h.data(), row, &r);
   rmsnorm(h.data(), model_->w.final_norm.data(), H, cfg_.rms_norm_eps, h.data());
   observe("final_norm", -1, row, h.data(), H);

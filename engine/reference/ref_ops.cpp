@@ -1,4 +1,5 @@
-// Plain loops of ref_ops.h: one output element at a time, fp64 sums.
+// Plain loops of ref_ops.h: one output element at a time, each sum in fp64 and rounded once to fp32.
+// Not fast (a linear widens one weight row per output); the reference forward only.
 #include "engine/reference/ref_ops.h"
 
 #include <cmath>

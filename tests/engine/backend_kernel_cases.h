@@ -38,9 +38,8 @@ class KernelImpl {
   // y (S, n) = RMSNorm of the rows of x (S, n) with weight w (n,).
   virtual bool rmsnorm(const float* x, const float* w, int64_t S, int64_t n, double eps, float* y) = 0;
   // One query per head over n keys: q (nh*hd,), K, V (n, nkv*hd) → o (nh*hd,), rows (nh,), p (nh, n).
-  virtual bool attention(const float* q, const float* K, const float* V, int64_t n, int64_t nh, int64_t nkv,
-                         int64_t hd, Normalizer norm, const float* null_logits, float* o, ref::AttnRow* rows,
-                         float* p) = 0;
+  virtual bool attention(const float* q, const float* K, const float* V, int64_t n, int64_t nh, int64_t nkv, int64_t hd,
+                         Normalizer norm, const float* null_logits, float* o, ref::AttnRow* rows, float* p) = 0;
   // S steps of the causal conv: window (W, Di) oldest row first, updated; x (S, Di) raw inputs u0;
   // conv_w (Di, W), bias (Di,) → u (S, Di).
   virtual bool conv(float* window, const float* x, int64_t S, const float* conv_w, const float* bias, int64_t Di,
@@ -183,8 +182,8 @@ TEST_P(BackendKernels, ScanSteps_WithSoftplus_MatchTheReference) {
                      r_want(out_want.size());
   for (int64_t s = 0; s < S; ++s) {
     for (int64_t d = 0; d < Di; ++d) d_want[s * Di + d] = ref::softplus(dt[s * Di + d]);
-    ref::scan_step(h_want.data(), &d_want[s * Di], A.data(), &B[s * N], &C[s * N], D.data(), &u[s * Di], &z[s * Di],
-                   Di, N, &out_want[s * Di], &r_want[s * Di]);
+    ref::scan_step(h_want.data(), &d_want[s * Di], A.data(), &B[s * N], &C[s * N], D.data(), &u[s * Di], &z[s * Di], Di,
+                   N, &out_want[s * Di], &r_want[s * Di]);
   }
   std::vector<float> h = h0, out(out_want.size()), delta(out_want.size()), ret(out_want.size());
   if (!impl_->scan(h.data(), dt.data(), u.data(), z.data(), B.data(), C.data(), A.data(), D.data(), S, Di, N,
@@ -206,8 +205,7 @@ TEST_P(BackendKernels, Router_ProbsTopkLse_MatchTheReference_TiesToTheLowerIndex
         for (int64_t s = 0; s < S; ++s) logits[s * E + 1] = logits[s * E + 3] = 4.0f;  // a tie at the top
       std::vector<float> p_want(logits.size()), p_got(logits.size()), l_want(S), l_got(S);
       std::vector<int32_t> t_want(static_cast<size_t>(S * k)), t_got(t_want.size());
-      for (int64_t s = 0; s < S; ++s)
-        l_want[s] = ref::router(&logits[s * E], E, k, &p_want[s * E], &t_want[s * k]);
+      for (int64_t s = 0; s < S; ++s) l_want[s] = ref::router(&logits[s * E], E, k, &p_want[s * E], &t_want[s * k]);
       if (!impl_->router(logits.data(), S, E, k, p_got.data(), t_got.data(), l_got.data()))
         GTEST_SKIP() << "no separate router kernel";
       const std::string what = "E " + std::to_string(E) + ", k " + std::to_string(k);

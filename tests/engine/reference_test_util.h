@@ -79,8 +79,9 @@ inline std::map<std::string, Worst> expect_recordings_close(const Recording& got
     const auto& [name, layer, row] = k;
     const double sc = scale[{name, layer}];
     const auto [depth, order] = forward_order(name, layer);
-    const std::string where = name + " of " + (layer < 0 ? std::string("the model") : "layer " + std::to_string(layer)) +
-                              ", row " + std::to_string(row);
+    const std::string where = name + " of " +
+                              (layer < 0 ? std::string("the model") : "layer " + std::to_string(layer)) + ", row " +
+                              std::to_string(row);
     if (a.size() != b.size()) {
       diffs.emplace(std::make_tuple(depth, order, row),
                     where + ": " + std::to_string(a.size()) + " values, the reference " + std::to_string(b.size()));
@@ -101,7 +102,8 @@ inline std::map<std::string, Worst> expect_recordings_close(const Recording& got
   if (!diffs.empty()) {
     std::string msg = what + ": first mismatch at " + diffs.begin()->second;
     int shown = 0;
-    for (auto it = std::next(diffs.begin()); it != diffs.end() && shown < 5; ++it, ++shown) msg += "\n  then " + it->second;
+    for (auto it = std::next(diffs.begin()); it != diffs.end() && shown < 5; ++it, ++shown)
+      msg += "\n  then " + it->second;
     ADD_FAILURE() << msg << "\n  (" << diffs.size() << " tensor rows differ in all)";
   }
   return worst;

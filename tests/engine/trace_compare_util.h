@@ -91,7 +91,6 @@ inline std::vector<double> as_doubles(const TensorInfo& t) {
   return out;
 }
 
-
 // Every tensor of the trace file `want_path` in the trace file `got_path`, with its shape: integers
 // exactly, floats within tol (scale over the tensor).
 inline void expect_trace_file_close(const std::string& got_path, const std::string& want_path, const Tolerance& tol,

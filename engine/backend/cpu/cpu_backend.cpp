@@ -124,8 +124,7 @@ void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrac
   const int64_t L = cfg_.num_hidden_layers;
   for (int64_t s = 0; s < S; ++s) {
     TokenTrace& r = *recs[s];
-    if (r.nonfinite_layer < 0 && !all_finite(h + s * H, H))
-      r.nonfinite_layer = nonfinite_final_norm(L);
+    if (r.nonfinite_layer < 0 && !all_finite(h + s * H, H)) r.nonfinite_layer = nonfinite_final_norm(L);
     flag_nonfinite_logits(r, L);
   }
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -139,7 +138,8 @@ void CpuBackend::observe_residual(int64_t column, const float* h, int64_t S, Tok
     TokenTrace* r = recs[s];
     if (!r) continue;
     const float* x = h + s * H;
-    if (column > 0 && r->nonfinite_layer < 0 && !all_finite(x, H)) r->nonfinite_layer = static_cast<int32_t>(column - 1);
+    if (column > 0 && r->nonfinite_layer < 0 && !all_finite(x, H))
+      r->nonfinite_layer = static_cast<int32_t>(column - 1);
     if (!opts_.instruments) continue;
     r->resid_max_abs[column] = residual_max_abs(x, H);
     r->rank1_distance[column] = rank1_[column].add(x);

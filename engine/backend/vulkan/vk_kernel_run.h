@@ -12,10 +12,10 @@ namespace hl::vk {
 
 struct KernelCall {
   Kernel kernel = Kernel::RmsNorm;
-  uint32_t dtype = 0;                              // specialization constant 0 (DT_F32, DT_F16, DT_BF16)
-  std::vector<uint32_t> bind[kBindingCount];       // 32-bit words of each binding; empty: a placeholder
-  std::vector<uint8_t> push;                       // push constants (the kernel's *PC struct)
-  uint32_t gx = 1, gy = 1, gz = 1;                 // workgroups
+  uint32_t dtype = 0;                         // specialization constant 0 (DT_F32, DT_F16, DT_BF16)
+  std::vector<uint32_t> bind[kBindingCount];  // 32-bit words of each binding; empty: a placeholder
+  std::vector<uint8_t> push;                  // push constants (the kernel's *PC struct)
+  uint32_t gx = 1, gy = 1, gz = 1;            // workgroups
 };
 
 // Runs c.kernel on the context of Context::get(false) (lavapipe counts) and writes the bindings back
