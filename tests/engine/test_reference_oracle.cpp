@@ -108,18 +108,18 @@ void report(const std::string& what, const std::map<std::string, Worst>& worst) 
 
 class ReferenceOracle : public ::testing::TestWithParam<OracleCase> {
  protected:
-  void SetUp() override { dir_ = case_dir(GetParam().dir); }
-  std::string dir_;
+  // The case's checkpoint folder (the demo generated on first use).
+  std::string dir() const { return case_dir(GetParam().dir); }
   // The reference's records and intermediates of the case.
   void run_reference(std::vector<TokenTrace>* recs, Recording* rec) {
-    auto model = load_model(dir_);
+    auto model = load_model(dir());
     ref::ReferenceModel r(model);
     r.set_observer(recorder(rec));
     *recs = r.run(GetParam().ids, GetParam().opts);
   }
   // The CPU backend's, by decode steps or one prefill.
   void run_cpu(bool prefill, std::vector<TokenTrace>* recs, Recording* rec) {
-    auto model = load_model(dir_);
+    auto model = load_model(dir());
     cpu::CpuBackend b(model);
     b.set_observer(recorder(rec));
     *recs = golden_test::run_tokens(b, GetParam().ids, GetParam().opts, prefill);
@@ -149,7 +149,7 @@ TEST_P(ReferenceOracle, CpuPrefill_EveryIntermediateAndRecordMatchesTheReference
 // float64) through the trace file: every tensor within kVsGolden, the golden suite's bound.
 TEST_P(ReferenceOracle, ReferenceForward_TraceMatchesTheNumPyGoldenFile) {
   if (GetParam().golden_file.empty()) GTEST_SKIP() << "no NumPy reference trace for " << GetParam().name;
-  auto model = load_model(dir_);
+  auto model = load_model(dir());
   ref::ReferenceModel r(model);
   const std::vector<TokenTrace> recs = r.run(GetParam().ids, GetParam().opts);
   const std::string path =
