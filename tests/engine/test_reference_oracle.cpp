@@ -18,8 +18,10 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/model/generator.h"
@@ -27,6 +29,7 @@
 #include "engine/reference/ref_model.h"
 #include "engine/trace/trace_file.h"
 #include "tests/engine/golden_util.h"
+#include "tests/engine/nonfinite_test_util.h"
 #include "tests/engine/reference_test_util.h"
 #include "tests/engine/test_util.h"
 #include "tests/engine/trace_compare_util.h"
@@ -162,5 +165,38 @@ TEST_P(ReferenceOracle, ReferenceForward_TraceMatchesTheNumPyGoldenFile) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, ReferenceOracle, ::testing::ValuesIn(oracle_cases()), case_name);
+
+// The reference's non-finite flag (the first layer whose output has a NaN or Inf, then L for the final
+// norm, L + 1 for the logits) on the poisoned tiny checkpoints of nonfinite_test_util.h: the same index
+// as the CPU backend's, token by token, and the expected one.
+TEST(ReferenceNonFinite, FirstNonFiniteLayer_AsTheCpuBackend) {
+  using nonfinite_test::poison;
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  const int64_t H = nonfinite_test::untied_tiny().hidden_size;
+  const int32_t L = static_cast<int32_t>(nonfinite_test::untied_tiny().num_hidden_layers);
+  const nonfinite_test::Edit both = [&](std::vector<test::TestTensor>& ts) {
+    poison("model.layers.1.input_layernorm.weight", 0, inf)(ts);
+    poison("lm_head.weight", 0, nan)(ts);
+  };
+  const std::vector<std::pair<nonfinite_test::Edit, int32_t>> cases = {
+      {{}, -1},
+      {poison("model.final_layernorm.weight", 5, nan), L},
+      {poison("lm_head.weight", 7 * H + 3, nan), L + 1},
+      {poison("lm_head.weight", 9 * H, inf), L + 1},
+      {both, 1}};
+  for (size_t c = 0; c < cases.size(); ++c) {
+    test::TempDir dir;
+    test::write_tiny_checkpoint(dir.path, nonfinite_test::untied_tiny(), cases[c].first);
+    auto model = load_model(dir.path);
+    ref::ReferenceModel r(model);
+    const std::vector<TokenTrace> want = nonfinite_test::run_tiny("cpu", cases[c].first);
+    const std::vector<TokenTrace> got = r.run({1, 2, 3}, RunOptions{});
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t t = 0; t < got.size(); ++t) {
+      EXPECT_EQ(got[t].nonfinite_layer, cases[c].second) << "case " << c << ", token " << t;
+      EXPECT_EQ(got[t].nonfinite_layer, want[t].nonfinite_layer) << "case " << c << ", token " << t;
+    }
+  }
+}
 
 }  // namespace
