@@ -33,6 +33,7 @@
 #include "engine/model/loader.h"
 #include "engine/trace/trace_file.h"
 #include "tests/engine/golden_util.h"
+#include "tests/engine/trace_compare_util.h"
 
 namespace hl::backend_test {
 
@@ -40,15 +41,6 @@ namespace fs = std::filesystem;
 
 using golden_test::golden_runs;
 using golden_test::GoldenRun;
-
-// |Δ| ≤ rel·|ref| + abs·scale (see the table above).
-struct Tolerance {
-  double rel, abs;
-};
-inline constexpr Tolerance kVsCpu{1e-5, 2e-6};
-inline constexpr Tolerance kVsGolden{1e-4, 1e-5};
-inline constexpr Tolerance kPrefillVsDecode{0.0, 1e-5};
-inline constexpr Tolerance kBitForBit{0.0, 0.0};
 
 // golden_test::run_tokens under the short name the backend tests use.
 inline std::vector<TokenTrace> run(Backend& b, const std::vector<int32_t>& ids, const RunOptions& opts, bool prefill) {
@@ -67,73 +59,8 @@ inline std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed) 
   return ids;
 }
 
-using FloatField = std::vector<float> TokenTrace::*;
-inline const std::vector<std::pair<const char*, FloatField>>& float_fields() {
-  static const std::vector<std::pair<const char*, FloatField>> f = {
-      {"logits", &TokenTrace::logits},
-      {"attn_entropy", &TokenTrace::attn_entropy},
-      {"attn_entropy_norm", &TokenTrace::attn_entropy_norm},
-      {"attn_mass", &TokenTrace::attn_mass},
-      {"attn_max_logit", &TokenTrace::attn_max_logit},
-      {"ssm_delta_mean", &TokenTrace::ssm_delta_mean},
-      {"router_probs", &TokenTrace::router_probs},
-      {"router_lse", &TokenTrace::router_lse},
-      {"rank1_distance", &TokenTrace::rank1_distance},
-      {"resid_max_abs", &TokenTrace::resid_max_abs},
-      {"ssm_delta", &TokenTrace::ssm_delta},
-      {"ssm_retained", &TokenTrace::ssm_retained},
-      {"attn_rows", &TokenTrace::attn_rows}};
-  return f;
-}
-
-// Every field of two record sequences: floats within tol.rel·|ref| + tol.abs·scale (scale over the
-// whole tensor, as in the golden tests), integers exactly. Reports the first difference per field.
-inline void expect_traces_close(const std::vector<TokenTrace>& got, const std::vector<TokenTrace>& ref,
-                                const Tolerance& tol, const std::string& what) {
-  ASSERT_EQ(got.size(), ref.size()) << what;
-  for (size_t t = 0; t < ref.size(); ++t) {
-    ASSERT_EQ(got[t].token_id, ref[t].token_id) << what << " token " << t;
-    ASSERT_EQ(got[t].position, ref[t].position) << what << " token " << t;
-    ASSERT_EQ(got[t].router_topk, ref[t].router_topk) << what << " router_topk, token " << t;
-    ASSERT_EQ(got[t].nonfinite_layer, ref[t].nonfinite_layer) << what << " token " << t;
-    ASSERT_EQ(got[t].kv_cache_bytes, ref[t].kv_cache_bytes) << what << " token " << t;
-    ASSERT_EQ(got[t].ssm_state_bytes, ref[t].ssm_state_bytes) << what << " token " << t;
-  }
-  for (const auto& [name, field] : float_fields()) {
-    double scale = 1.0;
-    for (const TokenTrace& r : ref)
-      for (float v : r.*field) scale = std::max(scale, static_cast<double>(std::fabs(v)));
-    for (size_t t = 0; t < ref.size(); ++t) {
-      const std::vector<float>& a = got[t].*field;
-      const std::vector<float>& b = ref[t].*field;
-      ASSERT_EQ(a.size(), b.size()) << what << " " << name << " token " << t;
-      for (size_t i = 0; i < b.size(); ++i) {
-        const double bound = tol.rel * std::fabs(b[i]) + tol.abs * scale;
-        ASSERT_NEAR(a[i], b[i], bound) << what << ": " << name << " differs first at token " << t << ", index " << i
-                                       << " (scale " << scale << ")";
-      }
-    }
-  }
-}
-
 inline std::string temp_path(const std::string& leaf) {
   return (fs::temp_directory_path() / ("hl_backend_" + std::to_string(getpid()) + "_" + leaf)).string();
-}
-
-inline std::vector<double> as_doubles(const TensorInfo& t) {
-  std::vector<double> out(static_cast<size_t>(t.numel()));
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (t.dtype == DType::I32)
-      out[i] = reinterpret_cast<const int32_t*>(t.data)[i];
-    else if (t.dtype == DType::I64)
-      out[i] = static_cast<double>(reinterpret_cast<const int64_t*>(t.data)[i]);
-    else {
-      float f;
-      to_float(t.dtype, t.data + i * dtype_size(t.dtype), &f, 1);
-      out[i] = f;
-    }
-  }
-  return out;
 }
 
 // Sets an environment variable for one scope.
@@ -228,24 +155,7 @@ inline void expect_trace_matches_reference_file(const GoldenRun& g, const std::s
   const std::string path =
       temp_path(backend + "_" + fs::path(g.case_dir).filename().string() + "_" + g.name + ".safetensors");
   write_trace(path, *model, dev->registers(), recs, TraceMeta{});
-  SafetensorsFile got = SafetensorsFile::open(path);
-  SafetensorsFile want = SafetensorsFile::open(g.case_dir + "/expected/" + g.name + ".safetensors");
-  ASSERT_FALSE(want.tensors().empty());
-  for (const TensorInfo& wt : want.tensors()) {
-    const TensorInfo* gt = got.find(wt.name);
-    ASSERT_NE(gt, nullptr) << backend << " trace lacks '" << wt.name << "'";
-    ASSERT_EQ(gt->shape, wt.shape) << wt.name;
-    const std::vector<double> a = as_doubles(*gt), b = as_doubles(wt);
-    if (wt.dtype == DType::I32 || wt.dtype == DType::I64) {
-      for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << wt.name << " differs first at flat index " << i;
-      continue;
-    }
-    double scale = 1.0;
-    for (double v : b) scale = std::max(scale, std::fabs(v));
-    for (size_t i = 0; i < a.size(); ++i)
-      ASSERT_NEAR(a[i], b[i], kVsGolden.rel * std::fabs(b[i]) + kVsGolden.abs * scale)
-          << wt.name << " differs first at flat index " << i;
-  }
+  expect_trace_file_close(path, g.case_dir + "/expected/" + g.name + ".safetensors", kVsGolden, backend + " trace");
   fs::remove(path);
 }
 
@@ -265,18 +175,7 @@ inline void expect_cli_trace_matches_reference_file(const std::string& backend) 
   ASSERT_EQ(c.status, 0) << c.err;
   SafetensorsFile got = SafetensorsFile::open(out);
   EXPECT_EQ(got.metadata().at("backend"), backend);
-  SafetensorsFile want = SafetensorsFile::open(g->case_dir + "/expected/as_trained.safetensors");
-  for (const TensorInfo& wt : want.tensors()) {
-    const TensorInfo* gt = got.find(wt.name);
-    ASSERT_NE(gt, nullptr) << wt.name;
-    const std::vector<double> a = as_doubles(*gt), b = as_doubles(wt);
-    ASSERT_EQ(a.size(), b.size()) << wt.name;
-    double scale = 1;
-    for (double v : b) scale = std::max(scale, std::fabs(v));
-    for (size_t i = 0; i < a.size(); ++i)
-      ASSERT_NEAR(a[i], b[i], kVsGolden.rel * std::fabs(b[i]) + kVsGolden.abs * scale)
-          << wt.name << " at flat index " << i;
-  }
+  expect_trace_file_close(out, g->case_dir + "/expected/as_trained.safetensors", kVsGolden, backend + " CLI trace");
   fs::remove(out);
 }
 

@@ -1,7 +1,8 @@
 // The non-finite flags of the final norm and the LM head (issue 18 item 7), checked the same way on
 // every backend: a tiny checkpoint (4 layers, untied LM head) with one NaN or Inf placed in the final
 // norm, the LM head or a layer; nonfinite_layer must be L, L + 1 or the layer, on decode and prefill.
-// Used by test_nonfinite.cpp (CPU), test_vulkan_nonfinite.cpp and test_cuda_nonfinite.cpp.
+// Used by test_nonfinite.cpp (CPU), the device-backend body backend_suite.h (Vulkan, CUDA) and the
+// reference forward's test (test_reference_oracle.cpp).
 #pragma once
 #include <gtest/gtest.h>
 

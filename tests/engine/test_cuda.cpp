@@ -1,10 +1,10 @@
-// The CUDA backend (issue 8) against the CPU reference backend and the golden reference traces on
-// every golden checkpoint and run (decode, prefill, the normalizers, registers), and beyond them:
-// instruments off, restarts, long prefills in blocks across a KV-cache growth with the chunked
-// scan, graph and plain launches, the kernel count, the failure paths (not enough memory, a sticky
-// device error: BackendFailure, records intact, `auto` → CPU) and the command line. Built only into
-// hl_cuda_tests (label cuda, HL_CUDA_TESTS defined); the device tests skip where no CUDA device
-// exists, the absence tests run there instead.
+// The CUDA backend (issue 8) through the one device-backend test body (backend_suite.h: golden runs
+// against the CPU backend, the reference files and the reference forward; instruments off, restarts,
+// the context limit, a sticky device error, the command line, the non-finite flags), and its own
+// checks: long prefills in blocks across a KV-cache growth with the chunked scan, graph and plain
+// launches, the kernel count, not enough memory (`auto` → CPU) and the command line's fallbacks.
+// Built only into hl_cuda_tests (label cuda, HL_CUDA_TESTS defined); the device tests skip where no
+// CUDA device exists, the absence tests run there instead.
 //
 // Tolerances: as stated in backend_test_util.h, the same as the Vulkan tests (CUDA vs CPU: kVsCpu,
 // stored weights widened exactly on both sides, fp32 sums in another order; vs the golden reference
@@ -18,7 +18,7 @@
 #include <sstream>
 
 #include "engine/backend/cuda/cuda_backend.h"
-#include "tests/engine/backend_test_util.h"
+#include "tests/engine/backend_suite.h"
 
 namespace fs = std::filesystem;
 using namespace hl;
@@ -43,26 +43,11 @@ class Cuda : public ::testing::Test {
 
 }  // namespace
 
-class CudaGolden : public ::testing::TestWithParam<GoldenRun> {
- protected:
-  void SetUp() override {
-    if (!have_cuda()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
-  }
-};
-
-TEST_P(CudaGolden, DecodeMatchesCpuBackend) {
-  expect_decode_matches_cpu(GetParam(), "cuda");
-}
-
-TEST_P(CudaGolden, PrefillMatchesCpuAndDecode) {
-  expect_prefill_matches_cpu_and_decode(GetParam(), "cuda");
-}
-
-TEST_P(CudaGolden, TraceMatchesReferenceFile) {
-  expect_trace_matches_reference_file(GetParam(), "cuda");
-}
-
-INSTANTIATE_TEST_SUITE_P(Golden, CudaGolden, ::testing::ValuesIn(golden_runs()), golden_run_name);
+// The whole-model body shared with the Vulkan backend (backend_suite.h), on CUDA.
+INSTANTIATE_TEST_SUITE_P(Cuda, BackendGolden, ::testing::ValuesIn(golden_on("cuda")), golden_on_name);
+INSTANTIATE_TEST_SUITE_P(Cuda, DeviceBackend,
+                         ::testing::Values(DeviceBackendParam{"cuda", [] { cuda_simulate_failure(0); }}),
+                         [](const auto&) { return std::string("cuda"); });
 
 // Without a device (this machine, CI): the backend is built but refuses with a clear message, and
 // `auto` takes the CPU.
@@ -103,14 +88,6 @@ TEST_F(Cuda, AvailableBackendsListIt_AutoPicksIt) {
   auto model = load_model(golden_case("gqa_basic"));
   std::string note;
   EXPECT_EQ(make_backend("auto", model, &note)->name(), "cuda") << note;
-}
-
-TEST_F(Cuda, InstrumentsOff_SameLogitsAndNoInstruments) {
-  expect_instruments_off_same_logits("cuda");
-}
-
-TEST_F(Cuda, Restart_ReproducesTheRunBitForBit) {
-  expect_restart_bit_for_bit("cuda");
 }
 
 TEST_F(Cuda, GraphAndPlainLaunches_BitForBit_KernelCountReported) {
@@ -157,10 +134,6 @@ TEST_F(Cuda, LongPrefillInBlocks_AcrossKvGrowth_ChunkedScan_MatchesCpu) {
   }
 }
 
-TEST_F(Cuda, MaxContext_RefusedBeforeAnyStateChange_AsTheCpu) {
-  expect_max_context_refused_before_state_change("cuda");
-}
-
 TEST_F(Cuda, NotEnoughDeviceMemory_ClearBackendFailure_AutoTakesCpu) {
   auto model = load_model(golden_case("gqa_basic"));
   ScopedEnv limit("HL_CUDA_MEMORY_LIMIT", "4096");
@@ -174,14 +147,6 @@ TEST_F(Cuda, NotEnoughDeviceMemory_ClearBackendFailure_AutoTakesCpu) {
   auto b = make_backend("auto", model, &note);
   EXPECT_NE(b->name(), "cuda");
   EXPECT_NE(note.find("not enough device memory"), std::string::npos) << note;
-}
-
-TEST_F(Cuda, StickyFailure_BackendFailure_RecordsIntact_CpuTakesOver) {
-  expect_failure_keeps_records_cpu_takes_over("cuda", [] { cuda_simulate_failure(0); });
-}
-
-TEST_F(Cuda, CliTraceCuda_MatchesReferenceFile) {
-  expect_cli_trace_matches_reference_file("cuda");
 }
 
 TEST_F(Cuda, CliTraceAuto_DeviceErrorMidRun_FallsBackToCpu) {

@@ -1,7 +1,9 @@
-// The Vulkan backend against the CPU reference backend and the golden reference traces (issue 7)
-// on every golden checkpoint and run: logits and every trace tensor, decode and prefill, the
-// normalizers and registers. Built only into hl_vulkan_tests (label vulkan, HL_VULKAN_TESTS
-// defined; test_vulkan_runs.cpp has the rest); skips where no Vulkan device exists.
+// The Vulkan backend through the one device-backend test body (backend_suite.h): against the CPU
+// backend, the golden reference traces and the reference forward on every golden checkpoint and run
+// (decode, prefill, the normalizers, registers), instruments off, restarts, the context limit, a lost
+// device, the command line and the non-finite flags. Built only into hl_vulkan_tests (label vulkan,
+// HL_VULKAN_TESTS defined; test_vulkan_runs.cpp has the Vulkan-only checks, test_vulkan_kernels.cpp
+// the kernels one by one); skips where no Vulkan device exists.
 
 // Tolerances: as stated in backend_test_util.h (kVsCpu, kVsGolden, kPrefillVsDecode, shared with
 // the CUDA tests), and one of the Vulkan backend's own:
@@ -9,6 +11,7 @@
 #ifdef HL_VULKAN_TESTS
 #include <gtest/gtest.h>
 
+#include "tests/engine/backend_suite.h"
 #include "tests/engine/vulkan_test_util.h"
 
 using namespace hl;
@@ -22,25 +25,10 @@ const auto* const g_keep = ::testing::AddGlobalTestEnvironment(
 
 }  // namespace
 
-class VulkanGolden : public ::testing::TestWithParam<GoldenRun> {
- protected:
-  void SetUp() override {
-    if (!have_vulkan()) GTEST_SKIP() << "no Vulkan device";
-  }
-};
-
-TEST_P(VulkanGolden, DecodeMatchesCpuBackend) {
-  expect_decode_matches_cpu(GetParam(), "vulkan");
-}
-
-TEST_P(VulkanGolden, PrefillMatchesCpuAndDecode) {
-  expect_prefill_matches_cpu_and_decode(GetParam(), "vulkan");
-}
-
-TEST_P(VulkanGolden, TraceMatchesReferenceFile) {
-  expect_trace_matches_reference_file(GetParam(), "vulkan");
-}
-
-INSTANTIATE_TEST_SUITE_P(Golden, VulkanGolden, ::testing::ValuesIn(golden_runs()), golden_run_name);
+// The whole-model body shared with the CUDA backend (backend_suite.h), on Vulkan.
+INSTANTIATE_TEST_SUITE_P(Vulkan, BackendGolden, ::testing::ValuesIn(golden_on("vulkan")), golden_on_name);
+INSTANTIATE_TEST_SUITE_P(Vulkan, DeviceBackend,
+                         ::testing::Values(DeviceBackendParam{"vulkan", [] { vulkan_simulate_device_loss(0); }}),
+                         [](const auto&) { return std::string("vulkan"); });
 
 #endif  // HL_VULKAN_TESTS

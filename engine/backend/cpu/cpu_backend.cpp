@@ -16,6 +16,7 @@
 #include "engine/core/error.h"
 #include "engine/core/thread_pool.h"
 #include "engine/probes/memory.h"
+#include "engine/probes/residual_probe.h"
 #include "engine/probes/router_probe.h"
 
 namespace hl::cpu {
@@ -108,15 +109,17 @@ void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrac
   run_block(h, S, recs);
   // Final norm and LM head, written straight into the records' logits (V,) each.
   rmsnorm(h, model_->w.final_norm.data(), S, H, cfg_.rms_norm_eps, h);
+  observe("final_norm", -1, h, S, H, recs);
   float** rows = grow(sc_.logit_rows, S);
   for (int64_t s = 0; s < S; ++s) rows[s] = recs[s]->logits.data();
   linear_to_rows(model_->w.lm_head, h, S, rows);
+  if (observer_)
+    for (int64_t s = 0; s < S; ++s) observe("logits", -1, rows[s], 1, V, recs + s);
   // nonfinite_layer L: the final norm's output, L + 1: the logits (token_trace.h).
   const int64_t L = cfg_.num_hidden_layers;
   for (int64_t s = 0; s < S; ++s) {
     TokenTrace& r = *recs[s];
-    if (r.nonfinite_layer < 0 && !std::all_of(h + s * H, h + (s + 1) * H, [](float v) { return std::isfinite(v); }))
-      r.nonfinite_layer = nonfinite_final_norm(L);
+    if (r.nonfinite_layer < 0 && !all_finite(h + s * H, H)) r.nonfinite_layer = nonfinite_final_norm(L);
     flag_nonfinite_logits(r, L);
   }
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -130,17 +133,10 @@ void CpuBackend::observe_residual(int64_t column, const float* h, int64_t S, Tok
     TokenTrace* r = recs[s];
     if (!r) continue;
     const float* x = h + s * H;
-    if (column > 0 && r->nonfinite_layer < 0) {
-      for (int64_t i = 0; i < H; ++i)
-        if (!std::isfinite(x[i])) {
-          r->nonfinite_layer = static_cast<int32_t>(column - 1);
-          break;
-        }
-    }
+    if (column > 0 && r->nonfinite_layer < 0 && !all_finite(x, H))
+      r->nonfinite_layer = static_cast<int32_t>(column - 1);
     if (!opts_.instruments) continue;
-    float mx = 0;
-    for (int64_t i = 0; i < H; ++i) mx = std::fmax(mx, std::fabs(x[i]));
-    r->resid_max_abs[column] = mx;
+    r->resid_max_abs[column] = residual_max_abs(x, H);
     r->rank1_distance[column] = rank1_[column].add(x);
   }
 }
@@ -149,18 +145,24 @@ void CpuBackend::run_block(float* h, int64_t S, TokenTrace* const* recs) {
   const int64_t H = cfg_.hidden_size;
   float* x = grow(sc_.x, S * H);  // (S, H)
   float* y = grow(sc_.y, S * H);  // (S, H)
+  observe("embed", -1, h, S, H, recs);
   observe_residual(0, h, S, recs);
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     const LayerWeights& lw = model_->w.layers[i];
     rmsnorm(h, lw.input_norm.data(), S, H, cfg_.rms_norm_eps, x);
+    observe("attn_norm", i, x, S, H, recs);
     if (sched_[i].has_attention())
       attention(i, x, S, y, recs);
     else
       mamba(i, x, S, y, recs);
+    observe("mixer_out", i, y, S, H, recs);
     for (int64_t j = 0; j < S * H; ++j) h[j] += y[j];
     rmsnorm(h, lw.pre_ff_norm.data(), S, H, cfg_.rms_norm_eps, x);
+    observe("ffn_norm", i, x, S, H, recs);
     feed_forward(i, x, S, y, recs);
+    observe("ffn_out", i, y, S, H, recs);
     for (int64_t j = 0; j < S * H; ++j) h[j] += y[j];
+    observe("layer_out", i, h, S, H, recs);
     observe_residual(i + 1, h, S, recs);
   }
 }
@@ -236,6 +238,7 @@ void CpuBackend::feed_forward(int64_t layer, const float* x, int64_t S, float* y
       r->router_lse[xi] = lse;
     }
   }
+  observe("router_probs", layer, probs, S, E, recs);
   // Experts in ascending index (jamba-spec.md §3.9), each output the probability-weighted sum.
   if (S == 1 && K >= 1 && K <= kMaxDecodeExperts) {
     int32_t chosen[kMaxDecodeExperts];

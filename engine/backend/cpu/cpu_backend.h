@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/model/intermediates.h"
 #include "engine/probes/rank1.h"
 
 namespace hl::cpu {
@@ -25,6 +26,9 @@ class CpuBackend final : public Backend {
   const Model& model() const override { return *model_; }
   const RunOptions& options() const override { return opts_; }
   int registers() const override { return n_reg_; }
+  // Called with every named intermediate (model/intermediates.h) of later blocks; empty: none (the
+  // unset observer costs one test per name and block).
+  void set_observer(IntermediateObserver f) { observer_ = std::move(f); }
 
  private:
   struct AttnState {
@@ -65,6 +69,13 @@ class CpuBackend final : public Backend {
   void swiglu_decode(const MlpWeights* const* mlps, const float* weights, int k, const float* x, float* y);
   void observe_residual(int64_t column, const float* h, int64_t S, TokenTrace* const* recs);
   void init_record(TokenTrace& r, int32_t token, int64_t t) const;
+  // The observer, if set, on S rows of `cols` floats of `name` (rows of recs: null ones are registers).
+  void observe(const char* name, int64_t layer, const float* data, int64_t S, int64_t cols,
+               TokenTrace* const* recs) const {
+    if (!observer_) return;
+    const int64_t row = recs[0] ? n_reg_ + recs[0]->position : 0;
+    observer_(Intermediate{name, layer, row, S, cols, cols, data});
+  }
 
   std::shared_ptr<const Model> model_;
   const JambaConfig& cfg_;
@@ -78,6 +89,7 @@ class CpuBackend final : public Backend {
   std::vector<std::vector<float>> A_tiled_;  // per Mamba layer: A (Di, N) in channel tiles
   std::vector<Rank1Tracker> rank1_;          // (L+1) columns
   Scratch sc_;
+  IntermediateObserver observer_;
 };
 
 // v.data() with at least n elements; grows geometrically, never shrinks, so a steady decode

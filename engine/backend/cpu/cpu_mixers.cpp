@@ -11,6 +11,7 @@
 #include "engine/backend/cpu/cpu_simd.h"
 #include "engine/core/thread_pool.h"
 #include "engine/probes/attention_probe.h"
+#include "engine/probes/ssm_probe.h"
 
 namespace hl::cpu {
 
@@ -72,6 +73,7 @@ void CpuBackend::attention(int64_t layer, const float* x, int64_t S, float* y, T
       }
     }
   });
+  observe("attn_heads", layer, o, S, nh * hd, recs);
   linear(w.o, o, S, y);
 }
 
@@ -82,32 +84,17 @@ void CpuBackend::mamba(int64_t layer, const float* x, int64_t S, float* y, Token
   const int64_t Di = cfg_.mamba_inner(), N = cfg_.mamba_d_state, W = cfg_.mamba_d_conv, R = cfg_.mamba_dt_rank;
   float* xz = grow(sc_.xz, S * 2 * Di);  // (S, 2Di): u0 | z
   linear(w.in_proj, x, S, xz, w.in_bias.empty() ? nullptr : w.in_bias.data());
-  // Causal depthwise conv over [cached window, block], then SiLU: u (S, Di). Channels are independent;
-  // the channel runs innermost so every row of xz, u and the weights is read contiguously:
-  //   c[s, d] = conv_b[d] + Σ_k conv_w[d, k] · in(s − (W−1) + k, d),  in(t < 0) from the cached window.
+  observe("ssm_in", layer, xz, S, 2 * Di, recs);
+  // Causal depthwise conv over [cached window, block], then SiLU: u (S, Di), channels spread over the pool.
   float* u = grow(sc_.u, S * Di);
   const float* cwT = conv_wT_[mi].data();  // (W, Di) conv_w transposed
   float* win = st.conv.data();             // (W, Di) raw inputs of the last W tokens, oldest first
   const simd::Kernels& kern = simd::kernels();
+  const float* cb = w.conv_b.empty() ? nullptr : w.conv_b.data();
   ThreadPool::global().parallel_for(Di, std::max<int64_t>(64, 16384 / S), [&](int64_t d0, int64_t d1) {
-    auto in = [&](int64_t t) { return t >= 0 ? xz + t * 2 * Di : win + (t + W) * Di; };  // row t, (Di,)
-    for (int64_t s = 0; s < S; ++s) {
-      float* us = u + s * Di;  // (Di,)
-      for (int64_t d = d0; d < d1; ++d) us[d] = w.conv_b.empty() ? 0.0f : w.conv_b[d];
-      for (int64_t k = 0; k < W; ++k) {
-        const float* src = in(s - (W - 1) + k);
-        const float* wk = cwT + k * Di;
-        for (int64_t d = d0; d < d1; ++d) us[d] += wk[d] * src[d];
-      }
-      kern.silu(us + d0, d1 - d0);
-    }
-    // The window after the block: raw inputs S−W .. S−1. Row j comes from xz or from old row S + j > j,
-    // which ascending j has not overwritten yet.
-    for (int64_t j = 0; j < W; ++j) {
-      const float* src = in(S - W + j);
-      for (int64_t d = d0; d < d1; ++d) win[j * Di + d] = src[d];
-    }
+    causal_conv_silu(kern, xz, 2 * Di, S, win, cwT, cb, Di, W, d0, d1, u);
   });
+  observe("ssm_conv", layer, u, S, Di, recs);
   // Selective projections and Jamba's inner norms: p (S, R+2N) → dt_r (S, R), B (S, N), C (S, N).
   const int64_t P = R + 2 * N;
   float* p = grow(sc_.p, S * P);
@@ -163,15 +150,15 @@ void CpuBackend::mamba(int64_t layer, const float* x, int64_t S, float* y, Token
       for (int64_t s = s0; s < s1; ++s) {
         TokenTrace* r = recs[s];
         if (!r) continue;
-        double sum = 0;
-        for (int64_t d = 0; d < Di; ++d) sum += dt[s * Di + d];
-        r->ssm_delta_mean[mi] = static_cast<float>(sum / static_cast<double>(Di));
+        r->ssm_delta_mean[mi] = ssm_delta_mean(&dt[s * Di], Di);
         if (!full) continue;
         std::copy(&dt[s * Di], &dt[(s + 1) * Di], r->ssm_delta.begin() + mi * Di);
         std::copy(&retained[s * Di], &retained[(s + 1) * Di], r->ssm_retained.begin() + mi * Di);
       }
     });
   }
+  observe("ssm_delta", layer, dt, S, Di, recs);
+  observe("ssm_y", layer, gated, S, Di, recs);
   linear(w.out_proj, gated, S, y, w.out_bias.empty() ? nullptr : w.out_bias.data());
 }
 

@@ -185,4 +185,25 @@ void rmsnorm(const float* x, const float* weight, int64_t S, int64_t n, double e
   });
 }
 
+void causal_conv_silu(const simd::Kernels& k, const float* x, int64_t x_stride, int64_t S, float* win, const float* cwT,
+                      const float* bias, int64_t Di, int64_t W, int64_t d0, int64_t d1, float* u) {
+  auto in = [&](int64_t t) { return t >= 0 ? x + t * x_stride : win + (t + W) * Di; };  // row t, (Di,)
+  for (int64_t s = 0; s < S; ++s) {
+    float* us = u + s * Di;  // (Di,)
+    for (int64_t d = d0; d < d1; ++d) us[d] = bias ? bias[d] : 0.0f;
+    for (int64_t j = 0; j < W; ++j) {
+      const float* src = in(s - (W - 1) + j);
+      const float* wj = cwT + j * Di;
+      for (int64_t d = d0; d < d1; ++d) us[d] += wj[d] * src[d];
+    }
+    k.silu(us + d0, d1 - d0);
+  }
+  // The window after the block: raw inputs S−W .. S−1. Row j comes from x or from old row S + j > j,
+  // which ascending j has not overwritten yet.
+  for (int64_t j = 0; j < W; ++j) {
+    const float* src = in(S - W + j);
+    for (int64_t d = d0; d < d1; ++d) win[j * Di + d] = src[d];
+  }
+}
+
 }  // namespace hl::cpu

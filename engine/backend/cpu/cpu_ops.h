@@ -9,6 +9,10 @@
 
 namespace hl::cpu {
 
+namespace simd {
+struct Kernels;
+}
+
 // Y (S, W.rows) = X (S, W.cols) · Wᵀ (+ bias (W.rows,) when non-null). Threaded over output rows.
 // S == 1: vector matvec; S > 1: BLAS on fp32 panels (the reference loop when built without BLAS).
 void linear(const Mat& W, const float* X, int64_t S, float* Y, const float* bias = nullptr);
@@ -44,5 +48,13 @@ float dot(const float* a, const float* b, int64_t n);
 
 // Widens row r of W into dst (W.cols floats).
 void widen_row(const Mat& W, int64_t r, float* dst);
+
+// Causal depthwise conv + SiLU of S rows on channels [d0, d1) (jamba-spec.md §3.5 step 3, §3.6), with
+// the kernels k: x row t at x + t·x_stride holds the raw inputs u0 (Di,); win (W, Di) the raw inputs of
+// the last W tokens before the block, oldest first, left as the last W after it; cwT (W, Di) conv_w
+// transposed; bias (Di,) or null. The channel runs innermost so every row is read contiguously:
+//   u[s, d] = silu(bias[d] + Σ_k cwT[k, d] · in(s − (W−1) + k, d)),  in(t < 0) = win[t + W].
+void causal_conv_silu(const simd::Kernels& k, const float* x, int64_t x_stride, int64_t S, float* win, const float* cwT,
+                      const float* bias, int64_t Di, int64_t W, int64_t d0, int64_t d1, float* u);
 
 }  // namespace hl::cpu

@@ -432,6 +432,21 @@ uint32_t Context::memory_type(uint32_t type_bits, MemKind kind, bool* host_visib
   throw BackendFailure("vulkan: device '" + device_name() + "' has no suitable memory type");
 }
 
+void write_bindings(VkDevice d, VkDescriptorSet set, const VkBuffer* buffers) {
+  VkDescriptorBufferInfo infos[kBindingCount];
+  VkWriteDescriptorSet writes[kBindingCount];
+  for (int i = 0; i < kBindingCount; ++i) {
+    infos[i] = VkDescriptorBufferInfo{buffers[i], 0, VK_WHOLE_SIZE};
+    writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = static_cast<uint32_t>(i);
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  vkUpdateDescriptorSets(d, kBindingCount, writes, 0, nullptr);
+}
+
 void Context::submit_wait(VkCommandBuffer cmd, VkFence fence, const char* what) {
   if (lost_)
     throw BackendFailure("vulkan: device '" + device_name() + "' was lost earlier; the Vulkan backend is disabled");

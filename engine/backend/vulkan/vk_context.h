@@ -28,6 +28,9 @@ enum class MemKind { Device, Upload, Readback };
 
 class Context;
 
+// Points binding i of `set` (the universal layout) at the whole of buffers[i], for every binding.
+void write_bindings(VkDevice d, VkDescriptorSet set, const VkBuffer* buffers);
+
 // One VkBuffer with its own memory, usable as a storage buffer and as a copy source/destination.
 class Buffer {
  public:

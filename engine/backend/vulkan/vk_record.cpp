@@ -69,18 +69,7 @@ VkDescriptorSet VulkanBackend::descriptor_set(const Binds& b) {
     ai.descriptorPool = pool;
     ctx_->check(vkAllocateDescriptorSets(d, &ai, &set), "allocating a descriptor set");
   }
-  VkDescriptorBufferInfo infos[kBindingCount];
-  VkWriteDescriptorSet writes[kBindingCount];
-  for (int i = 0; i < kBindingCount; ++i) {
-    infos[i] = VkDescriptorBufferInfo{b[i], 0, VK_WHOLE_SIZE};
-    writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-    writes[i].dstSet = set;
-    writes[i].dstBinding = static_cast<uint32_t>(i);
-    writes[i].descriptorCount = 1;
-    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    writes[i].pBufferInfo = &infos[i];
-  }
-  vkUpdateDescriptorSets(d, kBindingCount, writes, 0, nullptr);
+  write_bindings(d, set, b.data());
   sets_.emplace(b, set);
   return set;
 }

@@ -1,0 +1,195 @@
+// ReferenceModel (ref_model.h): the decoder-layer loop over the plain-loop mixers and feed-forwards,
+// the registers of trace-format.md §2 and the residual instruments of §3 from their definitions.
+#include "engine/reference/ref_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "engine/backend/run_plan.h"
+#include "engine/core/error.h"
+#include "engine/reference/ref_ffn.h"
+#include "engine/reference/ref_ops.h"
+
+namespace hl::ref {
+
+// Dong, Cordonnier & Loukas 2021: res(X) = X − 1x̄ᵀ; the trace reports ‖res(X)‖_F / ‖X‖_F.
+float rank1_distance(const float* X, int64_t T, int64_t H) {
+  if (T < 2) return 0.0f;
+  std::vector<double> mean(static_cast<size_t>(H), 0.0);  // x̄ (H,)
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < H; ++i) mean[i] += X[t * H + i];
+  for (double& m : mean) m /= static_cast<double>(T);
+  double res = 0, all = 0;  // ‖X − 1x̄ᵀ‖²_F, ‖X‖²_F
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < H; ++i) {
+      const double x = X[t * H + i];
+      res += (x - mean[i]) * (x - mean[i]);
+      all += x * x;
+    }
+  return all > 0 ? static_cast<float>(std::sqrt(res / all)) : 0.0f;
+}
+
+ReferenceModel::ReferenceModel(std::shared_ptr<const Model> model) : model_(std::move(model)), cfg_(model_->config) {}
+
+void ReferenceModel::observe(const char* name, int64_t layer, int64_t row, const float* data, int64_t n) const {
+  if (observer_) observer_(Intermediate{name, layer, row, 1, n, n, data});
+}
+
+void ReferenceModel::start(const RunOptions& opts) {
+  const int64_t H = cfg_.hidden_size, nh = cfg_.num_attention_heads, L = cfg_.num_hidden_layers;
+  // The run-start rules (registers, each attention layer's normalizer and sinks) are policy, not
+  // math: the backends' own plan_run, so that the oracle checks the forward, not a second copy.
+  const RunPlan plan = plan_run(*model_, opts);
+  const int64_t trained = plan.trained_registers;
+  opts_ = opts;
+  n_reg_ = plan.registers;
+  fed_ = 0;
+  kv_.clear();
+  norm_.clear();
+  null_.clear();
+  ssm_.clear();
+  for (int64_t i = 0; i < L; ++i) {
+    const LayerWeights& lw = model_->w.layers[i];
+    if (!model_->schedule[i].has_attention()) {
+      ssm_.push_back(make_mamba_cache(cfg_));
+      continue;
+    }
+    norm_.push_back(plan.normalizer[i]);
+    null_.push_back(plan.sinks[i] ? lw.attn.sinks : std::vector<float>(static_cast<size_t>(nh), 0));
+    kv_.emplace_back();
+  }
+  columns_.assign(static_cast<size_t>(L + 1), {});
+  std::vector<float> x(static_cast<size_t>(H));  // (H,)
+  for (int64_t r = 0; r < n_reg_; ++r) {
+    const float* src = r < trained ? &model_->w.register_rows[r * H] : model_->w.mean_embedding.data();
+    std::copy(src, src + H, x.begin());
+    layers(x.data(), r, nullptr);
+  }
+}
+
+void ReferenceModel::residual_column(int64_t column, const float* x, TokenTrace* r) {
+  const int64_t H = cfg_.hidden_size;
+  // The first layer whose output has a NaN or Inf (column c ≥ 1 is layer c − 1's output).
+  if (column > 0 && r->nonfinite_layer < 0)
+    for (int64_t i = 0; i < H; ++i)
+      if (!std::isfinite(x[i])) {
+        r->nonfinite_layer = static_cast<int32_t>(column - 1);
+        break;
+      }
+  if (!opts_.instruments) return;
+  std::vector<float>& X = columns_[column];  // (t+1, H): this column over tokens 0..t
+  X.insert(X.end(), x, x + H);
+  // resid_max_abs = max_i |x_i| (outliers, Sun et al. 2024), NaN entries skipped as fmax does.
+  float mx = 0;
+  for (int64_t i = 0; i < H; ++i)
+    if (std::fabs(x[i]) > mx) mx = std::fabs(x[i]);
+  r->resid_max_abs[column] = mx;
+  r->rank1_distance[column] = rank1_distance(X.data(), static_cast<int64_t>(X.size()) / H, H);
+}
+
+void ReferenceModel::layers(float* h, int64_t row, TokenTrace* r) {
+  const int64_t H = cfg_.hidden_size, nh = cfg_.num_attention_heads, hd = cfg_.head_dim(), Di = cfg_.mamba_inner();
+  const int64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
+  const double eps = cfg_.rms_norm_eps;
+  const bool instr = r && opts_.instruments;
+  std::vector<float> x(static_cast<size_t>(H)), y(static_cast<size_t>(H));  // (H,) each
+  observe("embed", -1, row, h, H);
+  if (r) residual_column(0, h, r);
+  int64_t ai = 0, mi = 0, xi = 0;  // this layer's index among attention, Mamba, MoE layers
+  for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
+    const LayerWeights& lw = model_->w.layers[i];
+    rmsnorm(h, lw.input_norm.data(), H, eps, x.data());
+    observe("attn_norm", i, row, x.data(), H);
+    if (model_->schedule[i].has_attention()) {
+      std::vector<float> heads(static_cast<size_t>(nh * hd)), probs;
+      std::vector<AttnRow> rows(static_cast<size_t>(nh));
+      attention_token(lw.attn, cfg_, norm_[ai], null_[ai].data(), x.data(), kv_[ai], heads.data(), y.data(),
+                      rows.data(), &probs);
+      observe("attn_heads", i, row, heads.data(), nh * hd);
+      if (instr) {
+        const int64_t n = kv_[ai].len;
+        for (int64_t q = 0; q < nh; ++q) {
+          const int64_t slot = ai * nh + q;
+          r->attn_entropy[slot] = rows[q].entropy;
+          r->attn_entropy_norm[slot] = rows[q].entropy_norm;
+          r->attn_mass[slot] = rows[q].mass;
+          r->attn_max_logit[slot] = rows[q].max_abs_logit;
+          if (!opts_.full) continue;
+          float* dst = &r->attn_rows[slot * (n + 1)];  // (n + 1,): the keys, then p_null
+          std::copy(probs.begin() + q * n, probs.begin() + (q + 1) * n, dst);
+          dst[n] = rows[q].p_null;
+        }
+      }
+      ++ai;
+    } else {
+      MambaOut m;
+      mamba_token(lw.mamba, cfg_, x.data(), ssm_[mi], y.data(), &m);
+      observe("ssm_in", i, row, m.xz.data(), 2 * Di);
+      observe("ssm_conv", i, row, m.u.data(), Di);
+      observe("ssm_delta", i, row, m.delta.data(), Di);
+      observe("ssm_y", i, row, m.gated.data(), Di);
+      if (instr) {
+        r->ssm_delta_mean[mi] = m.delta_mean;
+        if (opts_.full) {
+          std::copy(m.delta.begin(), m.delta.end(), r->ssm_delta.begin() + mi * Di);
+          std::copy(m.retained.begin(), m.retained.end(), r->ssm_retained.begin() + mi * Di);
+        }
+      }
+      ++mi;
+    }
+    observe("mixer_out", i, row, y.data(), H);
+    for (int64_t c = 0; c < H; ++c) h[c] += y[c];  // residual
+    rmsnorm(h, lw.pre_ff_norm.data(), H, eps, x.data());
+    observe("ffn_norm", i, row, x.data(), H);
+    if (model_->schedule[i].is_moe()) {
+      std::vector<float> probs(static_cast<size_t>(E));
+      std::vector<int32_t> topk(static_cast<size_t>(K));
+      const float lse = moe(lw.moe, K, x.data(), y.data(), probs.data(), topk.data());
+      observe("router_probs", i, row, probs.data(), E);
+      if (instr) {
+        std::copy(probs.begin(), probs.end(), r->router_probs.begin() + xi * E);
+        std::copy(topk.begin(), topk.end(), r->router_topk.begin() + xi * K);
+        r->router_lse[xi] = lse;
+      }
+      ++xi;
+    } else {
+      swiglu(lw.mlp, x.data(), y.data());
+    }
+    observe("ffn_out", i, row, y.data(), H);
+    for (int64_t c = 0; c < H; ++c) h[c] += y[c];  // residual
+    observe("layer_out", i, row, h, H);
+    if (r) residual_column(i + 1, h, r);
+  }
+}
+
+TokenTrace ReferenceModel::step(int32_t token) {
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, L = cfg_.num_hidden_layers;
+  if (token < 0 || token >= V)
+    throw Error("token id " + std::to_string(token) + " is out of range [0, " + std::to_string(V) + ")");
+  TokenTrace r;
+  init_token_trace(r, cfg_, model_->schedule, n_reg_, opts_, token, fed_);
+  const int64_t row = n_reg_ + fed_;
+  std::vector<float> h(static_cast<size_t>(H));  // (H,) the residual stream
+  embedding(model_->w.embed, token, h.data());   // no scaling, no positions (jamba-spec.md §3.1)
+  layers(h.data(), row, &r);
+  rmsnorm(h.data(), model_->w.final_norm.data(), H, cfg_.rms_norm_eps, h.data());
+  observe("final_norm", -1, row, h.data(), H);
+  if (r.nonfinite_layer < 0 && !std::all_of(h.begin(), h.end(), [](float v) { return std::isfinite(v); }))
+    r.nonfinite_layer = nonfinite_final_norm(L);
+  linear(model_->w.lm_head, h.data(), r.logits.data());  // (V,)
+  observe("logits", -1, row, r.logits.data(), V);
+  flag_nonfinite_logits(r, L);
+  ++fed_;
+  return r;
+}
+
+std::vector<TokenTrace> ReferenceModel::run(const std::vector<int32_t>& ids, const RunOptions& opts) {
+  start(opts);
+  std::vector<TokenTrace> out;
+  out.reserve(ids.size());
+  for (int32_t id : ids) out.push_back(step(id));
+  return out;
+}
+
+}  // namespace hl::ref
