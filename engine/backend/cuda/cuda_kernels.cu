@@ -5,154 +5,13 @@
 // Decode products: one warp per output row, 16-byte loads of the stored weights widened in
 // registers (the bandwidth path), with the next RMSNorm run by the product's last block (Tail);
 // prefill products go through cuBLAS (cuda_backend.cpp).
-#include <cuda_fp16.h>
-
-#include "engine/backend/cuda/cuda_kernels.h"
-#include "engine/backend/cuda/cuda_math.h"
+#include "engine/backend/cuda/cuda_device_util.cuh"
 
 namespace hl::cuda {
+
+bool g_pdl = false;  // programmatic dependent launch in use (launch_k, cuda_device_util.cuh)
+
 namespace {
-
-using namespace hl::cudam;
-
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr unsigned kAll = 0xffffffffu;
-
-// Programmatic dependent launch (sm_90 and later; cuda_backend.cpp turns it on): every kernel first
-// waits until the kernel before it has completed and its writes are visible (griddepcontrol.wait),
-// then lets the next kernel be scheduled (griddepcontrol.launch_dependents), so a launch overlaps the
-// previous kernel's tail instead of following it. No kernel touches memory before the wait, so the
-// order of results is that of plain launches. Below sm_90 both are no-ops and launches are plain.
-bool g_pdl = false;
-
-__device__ __forceinline__ void pdl_enter() {
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
-#endif
-}
-
-template <class... P, class... A>
-void launch_k(void (*k)(P...), dim3 grid, dim3 block, cudaStream_t st, A... args) {
-#ifdef __CUDACC__
-  if (g_pdl) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    if (cudaLaunchKernelEx(&cfg, k, static_cast<P>(args)...) == cudaSuccess) return;
-    cudaGetLastError();  // not supported here: plain launches from now on
-    g_pdl = false;
-  }
-#endif
-  k<<<grid, block, 0, st>>>(static_cast<P>(args)...);
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kAll, v, o);
-  return v;
-}
-__device__ __forceinline__ double warp_sum_d(double v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kAll, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kAll, v, o));
-  return v;
-}
-
-// Block-wide reductions (every thread gets the result); `sh` holds one value per warp.
-__device__ double block_sum_d(double v, double* sh) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-  v = warp_sum_d(v);
-  if (lane == 0) sh[warp] = v;
-  __syncthreads();
-  double r = 0;
-  for (int i = 0; i < nw; ++i) r += sh[i];
-  __syncthreads();
-  return r;
-}
-__device__ float block_max(float v, float* sh) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-  v = warp_max(v);
-  if (lane == 0) sh[warp] = v;
-  __syncthreads();
-  float r = sh[0];
-  for (int i = 1; i < nw; ++i) r = fmaxf(r, sh[i]);
-  __syncthreads();
-  return r;
-}
-
-__device__ __forceinline__ int elem_size(int t) {
-  return t == kF32 ? 4 : 2;
-}
-
-// The two 16-bit weights of a 32-bit word, widened.
-template <int T>
-__device__ __forceinline__ float2 pair(uint32_t w) {
-  if (T == kBF16) return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
-  return make_float2(__half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xffffu))),
-                     __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16))));
-}
-
-// This lane's share of row·x (the caller sums the warp): 16-byte loads when the row and x allow.
-template <int T>
-__device__ float lane_dot(const void* row, const float* x, int64_t cols, int lane) {
-  float acc = 0;
-  const bool aligned = ((reinterpret_cast<uintptr_t>(row) | reinterpret_cast<uintptr_t>(x)) & 15) == 0;
-  if (T == kF32) {
-    if (aligned && (cols & 3) == 0) {
-      const float4* w4 = static_cast<const float4*>(row);
-      const float4* x4 = reinterpret_cast<const float4*>(x);
-      const int64_t n = cols >> 2;
-#pragma unroll 4
-      for (int64_t i = lane; i < n; i += 32) {
-        const float4 w = __ldg(w4 + i), v = x4[i];
-        acc += w.x * v.x + w.y * v.y + w.z * v.z + w.w * v.w;
-      }
-      return acc;
-    }
-    const float* w = static_cast<const float*>(row);
-    for (int64_t i = lane; i < cols; i += 32) acc += w[i] * x[i];
-    return acc;
-  }
-  if (aligned && (cols & 7) == 0) {
-    const uint4* w4 = static_cast<const uint4*>(row);
-    const float4* x4 = reinterpret_cast<const float4*>(x);
-    const int64_t n = cols >> 3;
-#pragma unroll 4
-    for (int64_t i = lane; i < n; i += 32) {
-      const uint4 w = __ldg(w4 + i);
-      const float4 a = x4[2 * i], b = x4[2 * i + 1];
-      const float2 w0 = pair<T>(w.x), w1 = pair<T>(w.y), w2 = pair<T>(w.z), w3 = pair<T>(w.w);
-      acc += w0.x * a.x + w0.y * a.y + w1.x * a.z + w1.y * a.w + w2.x * b.x + w2.y * b.y + w3.x * b.z + w3.y * b.w;
-    }
-    return acc;
-  }
-  for (int64_t i = lane; i < cols; i += 32) acc += widen(T, row, i) * x[i];
-  return acc;
-}
-
-// Row r of a (·, cols) matrix of dtype t dotted with x, summed over the warp (all lanes get it).
-__device__ float warp_dot(int t, const void* W, int64_t r, const float* x, int64_t cols) {
-  const int lane = threadIdx.x & 31;
-  const void* row = static_cast<const char*>(W) + r * cols * elem_size(t);
-  float v;
-  if (t == kBF16)
-    v = lane_dot<kBF16>(row, x, cols, lane);
-  else if (t == kF16)
-    v = lane_dot<kF16>(row, x, cols, lane);
-  else
-    v = lane_dot<kF32>(row, x, cols, lane);
-  return warp_sum(v);
-}
 
 // The router of one token row x (H,) (the whole block calls it): logits by warps, then one thread's
 // softmax/top-k/lse; the chosen experts in ascending index into sel/selw; the record when rec.
@@ -455,172 +314,11 @@ __global__ void attention_kernel(AttnArgs a) {
   if (threadIdx.x == 0) row[n] = st.p_null;
 }
 
-__global__ void conv_kernel(const float* xz, float* win, const float* w, const float* b, float* u, int S, int64_t Di,
-                            int W) {
-  pdl_enter();
-  const int64_t d = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (d >= Di) return;
-  auto in = [&](int64_t t) { return t >= 0 ? xz[t * 2 * Di + d] : win[(t + W) * Di + d]; };
-  for (int s = 0; s < S; ++s) {
-    float c = b ? b[d] : 0.0f;
-    for (int k = 0; k < W; ++k) c += w[d * W + k] * in(s - (W - 1) + k);
-    u[s * Di + d] = silu(c);
-  }
-  // Row j of the new window is position S−W+j: from xz, or from old row S+j > j (not yet overwritten).
-  for (int j = 0; j < W; ++j) win[j * Di + d] = in(static_cast<int64_t>(S) - W + j);
-}
-
-__global__ void xnorms_kernel(const float* p, float* dtr, float* Bm, float* Cm, const float* wdt, const float* wb,
-                              const float* wc, int R, int N, double eps) {
-  pdl_enter();
-  __shared__ double shd[32];
-  const int s = blockIdx.x, seg = blockIdx.y;
-  const int P = R + 2 * N;
-  const int off = seg == 0 ? 0 : seg == 1 ? R : R + N, n = seg == 0 ? R : N;
-  const float* w = seg == 0 ? wdt : seg == 1 ? wb : wc;
-  float* out = seg == 0 ? dtr + s * R : seg == 1 ? Bm + s * N : Cm + s * N;
-  const float* in = p + static_cast<int64_t>(s) * P + off;
-  double ss = 0;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) ss += static_cast<double>(in[i]) * in[i];
-  ss = block_sum_d(ss, shd);
-  const float inv = rms_inv(ss, n, eps);
-  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = rms_scale(w[i], in[i], inv);
-}
-
-__global__ void bias_softplus_kernel(float* dt, const float* bias, int64_t total, int64_t Di) {
-  pdl_enter();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < total) dt[i] = softplus(dt[i] + bias[i % Di]);
-}
-
-// Tokens [s0, s1) of channel d from state h (N, Di) (updated in place).
-__device__ void scan_range(const ScanArgs& a, float* h, int s0, int s1, int64_t d) {
-  const int64_t Di = a.Di;
-  const int N = a.N;
-  const float Dd = a.D[d];
-  for (int s = s0; s < s1; ++s) {
-    const float delta = a.dt[s * Di + d], ud = a.u[s * Di + d];
-    const float* B = a.B + static_cast<int64_t>(s) * N;
-    const float* C = a.C + static_cast<int64_t>(s) * N;
-    float acc = 0, keep = 0;
-    for (int n = 0; n < N; ++n) {
-      float hn = h[n * Di + d];
-      keep += scan_update(hn, delta, a.A[n * Di + d], B[n], ud);
-      h[n * Di + d] = hn;
-      acc += hn * C[n];
-    }
-    a.out[s * Di + d] = scan_output(acc, Dd, ud, a.z[s * a.zs + d]);
-    if (a.retained) a.retained[s * Di + d] = keep / static_cast<float>(N);
-  }
-}
-
-__global__ void scan_kernel(ScanArgs a) {
-  pdl_enter();
-  const int64_t d = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (d < a.Di) scan_range(a, a.h, 0, a.S, d);
-}
-
-// Pass 1: per chunk and lane, the scan from a zero state and the product of the decays.
-__global__ void scan_local_kernel(ScanArgs a, int T, float* local, float* prod) {
-  pdl_enter();
-  const int64_t d = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (d >= a.Di) return;
-  const int c = blockIdx.y, s0 = c * T, s1 = min(a.S, s0 + T);
-  const int64_t Di = a.Di;
-  for (int n = 0; n < a.N; ++n) {
-    float hl = 0, pr = 1;
-    const float An = a.A[n * Di + d];
-    for (int s = s0; s < s1; ++s) pr *= scan_update(hl, a.dt[s * Di + d], An, a.B[s * a.N + n], a.u[s * Di + d]);
-    local[(static_cast<int64_t>(c) * a.N + n) * Di + d] = hl;
-    prod[(static_cast<int64_t>(c) * a.N + n) * Di + d] = pr;
-  }
-}
-
-// Pass 2: the state entering each chunk, and the final state.
-__global__ void scan_carry_kernel(ScanArgs a, int chunks, const float* local, const float* prod, float* carry) {
-  pdl_enter();
-  const int64_t d = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (d >= a.Di) return;
-  const int64_t Di = a.Di;
-  for (int n = 0; n < a.N; ++n) {
-    float h = a.h[n * Di + d];
-    for (int c = 0; c < chunks; ++c) {
-      const int64_t i = (static_cast<int64_t>(c) * a.N + n) * Di + d;
-      carry[i] = h;
-      h = prod[i] * h + local[i];
-    }
-    a.h[n * Di + d] = h;
-  }
-}
-
-// Pass 3: each chunk's outputs from its carried-in state.
-__global__ void scan_out_kernel(ScanArgs a, int T, float* carry) {
-  pdl_enter();
-  const int64_t d = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (d >= a.Di) return;
-  const int c = blockIdx.y;
-  scan_range(a, carry + static_cast<int64_t>(c) * a.N * a.Di, c * T, min(a.S, (c + 1) * T), d);
-}
-
-__global__ void mamba_stats_kernel(const float* dt, const float* ret, int64_t cap, int64_t Di, float* rec,
-                                   int64_t rec_stride, int64_t off_mean, int64_t off_delta, int64_t off_ret,
-                                   bool full) {
-  pdl_enter();
-  __shared__ double shd[32];
-  const int mi = blockIdx.x, s = blockIdx.y;
-  const float* row = dt + (mi * cap + s) * Di;
-  double sum = 0;
-  for (int64_t i = threadIdx.x; i < Di; i += blockDim.x) sum += row[i];
-  sum = block_sum_d(sum, shd);
-  float* r = rec + s * rec_stride;
-  if (threadIdx.x == 0) r[off_mean + mi] = static_cast<float>(sum / static_cast<double>(Di));
-  if (!full) return;
-  const float* rr = ret + (mi * cap + s) * Di;
-  for (int64_t i = threadIdx.x; i < Di; i += blockDim.x) {
-    r[off_delta + mi * Di + i] = row[i];
-    r[off_ret + mi * Di + i] = rr[i];
-  }
-}
-
 __global__ void router_kernel(DW W, const float* x, int E, int K, float* probs, int32_t* sel, float* selw, float* rec,
                               int64_t rec_stride, int64_t off_probs, int64_t off_topk, int64_t off_lse, int xi) {
   pdl_enter();
   const int s = blockIdx.x;
   route_row(W, x + s * W.cols, s, E, K, probs, sel, selw, rec, rec_stride, off_probs, off_topk, off_lse, xi);
-}
-
-__global__ void mamba_step_kernel(StepArgs a) {
-  pdl_enter();
-  __shared__ __align__(16) float sp[kMaxStepRank];  // normed p: dt_r (R), B (N), C (N)
-  __shared__ double shd[32];
-  const int R = a.R, N = a.N;
-  for (int seg = 0; seg < 3; ++seg) {
-    const int off = seg == 0 ? 0 : seg == 1 ? R : R + N, n = seg == 0 ? R : N;
-    const float* w = seg == 0 ? a.wdt : seg == 1 ? a.wb : a.wc;
-    double ss = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += static_cast<double>(a.p[off + i]) * a.p[off + i];
-    ss = block_sum_d(ss, shd);
-    const float inv = rms_inv(ss, n, a.eps);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) sp[off + i] = rms_scale(w[i], a.p[off + i], inv);
-  }
-  __syncthreads();
-  const int64_t d = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (d >= a.Di) return;
-  const float v = warp_dot(a.dt_proj.dtype, a.dt_proj.p, d, sp, R);
-  if ((threadIdx.x & 31) != 0) return;
-  const float delta = softplus(v + a.dt_bias[d]);
-  a.dt[d] = delta;
-  const int64_t Di = a.Di;
-  const float ud = a.u[d];
-  float acc = 0, keep = 0;
-  for (int n = 0; n < N; ++n) {
-    float hn = a.h[n * Di + d];
-    keep += scan_update(hn, delta, a.A[n * Di + d], sp[R + n], ud);
-    a.h[n * Di + d] = hn;
-    acc += hn * sp[R + N + n];
-  }
-  a.out[d] = scan_output(acc, a.D[d], ud, a.z[d]);
-  if (a.retained) a.retained[d] = keep / static_cast<float>(N);
 }
 
 __global__ void widen_kernel(const void* src, int t, float* dst, int64_t n) {
@@ -664,15 +362,6 @@ __global__ void copy_kernel(const float4* src, float4* dst, int64_t n) {
 
 __global__ void empty_kernel() {}
 
-unsigned blocks_for(int64_t n, int per = kThreads) {
-  return static_cast<unsigned>((n + per - 1) / per);
-}
-
-unsigned grid_stride_blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65536 ? (b > 0 ? b : 1) : 65536);
-}
-
 }  // namespace
 
 void set_programmatic_launch(bool on) {
@@ -711,42 +400,6 @@ void launch_rank1(const float* rows, int columns, int64_t cap, int S, int64_t H,
 
 void launch_attention(const AttnArgs& a, cudaStream_t st) {
   launch_k(attention_kernel, dim3(static_cast<unsigned>(a.nh), static_cast<unsigned>(a.S)), kThreads, st, a);
-}
-
-void launch_conv(const float* xz, float* win, const float* w, const float* b, float* u, int S, int64_t Di, int W,
-                 cudaStream_t st) {
-  launch_k(conv_kernel, blocks_for(Di), kThreads, st, xz, win, w, b, u, S, Di, W);
-}
-
-void launch_xnorms(const float* p, float* dtr, float* Bm, float* Cm, const float* wdt, const float* wb, const float* wc,
-                   int S, int R, int N, double eps, cudaStream_t st) {
-  launch_k(xnorms_kernel, dim3(static_cast<unsigned>(S), 3), 128, st, p, dtr, Bm, Cm, wdt, wb, wc, R, N, eps);
-}
-
-void launch_mamba_step(const StepArgs& a, cudaStream_t st) {
-  launch_k(mamba_step_kernel, blocks_for(a.Di, kWarps), kThreads, st, a);
-}
-
-void launch_bias_softplus(float* dt, const float* bias, int S, int64_t Di, cudaStream_t st) {
-  launch_k(bias_softplus_kernel, blocks_for(S * Di), kThreads, st, dt, bias, S * Di, Di);
-}
-
-void launch_scan(const ScanArgs& a, cudaStream_t st) {
-  launch_k(scan_kernel, blocks_for(a.Di, 128), 128, st, a);
-}
-
-void launch_scan_chunked(const ScanArgs& a, int T, float* local, float* prod, float* carry, cudaStream_t st) {
-  const unsigned chunks = static_cast<unsigned>((a.S + T - 1) / T);
-  launch_k(scan_local_kernel, dim3(blocks_for(a.Di, 128), chunks), 128, st, a, T, local, prod);
-  launch_k(scan_carry_kernel, blocks_for(a.Di, 128), 128, st, a, static_cast<int>(chunks), local, prod, carry);
-  launch_k(scan_out_kernel, dim3(blocks_for(a.Di, 128), chunks), 128, st, a, T, carry);
-}
-
-void launch_mamba_stats(const float* dt, const float* ret, int M, int64_t cap, int S, int64_t Di, float* rec,
-                        int64_t rec_stride, int64_t off_mean, int64_t off_delta, int64_t off_ret, bool full,
-                        cudaStream_t st) {
-  launch_k(mamba_stats_kernel, dim3(static_cast<unsigned>(M), static_cast<unsigned>(S)), kThreads, st, dt, ret, cap, Di,
-           rec, rec_stride, off_mean, off_delta, off_ret, full);
 }
 
 void launch_router(DW W, const float* x, int S, int E, int K, float* probs, int32_t* sel, float* selw, float* rec,

@@ -1,4 +1,4 @@
-// The CUDA backend's kernels (cuda_kernels.cu) behind plain launch functions, so the host side
+// The CUDA backend's kernels (cuda_kernels.cu, cuda_kernels_ssm.cu) behind plain launch functions, so the host side
 // (cuda_backend.cpp) is ordinary C++ built by g++. Every launch function enqueues one kernel on `st`
 // (launch_scan_chunked three; the backend counts them per token) and never synchronises. Shapes use the
 // trace-format.md §2 notation; activations are fp32 row-major, weights in their stored dtype

@@ -1,5 +1,5 @@
 // The per-element math of the CUDA backend as `__host__ __device__` inline functions, so the same
-// lines run in the kernels (cuda_kernels.cu) and in the host tests (tests/engine/test_cuda_math.cpp,
+// lines run in the kernels (cuda_kernels.cu, cuda_kernels_ssm.cu) and in the host tests (tests/engine/test_cuda_math.cpp,
 // built by g++ without nvcc), which check them against the CPU reference: bf16/fp16 widening
 // (core/dtype.h), SiLU and softplus (threshold 20, jamba-spec.md §3.5), the RMSNorm scale (§3.2),
 // the attention normalizers and row instruments (probes/attention_probe.h), one selective-scan
