@@ -66,7 +66,7 @@ DeviceRecordLayout<T> plan_device_record(const JambaConfig& c, int64_t n_attn, i
   for (size_t i = 0; i < fields.size(); ++i) {
     const TraceField& f = fields[i];
     if (f.i32 == &TokenTrace::nonfinite_layer) take(&r.nonfinite, L + 1);
-    if (f.shape == FieldShape::Scalar || !carried(f, opts) || f.fvec == &TokenTrace::logit_entropy) continue;
+    if (f.shape == FieldShape::Scalar || !carried(f, opts)) continue;
     const uint64_t n = static_cast<uint64_t>(token_size(f, d));
     if (f.shape == FieldShape::Ragged) {
       r.arow_stride = static_cast<T>(kv_cap + 1);
@@ -120,7 +120,7 @@ void read_device_records(const float* base, int64_t S, const DeviceRecordLayout<
       }
     for (size_t i = 0; i < fields.size(); ++i) {
       const TraceField& f = fields[i];
-      if (f.shape != FieldShape::Vector || !carried(f, opts) || f.fvec == &TokenTrace::logit_entropy) continue;
+      if (f.shape != FieldShape::Vector || !carried(f, opts)) continue;
       if (l.rank1_on_host && f.fvec == &TokenTrace::rank1_distance) {
         for (int64_t c = 0; c <= L; ++c) t.rank1_distance[c] = (*host_rank1)[c].add(r + l.resid_rows + c * H);
       } else if (f.fvec) {

@@ -5,7 +5,6 @@
 // the LM head with the refusal to sample from non-finite logits.
 #include "engine/model/token_trace.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -74,15 +73,6 @@ int64_t first_nonfinite(const std::vector<float>& x) {
 }
 
 }  // namespace
-
-void record_logit_entropy(TokenTrace& r) {
-  if (r.logit_entropy.empty() || r.logits.empty()) return;
-  double mx = r.logits[0], z = 0, s = 0;
-  for (float v : r.logits) mx = std::max(mx, static_cast<double>(v));
-  for (float v : r.logits) z += std::exp(v - mx);
-  for (float v : r.logits) s += std::exp(v - mx) * (v - mx);
-  r.logit_entropy[0] = static_cast<float>(std::log(z) - s / z);  // −Σ p ln p with ln p = (v − mx) − ln z
-}
 
 void flag_nonfinite_logits(TokenTrace& r, int64_t L) {
   if (r.nonfinite_layer < 0 && first_nonfinite(r.logits) >= 0) r.nonfinite_layer = nonfinite_lm_head(L);

@@ -42,7 +42,6 @@ struct TokenTrace {
   std::vector<float> router_lse;        // (X_n,)
   std::vector<float> rank1_distance;    // (L+1,)
   std::vector<float> resid_max_abs;     // (L+1,)
-  std::vector<float> logit_entropy;     // (1,) entropy in nats of softmax(logits): the next-token distribution
   // Where a NaN or Inf first appeared in this token's pass (README "Trace file", trace-format.md §3):
   // i in [0, L) the output of layer i, L the final norm's output, L + 1 the logits (LM head)
   // while everything before them stayed finite; −1 when every value is finite.
@@ -65,8 +64,6 @@ inline int32_t nonfinite_lm_head(int64_t L) {
 }
 // "layer 3", "the final norm", "the LM head" for a nonfinite_layer value >= 0.
 std::string nonfinite_where(int32_t nonfinite_layer, int64_t L);
-// −Σ p ln p of p = softmax(logits) in nats (plain loop in double), into r.logit_entropy when the record carries it.
-void record_logit_entropy(TokenTrace& r);
 // Sets r.nonfinite_layer to L + 1 when it is still −1 and a logit is NaN or Inf.
 void flag_nonfinite_logits(TokenTrace& r, int64_t L);
 // Generation samples the next token from r's logits: throws Error (one line: the position, the first

@@ -180,16 +180,6 @@ TokenTrace ReferenceModel::step(int32_t token) {
   linear(model_->w.lm_head, h.data(), r.logits.data());  // (V,)
   observe("logits", -1, row, r.logits.data(), V);
   flag_nonfinite_logits(r, L);
-  if (!r.logit_entropy.empty()) {  // −Σ_i p_i ln p_i, p = softmax(logits) (Shannon 1948)
-    double mx = -INFINITY, z = 0, h = 0;
-    for (int64_t i = 0; i < V; ++i) mx = std::max(mx, static_cast<double>(r.logits[i]));
-    for (int64_t i = 0; i < V; ++i) z += std::exp(r.logits[i] - mx);
-    for (int64_t i = 0; i < V; ++i) {
-      const double p = std::exp(r.logits[i] - mx) / z;
-      if (p > 0) h -= p * std::log(p);
-    }
-    r.logit_entropy[0] = static_cast<float>(h);
-  }
   ++fed_;
   return r;
 }

@@ -81,8 +81,6 @@ const std::vector<TraceField>& trace_fields() {
       floats("router_lse", &TT::router_lse, kInstr, S::Xn, "(X_n)"),
       floats("rank1_distance", &TT::rank1_distance, kInstr, S::L1, "(L+1)"),
       floats("resid_max_abs", &TT::resid_max_abs, kInstr, S::L1, "(L+1)"),
-      {"logit_entropy", FieldType::Float, FieldShape::Vector, kInstr, false, true, &TT::logit_entropy, nullptr, nullptr,
-       nullptr, 0, {S::V, S::V}, "()", true},
       scalar32("nonfinite_layer", &TT::nonfinite_layer),
       scalar64("kv_cache_bytes", &TT::kv_cache_bytes),
       scalar64("ssm_state_bytes", &TT::ssm_state_bytes),

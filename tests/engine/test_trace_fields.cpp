@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <set>
 #include <string>
@@ -160,18 +159,4 @@ TEST(TraceFields, ReusedRecordIsSizedWithoutReallocating) {
       EXPECT_EQ(before[i++], f.fvec ? static_cast<const void*>((r.*f.fvec).data()) : (r.*f.ivec).data()) << f.name;
   EXPECT_EQ(r.attn_rows.size(), static_cast<size_t>(2 * 4 * (4 + 2)));
   EXPECT_EQ(r.attn_rows[0], 0.0f);  // zero-filled again
-}
-
-// logit_entropy against closed forms: ln V for equal logits, and for two logits a, b the binary
-// entropy of p = 1 / (1 + e^(b − a)).
-TEST(TraceFields, LogitEntropyMatchesClosedForms) {
-  TokenTrace r;
-  r.logit_entropy.assign(1, 0.0f);
-  r.logits.assign(50, 3.0f);
-  record_logit_entropy(r);
-  EXPECT_NEAR(r.logit_entropy[0], std::log(50.0), 1e-6);
-  r.logits = {1.0f, -0.5f};
-  record_logit_entropy(r);
-  const double p = 1.0 / (1.0 + std::exp(-1.5));
-  EXPECT_NEAR(r.logit_entropy[0], -p * std::log(p) - (1 - p) * std::log(1 - p), 1e-6);
 }
