@@ -62,7 +62,8 @@ TEST(TraceFields, EachMemberAndNameOnce) {
                       : f.i32  ? span_of(f.i32).first
                                : span_of(f.i64).first;
     EXPECT_TRUE(offsets.insert(at).second) << f.name << " reaches a member another row reaches";
-    EXPECT_EQ(f.shape == FieldShape::Scalar, f.rank == 0) << f.name;
+    if (f.shape == FieldShape::Scalar) EXPECT_EQ(f.rank, 0) << f.name;  // a Vector of rank 0: one value a token
+    EXPECT_EQ(f.shape == FieldShape::Scalar, f.fvec == nullptr && f.ivec == nullptr) << f.name;
     EXPECT_EQ(f.full, f.set == FieldSet::Full) << f.name;
     EXPECT_EQ(find_trace_field(f.name), &f);
   }
