@@ -250,6 +250,7 @@ Recording read_trace(const SafetensorsFile& f, const std::string& name, bool map
   // unless the table marks them optional (added after format version 1).
   const int64_t nh = c.num_attention_heads, Di = c.mamba_inner();
   const TraceDims d = TraceDims::of(c, LayerSchedule::from_config(c));
+  // The tensors read above, which define the symbols (their checks are worded where they are read).
   const std::pair<const char*, const TensorInfo*> inferred[] = {
       {"logits", logits},      {"attn_entropy", ent}, {"ssm_delta_mean", dmean}, {"router_probs", probs},
       {"router_topk", topk},   {"rank1_distance", rank1}, {"ssm_delta", delta}, {"attn_rows", rows}};
