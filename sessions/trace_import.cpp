@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include "engine/core/error.h"
 #include "engine/core/sys_memory.h"
@@ -18,6 +19,7 @@
 #include "engine/io/input_limits.h"
 #include "engine/io/safetensors.h"
 #include "engine/model/layer_schedule.h"
+#include "engine/trace/trace_fields.h"
 
 namespace hl {
 
@@ -243,14 +245,34 @@ Recording read_trace(const SafetensorsFile& f, const std::string& name, bool map
     c.max_position_embeddings = std::max<int64_t>(262144, T + nReg);
   }
 
+  // The other vector fields of the table (trace_fields.h), checked against the table's shape in
+  // the symbols now known: required where their axes are not empty (the --full ones with ssm_delta)
+  // unless the table marks them optional (added after format version 1).
   const int64_t nh = c.num_attention_heads, Di = c.mamba_inner();
-  const TensorInfo* entN = An > 0 ? rd.get("attn_entropy_norm", DType::F32, {T, An, nh}, true) : nullptr;
-  const TensorInfo* mass = An > 0 ? rd.get("attn_mass", DType::F32, {T, An, nh}, true) : nullptr;
-  const TensorInfo* maxl = An > 0 ? rd.get("attn_max_logit", DType::F32, {T, An, nh}, true) : nullptr;
-  const TensorInfo* lse = probs ? rd.get("router_lse", DType::F32, {T, Xn}, true) : nullptr;
-  const TensorInfo* resid = rd.get("resid_max_abs", DType::F32, {T, L + 1}, true);
-  const TensorInfo* nonf = rd.get("nonfinite_layer", DType::I32, {T}, true);
-  const TensorInfo* ret = delta ? rd.get("ssm_retained", DType::F32, {T, Mn, Di}, true) : nullptr;
+  const TraceDims d = TraceDims::of(c, LayerSchedule::from_config(c));
+  // The tensors read above, which define the symbols (their checks are worded where they are read).
+  const std::pair<const char*, const TensorInfo*> inferred[] = {
+      {"logits", logits},      {"attn_entropy", ent}, {"ssm_delta_mean", dmean}, {"router_probs", probs},
+      {"router_topk", topk},   {"rank1_distance", rank1}, {"ssm_delta", delta}, {"attn_rows", rows}};
+  std::vector<const TensorInfo*> tensor(trace_fields().size(), nullptr);
+  const TensorInfo* nonf = nullptr;
+  for (size_t i = 0; i < tensor.size(); ++i) {
+    const TraceField& fl = trace_fields()[i];
+    if (fl.shape == FieldShape::Scalar) {
+      if (fl.i32 == &TokenTrace::nonfinite_layer) nonf = rd.get(fl.name, DType::I32, {T}, true);
+      continue;
+    }
+    bool known = false;
+    for (const auto& [n, t] : inferred)
+      if (std::strcmp(n, fl.name) == 0) {
+        tensor[i] = t;
+        known = true;
+      }
+    if (known || token_size(fl, d) == 0 || (fl.full && !delta)) continue;
+    std::vector<int64_t> shape = {T};
+    for (int64_t x : token_dims(fl, d)) shape.push_back(x);
+    tensor[i] = rd.get(fl.name, fl.fvec ? DType::F32 : DType::I32, shape, !fl.optional);
+  }
   if (delta && DiT != Di) rd.fail("ssm_delta: Di = " + std::to_string(DiT) + ", expected " + std::to_string(Di));
 
   // Holes: the data a sparse file declares is not on disk, yet reading it costs memory like real data.
@@ -263,9 +285,12 @@ Recording read_trace(const SafetensorsFile& f, const std::string& name, bool map
   // Memory the records will take (every dimension is bounded above, so no product overflows a
   // double's exact range), checked against what this process may allocate before allocating it.
   const bool keepLogits = logits && opts.logits;
-  const double perToken = static_cast<double>(sizeof(TokenTrace)) +
-                          4.0 * static_cast<double>((keepLogits ? V : 0) + 4 * An * nh + Mn + Xn * (E + K + 1) +
-                                                    2 * (L + 1) + (delta ? 2 * Mn * Di : 0));
+  double perToken = static_cast<double>(sizeof(TokenTrace));
+  for (size_t i = 0; i < tensor.size(); ++i) {
+    const TraceField& fl = trace_fields()[i];
+    if (tensor[i] && fl.shape == FieldShape::Vector && (keepLogits || fl.fvec != &TokenTrace::logits))
+      perToken += 4.0 * static_cast<double>(token_size(fl, d));
+  }
   const double rowBytes = rows ? 4.0 * static_cast<double>(An * nh) *
                                      (static_cast<double>(T) * static_cast<double>(nReg + 2) +
                                       static_cast<double>(T) * static_cast<double>(T - 1) / 2)
@@ -338,19 +363,14 @@ Recording read_trace(const SafetensorsFile& f, const std::string& name, bool map
     copyOut(kv, t, 1, &r.kv_cache_bytes);
     copyOut(st, t, 1, &r.ssm_state_bytes);
   }
-  if (keepLogits) unstack(mapped, logits, V, recs, &TokenTrace::logits);
-  unstack(mapped, ent, An * nh, recs, &TokenTrace::attn_entropy);
-  unstack(mapped, entN, An * nh, recs, &TokenTrace::attn_entropy_norm);
-  unstack(mapped, mass, An * nh, recs, &TokenTrace::attn_mass);
-  unstack(mapped, maxl, An * nh, recs, &TokenTrace::attn_max_logit);
-  unstack(mapped, dmean, Mn, recs, &TokenTrace::ssm_delta_mean);
-  unstack(mapped, probs, Xn * E, recs, &TokenTrace::router_probs);
-  unstack(mapped, topk, Xn * K, recs, &TokenTrace::router_topk);
-  unstack(mapped, lse, Xn, recs, &TokenTrace::router_lse);
-  unstack(mapped, rank1, L + 1, recs, &TokenTrace::rank1_distance);
-  unstack(mapped, resid, L + 1, recs, &TokenTrace::resid_max_abs);
-  unstack(mapped, delta, Mn * Di, recs, &TokenTrace::ssm_delta);
-  unstack(mapped, ret, Mn * Di, recs, &TokenTrace::ssm_retained);
+  for (size_t i = 0; i < tensor.size(); ++i) {
+    const TraceField& fl = trace_fields()[i];
+    if (!tensor[i] || fl.shape != FieldShape::Vector || (!keepLogits && fl.fvec == &TokenTrace::logits)) continue;
+    if (fl.fvec)
+      unstack(mapped, tensor[i], token_size(fl, d), recs, fl.fvec);
+    else
+      unstack(mapped, tensor[i], token_size(fl, d), recs, fl.ivec);
+  }
   if (rows) {
     // (A_n, nh, n_reg + T + 1) → (A_n, nh, n_reg + t + 2): keys so far, then p_null (last column).
     const int64_t cols = nReg + T + 1;

@@ -12,6 +12,7 @@
 
 #include "engine/core/error.h"
 #include "engine/probes/memory.h"
+#include "engine/trace/trace_fields.h"
 
 namespace hl {
 
@@ -38,31 +39,23 @@ void check_context(const RunOptions& opts, const JambaConfig& c, int64_t positio
 
 void init_token_trace(TokenTrace& r, const JambaConfig& c, const LayerSchedule& s, int64_t registers,
                       const RunOptions& opts, int32_t token, int64_t t) {
-  const int64_t nh = c.num_attention_heads, L = s.size();
-  const int64_t An = s.num_attention(), Mn = s.num_ssm(), Xn = s.num_moe();
   r.token_id = token;
   r.position = static_cast<int32_t>(t);
-  r.logits.assign(static_cast<size_t>(c.vocab_size), 0.0f);
-  r.kv_cache_bytes = kv_cache_bytes(c, An, registers + t + 1, 4);
-  r.ssm_state_bytes = ssm_state_bytes(c, Mn, 4);
+  r.kv_cache_bytes = kv_cache_bytes(c, s.num_attention(), registers + t + 1, 4);
+  r.ssm_state_bytes = ssm_state_bytes(c, s.num_ssm(), 4);
   r.nonfinite_layer = -1;
-  if (!opts.instruments) return;
-  const size_t an = static_cast<size_t>(An * nh);
-  r.attn_entropy.assign(an, 0.0f);
-  r.attn_entropy_norm.assign(an, 0.0f);
-  r.attn_mass.assign(an, 0.0f);
-  r.attn_max_logit.assign(an, 0.0f);
-  r.ssm_delta_mean.assign(static_cast<size_t>(Mn), 0.0f);
-  r.router_probs.assign(static_cast<size_t>(Xn * c.num_experts), 0.0f);
-  r.router_topk.assign(static_cast<size_t>(Xn * c.num_experts_per_tok), 0);
-  r.router_lse.assign(static_cast<size_t>(Xn), 0.0f);
-  r.rank1_distance.assign(static_cast<size_t>(L + 1), 0.0f);
-  r.resid_max_abs.assign(static_cast<size_t>(L + 1), 0.0f);
-  if (!opts.full) return;
-  const size_t md = static_cast<size_t>(Mn * c.mamba_inner());
-  r.ssm_delta.assign(md, 0.0f);
-  r.ssm_retained.assign(md, 0.0f);
-  r.attn_rows.assign(an * static_cast<size_t>(registers + t + 2), 0.0f);
+  // Every vector field the run carries, sized from the field table (assign keeps a reused
+  // record's capacity: no allocation once the record has held a token of this length).
+  const TraceDims d = TraceDims::of(c, s);
+  for (const TraceField& f : trace_fields()) {
+    if (f.shape == FieldShape::Scalar || !carried(f, opts)) continue;
+    int64_t n = token_size(f, d);
+    if (f.shape == FieldShape::Ragged) n *= attn_row_len(registers, t);
+    if (f.fvec)
+      (r.*f.fvec).assign(static_cast<size_t>(n), 0.0f);
+    else
+      (r.*f.ivec).assign(static_cast<size_t>(n), 0);
+  }
 }
 
 std::string nonfinite_where(int32_t layer, int64_t L) {

@@ -19,6 +19,7 @@
 #include "engine/core/thread_pool.h"
 #include "engine/model/generator.h"
 #include "engine/model/loader.h"
+#include "engine/trace/trace_fields.h"
 #include "tests/engine/test_util.h"
 
 // Counting global allocation, switched on only inside the no-allocation test. Sanitizers own the
@@ -299,13 +300,12 @@ class DemoModel : public ::testing::Test {
 test::TempDir* DemoModel::dir_ = nullptr;
 std::shared_ptr<Model> DemoModel::model_;
 
-// Heap allocations a record's own vectors account for (one per non-empty vector).
+// Heap allocations a record's own vectors account for (one per non-empty vector of the trace
+// field table, trace_fields.h).
 int64_t record_allocations(const TokenTrace& r) {
   int64_t n = 0;
-  auto count = [&](const auto& v) { n += v.empty() ? 0 : 1; };
-  count(r.logits), count(r.attn_entropy), count(r.attn_entropy_norm), count(r.attn_mass), count(r.attn_max_logit);
-  count(r.ssm_delta_mean), count(r.router_probs), count(r.router_topk), count(r.router_lse);
-  count(r.rank1_distance), count(r.resid_max_abs), count(r.ssm_delta), count(r.ssm_retained), count(r.attn_rows);
+  for (const TraceField& f : trace_fields())
+    if (f.fvec || f.ivec) n += (f.fvec ? (r.*f.fvec).empty() : (r.*f.ivec).empty()) ? 0 : 1;
   return n;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "engine/backend/device_record.h"
@@ -45,25 +46,33 @@ float value(int64_t k) {
 TEST(DeviceRecord, LayoutPacksEveryFieldOnceInOrder) {
   const RecordCase s;
   const JambaConfig& c = s.m.config;
-  const int64_t L = 3, H = 4, V = 5, nh = 2, E = 3, K = 2, Di = 8;
+  const int64_t L = 3, H = 4, V = 5, nh = 2, E = 3, K = 2, Di = 8, an = s.A * nh;
   uint64_t floats = 0;
   const auto l = plan_device_record<int64_t>(c, s.A, s.M, s.X, s.opts, s.kv_cap, false, 4, &floats);
-  // Sizes in layout order, from the trace contract's shapes.
-  const int64_t want = V + (L + 1) + (L + 1) + (L + 1) + 4 * s.A * nh + s.M + s.X * E + s.X * K + s.X + 2 * s.M * Di +
-                       s.A * nh * (s.kv_cap + 1);
-  EXPECT_EQ(static_cast<int64_t>(floats), want);
-  EXPECT_EQ(l.stride, (want + 3) / 4 * 4);
-  EXPECT_EQ(l.logits, 0);
-  EXPECT_EQ(l.nonfinite, V);
-  EXPECT_EQ(l.rank1, l.resid_max + L + 1);
-  EXPECT_EQ(l.attn, l.rank1 + L + 1);
-  EXPECT_EQ(l.arows + s.A * nh * l.arow_stride, want);
+  // Each part with its size from the trace contract's shapes, in the trace field table's order.
+  const std::vector<std::pair<int64_t, int64_t>> parts = {
+      {l.logits, V},    {l.attn, an},     {l.at[trace_field_row("attn_entropy_norm")], an},
+      {l.at[trace_field_row("attn_mass")], an}, {l.at[trace_field_row("attn_max_logit")], an},
+      {l.dmean, s.M},   {l.rprobs, s.X * E}, {l.rtopk, s.X * K}, {l.rlse, s.X},
+      {l.rank1, L + 1}, {l.resid_max, L + 1}, {l.nonfinite, L + 1}, {l.sdelta, s.M * Di}, {l.sret, s.M * Di},
+      {l.arows, an * (s.kv_cap + 1)}};
+  int64_t end = 0;
+  for (const auto& [at, n] : parts) {  // packed: each part starts where the one before ends
+    EXPECT_EQ(at, end);
+    end = at + n;
+  }
+  EXPECT_EQ(l.arow_stride, s.kv_cap + 1);
+  EXPECT_EQ(static_cast<int64_t>(floats), end);
+  EXPECT_EQ(l.stride, (end + 3) / 4 * 4);
   const auto h = plan_device_record<uint32_t>(c, s.A, s.M, s.X, s.opts, s.kv_cap, true, 1, &floats);
-  EXPECT_EQ(static_cast<int64_t>(floats), want - (L + 1) + (L + 1) * H);  // residual rows instead
+  EXPECT_EQ(static_cast<int64_t>(floats), end - (L + 1) + (L + 1) * H);  // residual rows instead
   EXPECT_EQ(static_cast<int64_t>(h.stride), static_cast<int64_t>(floats));
+  EXPECT_EQ(static_cast<int64_t>(h.resid_max), static_cast<int64_t>(h.resid_rows) + (L + 1) * H);
   RunOptions bare = s.opts;
   bare.instruments = false;  // the logits and the flags only
-  EXPECT_EQ(plan_device_record<int64_t>(c, s.A, s.M, s.X, bare, s.kv_cap, false, 1).stride, V + L + 1);
+  const auto b = plan_device_record<int64_t>(c, s.A, s.M, s.X, bare, s.kv_cap, false, 1);
+  EXPECT_EQ(b.stride, V + L + 1);
+  EXPECT_EQ(b.nonfinite, V);
 }
 
 TEST(DeviceRecord, ReadBackPutsEveryFloatWhereTheLayoutSays) {

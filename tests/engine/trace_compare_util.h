@@ -13,6 +13,7 @@
 
 #include "engine/io/safetensors.h"
 #include "engine/model/token_trace.h"
+#include "engine/trace/trace_fields.h"
 
 namespace hl::backend_test {
 
@@ -26,21 +27,14 @@ inline constexpr Tolerance kPrefillVsDecode{0.0, 1e-5};
 inline constexpr Tolerance kBitForBit{0.0, 0.0};
 
 using FloatField = std::vector<float> TokenTrace::*;
+// Every float field of the trace field table (trace_fields.h), in its order.
 inline const std::vector<std::pair<const char*, FloatField>>& float_fields() {
-  static const std::vector<std::pair<const char*, FloatField>> f = {
-      {"logits", &TokenTrace::logits},
-      {"attn_entropy", &TokenTrace::attn_entropy},
-      {"attn_entropy_norm", &TokenTrace::attn_entropy_norm},
-      {"attn_mass", &TokenTrace::attn_mass},
-      {"attn_max_logit", &TokenTrace::attn_max_logit},
-      {"ssm_delta_mean", &TokenTrace::ssm_delta_mean},
-      {"router_probs", &TokenTrace::router_probs},
-      {"router_lse", &TokenTrace::router_lse},
-      {"rank1_distance", &TokenTrace::rank1_distance},
-      {"resid_max_abs", &TokenTrace::resid_max_abs},
-      {"ssm_delta", &TokenTrace::ssm_delta},
-      {"ssm_retained", &TokenTrace::ssm_retained},
-      {"attn_rows", &TokenTrace::attn_rows}};
+  static const std::vector<std::pair<const char*, FloatField>> f = [] {
+    std::vector<std::pair<const char*, FloatField>> out;
+    for (const TraceField& tf : trace_fields())
+      if (tf.fvec) out.emplace_back(tf.name, tf.fvec);
+    return out;
+  }();
   return f;
 }
 
