@@ -75,6 +75,18 @@ TEST(DeviceRecord, LayoutPacksEveryFieldOnceInOrder) {
   EXPECT_EQ(b.nonfinite, V);
 }
 
+// The kernels write the four attention statistics at attn, attn + an, + 2an, + 3an (an = A_n·nh):
+// the layout only names the first, so the other three must follow it in the field table's order.
+TEST(DeviceRecord, AttentionStatisticsFollowEachOtherAsTheKernelsWriteThem) {
+  const RecordCase s;
+  const int64_t an = s.A * s.m.config.num_attention_heads;
+  for (const bool host : {false, true}) {
+    const auto l = plan_device_record<int64_t>(s.m.config, s.A, s.M, s.X, s.opts, s.kv_cap, host, 4);
+    const char* rows[] = {"attn_entropy", "attn_entropy_norm", "attn_mass", "attn_max_logit"};
+    for (int64_t k = 0; k < 4; ++k) EXPECT_EQ(l.at[trace_field_row(rows[k])], l.attn + k * an) << rows[k];
+  }
+}
+
 TEST(DeviceRecord, ReadBackPutsEveryFloatWhereTheLayoutSays) {
   RecordCase s;
   const JambaConfig& c = s.m.config;
