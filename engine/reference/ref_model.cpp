@@ -140,6 +140,11 @@ void ReferenceModel::layers(float* h, int64_t row, TokenTrace* r) {
     }
     observe("mixer_out", i, row, y.data(), H);
     for (int64_t c = 0; c < H; ++c) h[c] += y[c];  // residual
+    if (model_->schedule[i].ffn == FfnKind::None) {  // a mixer-only layer (Nemotron-H's M, *)
+      observe("layer_out", i, row, h, H);
+      if (r) residual_column(i + 1, h, r);
+      continue;
+    }
     rmsnorm(h, lw.pre_ff_norm.data(), H, eps, x.data());
     observe("ffn_norm", i, row, x.data(), H);
     if (model_->schedule[i].is_moe()) {

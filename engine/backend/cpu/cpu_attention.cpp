@@ -1,0 +1,115 @@
+// The attention mixer of the CPU backend (jamba-spec.md §3.4): no positional encoding, GQA
+// kv = q_head / (nh/nkv), scale 1/sqrt(hd), the normalizers of trace-format.md §2 with the row
+// instruments fused (probes/attention_probe.h). The unit owns its layer's KV cache (registers first).
+// Decode computes q|k|v in one threaded pass.
+#include <cmath>
+
+#include "engine/backend/cpu/cpu_module.h"
+#include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cpu/cpu_simd.h"
+#include "engine/core/thread_pool.h"
+#include "engine/probes/attention_probe.h"
+
+namespace hl::cpu {
+namespace {
+
+struct AttnScratch {
+  std::vector<float> q, o;  // (S, nh*hd) each
+};
+
+class CpuAttention final : public CpuMixer {
+ public:
+  CpuAttention(CpuRun& run, int64_t layer)
+      : run_(run), layer_(layer), w_(run.model.w.layers[layer].attn), ai_(run.sched[layer].attn_index) {}
+
+  void start(const RunPlan& plan) override {
+    const int64_t kvw = run_.cfg.num_key_value_heads * run_.cfg.head_dim();
+    len_ = 0;
+    grow(k_, (run_.n_reg + 256) * kvw);  // reserved KV rows; forward() doubles them when full
+    grow(v_, (run_.n_reg + 256) * kvw);
+    norm_ = plan.normalizer[layer_];
+    null_logit_.assign(static_cast<size_t>(run_.cfg.num_attention_heads), 0.0f);
+    if (plan.sinks[layer_]) null_logit_ = w_.sinks;
+  }
+
+  void forward(const float* x, int64_t S, float* y, TokenTrace* const* recs) override;
+
+ private:
+  CpuRun& run_;
+  const int64_t layer_;
+  const AttentionWeights& w_;
+  const int64_t ai_;              // among the attention layers: the A_n slot of the records
+  std::vector<float> k_, v_;      // (capacity, nkv*hd) each, registers first; rows [0, len_) in use
+  int64_t len_ = 0;
+  Normalizer norm_ = Normalizer::Softmax;
+  std::vector<float> null_logit_;  // (nh,) sink logits (0 for softmax-1)
+};
+
+void CpuAttention::forward(const float* x, int64_t S, float* y, TokenTrace* const* recs) {
+  const JambaConfig& cfg = run_.cfg;
+  AttnScratch& sc = run_.scratch<AttnScratch>();
+  const int64_t nh = cfg.num_attention_heads, nkv = cfg.num_key_value_heads, hd = cfg.head_dim();
+  const int64_t kvw = nkv * hd, group = nh / nkv;
+  float* q = grow(sc.q, S * nh * hd);  // (S, nh*hd)
+  const int64_t base = len_;
+  if ((base + S) * kvw > static_cast<int64_t>(k_.size())) {  // double the reserved rows
+    const int64_t rows = std::max(base + S, 2 * static_cast<int64_t>(k_.size()) / kvw);
+    grow(k_, rows * kvw);
+    grow(v_, rows * kvw);
+  }
+  for (std::vector<float>& t : run_.thread_rows) grow(t, 2 * static_cast<int64_t>(k_.size()) / kvw);  // as the KV rows
+  float* kn = &k_[base * kvw];  // (S, nkv*hd) new keys
+  float* vn = &v_[base * kvw];  // (S, nkv*hd) new values
+  if (S == 1) {
+    const MatvecJob jobs[3] = {{&w_.q, 0, w_.q.rows, x, q}, {&w_.k, 0, w_.k.rows, x, kn}, {&w_.v, 0, w_.v.rows, x, vn}};
+    matvec(jobs, 3);
+  } else {
+    linear(w_.q, x, S, q);
+    linear(w_.k, x, S, kn);
+    linear(w_.v, x, S, vn);
+  }
+  len_ = base + S;
+  float* o = grow(sc.o, S * nh * hd);  // (S, nh*hd)
+  std::fill(o, o + S * nh * hd, 0.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const bool instr = run_.opts.instruments, full = run_.opts.full;
+  const simd::Kernels& kern = simd::kernels();
+  const float* K = k_.data();  // (len, nkv*hd)
+  const float* Vc = v_.data();
+  const int64_t grain = std::max<int64_t>(1, 8192 / ((base + S) * hd));  // rows of (query, head) per chunk
+  ThreadPool::global().parallel_for(S * nh, grain, [&](int64_t b, int64_t e) {
+    float* z = run_.thread_rows[ThreadPool::thread_index()].data();  // (nkeys,) logits
+    float* p = z + (base + S);                                       // (nkeys,) probabilities
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t s = item / nh, hq = item % nh, hk = hq / group;
+      const int64_t nkeys = base + s + 1;  // registers and tokens up to and including the query
+      const float* qv = &q[(s * nh + hq) * hd];
+      kern.dot_rows(qv, K + hk * hd, kvw, nkeys, hd, scale, z);  // z (nkeys,) = q·k_j / sqrt(hd)
+      TokenTrace* r = recs[s];
+      AttnRowStats stats;
+      attention_row(z, nkeys, norm_, null_logit_[hq], p, r && instr ? &stats : nullptr);
+      kern.axpy_rows(p, Vc + hk * hd, kvw, nkeys, hd, &o[(s * nh + hq) * hd]);  // o (hd,) = Σ_j p_j v_j
+      if (!r || !instr) continue;
+      const int64_t slot = ai_ * nh + hq;
+      r->attn_entropy[slot] = stats.entropy;
+      r->attn_entropy_norm[slot] = stats.entropy_norm;
+      r->attn_mass[slot] = stats.mass;
+      r->attn_max_logit[slot] = stats.max_abs_logit;
+      if (full) {
+        float* row = &r->attn_rows[slot * (nkeys + 1)];
+        std::copy(p, p + nkeys, row);
+        row[nkeys] = stats.p_null;
+      }
+    }
+  });
+  run_.observe("attn_heads", layer_, o, S, nh * hd, recs);
+  linear(w_.o, o, S, y);
+}
+
+}  // namespace
+
+std::unique_ptr<CpuMixer> make_cpu_attention(CpuRun& run, int64_t layer) {
+  return std::make_unique<CpuAttention>(run, layer);
+}
+
+}  // namespace hl::cpu

@@ -1,0 +1,176 @@
+// The feed-forwards of the CPU backend: dense SwiGLU (jamba-spec.md §3.8) and the mixture of experts
+// without renormalisation (§3.9, router instruments of probes/router_probe.h). Decode fuses gate+up+
+// SiLU of all chosen experts into one threaded pass; a prefill runs each expert once over the tokens
+// routed to it. Stateless between tokens; buffers shared by all FFN units (FfnScratch).
+#include <algorithm>
+
+#include "engine/backend/cpu/cpu_module.h"
+#include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cpu/cpu_simd.h"
+#include "engine/core/thread_pool.h"
+#include "engine/probes/router_probe.h"
+
+namespace hl::cpu {
+namespace {
+
+// Most experts per token the fused decode path takes (more fall back to the prefill path).
+constexpr int kMaxDecodeExperts = 16;
+
+struct FfnScratch {
+  std::vector<float> g, u, xe, ye, ye_k;  // hidden (n, I) ×2, gathered rows (n, H), (n, H), (K, H)
+  std::vector<float> rlogits, rprobs;     // (S, E)
+  std::vector<int32_t> topk;              // (S, K)
+  std::vector<int64_t> rows;              // tokens routed to one expert
+  std::vector<float> weights;             // their routing probabilities
+};
+
+// SwiGLU on n rows: y (n, H) = (silu(x Wgᵀ) ⊙ (x Wuᵀ)) Wdᵀ. gate/up may be row ranges of one tensor.
+void swiglu(FfnScratch& sc, const MlpWeights& w, const float* x, int64_t n, float* y) {
+  const int64_t I = w.gate.rows;
+  float* g = grow(sc.g, n * I);  // (n, I)
+  float* u = grow(sc.u, n * I);  // (n, I)
+  linear(w.gate, x, n, g);
+  linear(w.up, x, n, u);
+  const simd::Kernels& k = simd::kernels();
+  ThreadPool::global().parallel_for(n * I, 8192, [&](int64_t b, int64_t e) { k.silu_mul(g + b, u + b, e - b); });
+  linear(w.down, g, n, y);
+}
+
+// Decode: SwiGLU of one row through k MLPs, y (H,) = Σ_j weight_j · mlp_j(x) in the order given
+// (weights null: k == 1, no scaling). Gate and up of all k in one threaded pass, then the downs.
+void swiglu_decode(FfnScratch& sc, int64_t H, const MlpWeights* const* mlps, const float* weights, int k,
+                   const float* x, float* y) {
+  int64_t off[kMaxDecodeExperts + 1] = {0};  // hidden rows of MLP j: [off[j], off[j+1])
+  for (int j = 0; j < k; ++j) off[j + 1] = off[j] + mlps[j]->gate.rows;
+  float* g = grow(sc.g, off[k]);  // (Σ I_j,) → silu(g)·u
+  float* u = grow(sc.u, off[k]);  // (Σ I_j,)
+  const simd::Kernels& kern = simd::kernels();
+  const Mat& g0 = mlps[0]->gate;
+  const int64_t grain = std::max<int64_t>(1, matvec_grain(g0.cols, g0.dtype) / 2);  // two rows per hidden unit
+  ThreadPool::global().parallel_for(off[k], grain, [&](int64_t b, int64_t e) {
+    for (int j = 0; j < k; ++j) {
+      const int64_t lo = std::max(b, off[j]), hi = std::min(e, off[j + 1]);
+      if (lo >= hi) continue;
+      const Mat& wg = mlps[j]->gate;
+      const Mat& wu = mlps[j]->up;
+      kern.matvec(wg.dtype, wg.row_ptr(lo - off[j]), hi - lo, wg.cols, x, g + lo);
+      kern.matvec(wu.dtype, wu.row_ptr(lo - off[j]), hi - lo, wu.cols, x, u + lo);
+      kern.silu_mul(g + lo, u + lo, hi - lo);
+    }
+  });
+  if (!weights) {
+    const MatvecJob job{&mlps[0]->down, 0, H, g, y};
+    matvec(&job, 1);
+    return;
+  }
+  float* ye = grow(sc.ye_k, k * H);  // (k, H)
+  MatvecJob jobs[kMaxDecodeExperts];
+  for (int j = 0; j < k; ++j) jobs[j] = MatvecJob{&mlps[j]->down, 0, H, g + off[j], ye + j * H};
+  matvec(jobs, k);
+  std::fill(y, y + H, 0.0f);
+  for (int j = 0; j < k; ++j)
+    for (int64_t c = 0; c < H; ++c) y[c] += weights[j] * ye[j * H + c];
+}
+
+class CpuDense final : public CpuFfn {
+ public:
+  CpuDense(CpuRun& run, int64_t layer) : run_(run), w_(run.model.w.layers[layer].mlp) {}
+  void forward(const float* x, int64_t S, float* y, TokenTrace* const*) override {
+    FfnScratch& sc = run_.scratch<FfnScratch>();
+    const MlpWeights* m = &w_;
+    if (S == 1)
+      swiglu_decode(sc, run_.cfg.hidden_size, &m, nullptr, 1, x, y);
+    else
+      swiglu(sc, w_, x, S, y);
+  }
+
+ private:
+  CpuRun& run_;
+  const MlpWeights& w_;
+};
+
+class CpuMoe final : public CpuFfn {
+ public:
+  CpuMoe(CpuRun& run, int64_t layer)
+      : run_(run), layer_(layer), w_(run.model.w.layers[layer].moe), xi_(run.sched[layer].moe_index) {}
+  void forward(const float* x, int64_t S, float* y, TokenTrace* const* recs) override;
+
+ private:
+  CpuRun& run_;
+  const int64_t layer_;
+  const MoeWeights& w_;
+  const int64_t xi_;  // among the MoE layers: the X_n slot of the records
+};
+
+void CpuMoe::forward(const float* x, int64_t S, float* y, TokenTrace* const* recs) {
+  FfnScratch& sc = run_.scratch<FfnScratch>();
+  const int64_t H = run_.cfg.hidden_size, E = run_.cfg.num_experts, K = run_.cfg.num_experts_per_tok;
+  float* logits = grow(sc.rlogits, S * E);  // (S, E)
+  float* probs = grow(sc.rprobs, S * E);    // (S, E)
+  int32_t* topk = grow(sc.topk, S * K);     // (S, K)
+  linear(w_.router, x, S, logits);
+  for (int64_t s = 0; s < S; ++s) {
+    const float lse = route(&logits[s * E], E, K, &probs[s * E], &topk[s * K]);
+    TokenTrace* r = recs[s];
+    if (r && run_.opts.instruments) {
+      std::copy(&probs[s * E], &probs[(s + 1) * E], r->router_probs.begin() + xi_ * E);
+      std::copy(&topk[s * K], &topk[(s + 1) * K], r->router_topk.begin() + xi_ * K);
+      r->router_lse[xi_] = lse;
+    }
+  }
+  run_.observe("router_probs", layer_, probs, S, E, recs);
+  // Experts in ascending index (jamba-spec.md §3.9), each output the probability-weighted sum.
+  if (S == 1 && K >= 1 && K <= kMaxDecodeExperts) {
+    int32_t chosen[kMaxDecodeExperts];
+    std::copy(topk, topk + K, chosen);
+    std::sort(chosen, chosen + K);
+    const MlpWeights* mlps[kMaxDecodeExperts];
+    float w[kMaxDecodeExperts];
+    for (int64_t j = 0; j < K; ++j) {
+      mlps[j] = &w_.experts[chosen[j]];
+      w[j] = probs[chosen[j]];
+    }
+    swiglu_decode(sc, H, mlps, w, static_cast<int>(K), x, y);
+    return;
+  }
+  // Prefill: gather the tokens that chose e, run e once on all of them.
+  std::fill(y, y + S * H, 0.0f);
+  std::vector<int64_t>& rows = sc.rows;
+  std::vector<float>& weights = sc.weights;
+  for (int64_t e = 0; e < E; ++e) {
+    rows.clear();
+    weights.clear();
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t k = 0; k < K; ++k)
+        if (topk[s * K + k] == e) {
+          rows.push_back(s);
+          weights.push_back(probs[s * E + e]);
+        }
+    if (rows.empty()) continue;
+    const int64_t n = static_cast<int64_t>(rows.size());
+    float* xe = grow(sc.xe, n * H);  // (n, H)
+    float* ye = grow(sc.ye, n * H);  // (n, H)
+    // Gather and scatter over the pool: a token picks an expert at most once, so rows are distinct.
+    const int64_t grain = std::max<int64_t>(1, 8192 / H);
+    ThreadPool::global().parallel_for(n, grain, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) std::copy(x + rows[j] * H, x + (rows[j] + 1) * H, &xe[j * H]);
+    });
+    swiglu(sc, w_.experts[e], xe, n, ye);
+    ThreadPool::global().parallel_for(n, grain, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t c = 0; c < H; ++c) y[rows[j] * H + c] += weights[j] * ye[j * H + c];
+    });
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<CpuFfn> make_cpu_dense(CpuRun& run, int64_t layer) {
+  return std::make_unique<CpuDense>(run, layer);
+}
+
+std::unique_ptr<CpuFfn> make_cpu_moe(CpuRun& run, int64_t layer) {
+  return std::make_unique<CpuMoe>(run, layer);
+}
+
+}  // namespace hl::cpu
