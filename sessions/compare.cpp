@@ -81,8 +81,8 @@ FieldDiff compare_field(const Field& f, const Run& a, const Run& b, int64_t n) {
   for (int64_t t = 0; t < n; ++t) {
     const TokenTrace &x = a.records[t], &y = b.records[t];
     if (f.shape == FieldShape::Scalar) {
-      const double u = f.i32 ? x.*f.i32 : static_cast<double>(x.*f.i64);
-      const double v = f.i32 ? y.*f.i32 : static_cast<double>(y.*f.i64);
+      const double u = f.i32 ? x.*f.i32 : f.f32 ? x.*f.f32 : static_cast<double>(x.*f.i64);
+      const double v = f.i32 ? y.*f.i32 : f.f32 ? y.*f.f32 : static_cast<double>(y.*f.i64);
       ++acc.d.tokens;
       acc.add(u, v, t);
       continue;

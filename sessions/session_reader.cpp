@@ -129,7 +129,7 @@ RunMeta read_run(const JsonReader& runs_reader, const json& j, size_t index, std
     m.fields.push_back(f);
   }
   for (const Field& f : fields()) {
-    if (f.shape != FieldShape::Scalar) continue;
+    if (f.shape != FieldShape::Scalar || f.derive) continue;  // a derived one is derived when absent
     bool listed = false;
     for (const Field* g : m.fields) listed = listed || g == &f;
     if (!listed)
@@ -326,11 +326,14 @@ const TensorInfo& checked_tensor(const SafetensorsFile& sf, const std::string& f
     dtype_ok = t->dtype == DType::I32;
   else if (f->type == FieldType::Int64)
     dtype_ok = t->dtype == DType::I64;
+  else if (f->shape == FieldShape::Scalar)
+    dtype_ok = t->dtype == DType::F32;
   else
     dtype_ok = t->dtype == DType::F32 || t->dtype == DType::F16 || t->dtype == DType::BF16;
   if (!dtype_ok) {
     const char* want = !f || f->type == FieldType::Int32 ? "I32"
                        : f->type == FieldType::Int64     ? "I64"
+                       : f->shape == FieldShape::Scalar  ? "F32"
                                                          : "F32, F16 or BF16";
     throw LoadError(file + ": tensor " + quote_name(tname) + ": dtype " + dtype_name(t->dtype) + ", expected " + want);
   }
@@ -454,6 +457,10 @@ Recording read_session(const SafetensorsFile& sf, const std::string& name) {
       if (f->shape == FieldShape::Scalar) {
         for (int64_t t = 0; t < m.T; ++t) {
           TokenTrace& rt = recs[t];
+          if (f->f32) {
+            rt.*f->f32 = load_le<float>(ti.data + 4 * t);
+            continue;
+          }
           if (f->i64) {
             rt.*f->i64 = load_le<int64_t>(ti.data + 8 * t);
             if (rt.*f->i64 < 0) throw bad(t, "negative byte count " + std::to_string(rt.*f->i64));
@@ -487,6 +494,10 @@ Recording read_session(const SafetensorsFile& sf, const std::string& name) {
       jobs.push_back(std::move(job));
     }
     fill_records(jobs, m.n_reg, &recs);
+    for (const Field& f : fields()) {  // derived fields a session written before them lacks
+      if (!f.derive || std::find(m.fields.begin(), m.fields.end(), &f) != m.fields.end()) continue;
+      for (TokenTrace& r : recs) f.derive(r);
+    }
     run.records = std::move(recs);
     rec.runs.push_back(std::move(run));
   }

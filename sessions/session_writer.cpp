@@ -107,11 +107,13 @@ json plan_run(const Run& run, const TraceDims& d, const SessionSaveOptions& opts
     std::vector<int64_t> shape = {T};
     if (f.shape == FieldShape::Scalar) {
       const size_t es = f.type == FieldType::Int64 ? 8 : 4;
-      out->push_back({tensor_name(L, f), f.type == FieldType::Int64 ? DType::I64 : DType::I32, shape,
-                      static_cast<uint64_t>(T) * es, [&recs, f, es](uint8_t* dst) {
+      const DType dt = f.i64 ? DType::I64 : f.f32 ? DType::F32 : DType::I32;
+      out->push_back({tensor_name(L, f), dt, shape, static_cast<uint64_t>(T) * es, [&recs, f, es](uint8_t* dst) {
                         for (const TokenTrace& r : recs) {
                           if (f.i32)
                             std::memcpy(dst, &(r.*f.i32), es);
+                          else if (f.f32)
+                            std::memcpy(dst, &(r.*f.f32), es);
                           else
                             std::memcpy(dst, &(r.*f.i64), es);
                           dst += es;

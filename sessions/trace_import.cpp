@@ -260,6 +260,7 @@ Recording read_trace(const SafetensorsFile& f, const std::string& name, bool map
     const TraceField& fl = trace_fields()[i];
     if (fl.shape == FieldShape::Scalar) {
       if (fl.i32 == &TokenTrace::nonfinite_layer) nonf = rd.get(fl.name, DType::I32, {T}, true);
+      if (fl.f32) tensor[i] = rd.get(fl.name, DType::F32, {T}, !fl.optional);  // derived: from logits if absent
       continue;
     }
     bool known = false;
@@ -362,6 +363,8 @@ Recording read_trace(const SafetensorsFile& f, const std::string& name, bool map
     copyOut(nonf, t, 1, &r.nonfinite_layer);
     copyOut(kv, t, 1, &r.kv_cache_bytes);
     copyOut(st, t, 1, &r.ssm_state_bytes);
+    for (size_t i = 0; i < tensor.size(); ++i)
+      if (tensor[i] && trace_fields()[i].f32) copyOut(tensor[i], t, 1, &(r.*trace_fields()[i].f32));
   }
   for (size_t i = 0; i < tensor.size(); ++i) {
     const TraceField& fl = trace_fields()[i];
@@ -370,6 +373,11 @@ Recording read_trace(const SafetensorsFile& f, const std::string& name, bool map
       unstack(mapped, tensor[i], token_size(fl, d), recs, fl.fvec);
     else
       unstack(mapped, tensor[i], token_size(fl, d), recs, fl.ivec);
+  }
+  for (size_t i = 0; i < tensor.size(); ++i) {  // derived fields a trace written before them lacks
+    const TraceField& fl = trace_fields()[i];
+    if (fl.derive && !tensor[i] && keepLogits)
+      for (TokenTrace& r : recs) fl.derive(r);
   }
   if (rows) {
     // (A_n, nh, n_reg + T + 1) → (A_n, nh, n_reg + t + 2): keys so far, then p_null (last column).

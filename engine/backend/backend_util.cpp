@@ -7,7 +7,7 @@ namespace hl {
 
 void flag_nonfinite_head(TokenTrace& r, const Model& m) {
   const int64_t L = m.config.num_hidden_layers;
-  flag_nonfinite_logits(r, L);
+  finish_record(r, L);
   if (r.nonfinite_layer != nonfinite_lm_head(L)) return;
   const float limit = FLT_MAX / std::sqrt(static_cast<float>(m.config.hidden_size));
   for (float w : m.w.final_norm)

@@ -19,6 +19,7 @@ namespace hl {
 // output finite) and a logit is NaN or Inf, L if the final norm can make a finite residual
 // non-finite, else L + 1. Since |h_i · rsqrt(mean(h²) + eps)| ≤ √H, only a norm weight that is NaN,
 // Inf or above FLT_MAX / √H can; the CPU backend checks the norm's output itself and agrees.
+// Calls finish_record first (so the derived fields of the table are set as on every backend).
 void flag_nonfinite_head(TokenTrace& r, const Model& m);
 
 // The register feed of a device backend's start(): n_reg register rows, the trained rows first, then

@@ -78,6 +78,16 @@ void flag_nonfinite_logits(TokenTrace& r, int64_t L) {
   if (r.nonfinite_layer < 0 && first_nonfinite(r.logits) >= 0) r.nonfinite_layer = nonfinite_lm_head(L);
 }
 
+void finish_record(TokenTrace& r, int64_t L) {
+  flag_nonfinite_logits(r, L);
+  derive_fields(r);
+}
+
+void derive_fields(TokenTrace& r) {
+  for (const TraceField& f : trace_fields())
+    if (f.derive) f.derive(r);
+}
+
 void require_finite_logits(const TokenTrace& r, int64_t L) {
   const int64_t i = first_nonfinite(r.logits);
   if (i < 0) return;

@@ -45,23 +45,29 @@ using TT = TokenTrace;
 using S = TraceSym;
 TraceField scalar32(const char* name, int32_t TT::*m, bool in_trace = true) {
   return {name, FieldType::Int32, FieldShape::Scalar, FieldSet::Always, false, in_trace, nullptr, nullptr, m, nullptr,
-          0, {S::V, S::V}, "()", false};
+          nullptr, 0, {S::V, S::V}, "()", false, nullptr};
 }
 TraceField scalar64(const char* name, int64_t TT::*m) {
   return {name, FieldType::Int64, FieldShape::Scalar, FieldSet::Always, false, true, nullptr, nullptr, nullptr, m,
-          0, {S::V, S::V}, "()", false};
+          nullptr, 0, {S::V, S::V}, "()", false, nullptr};
+}
+// A float a token derived from its logits on the host (TraceField::derive); optional in trace files.
+TraceField derived(const char* name, float TT::*m, void (*derive)(TokenTrace&)) {
+  return {name, FieldType::Float, FieldShape::Scalar, FieldSet::Always, false, true, nullptr, nullptr, nullptr, nullptr,
+          m, 0, {S::V, S::V}, "()", true, derive};
 }
 TraceField floats(const char* name, std::vector<float> TT::*m, FieldSet set, S d0, const char* text) {
-  return {name, FieldType::Float, FieldShape::Vector, set, false, true, m, nullptr, nullptr, nullptr, 1, {d0, d0}, text, false};
+  return {name, FieldType::Float, FieldShape::Vector, set, false, true, m, nullptr, nullptr, nullptr,
+          nullptr, 1, {d0, d0}, text, false, nullptr};
 }
 TraceField floats2(const char* name, std::vector<float> TT::*m, FieldSet set, S d0, S d1, const char* text,
               FieldShape shape = FieldShape::Vector) {
-  return {name, FieldType::Float, shape, set, set == FieldSet::Full, true, m, nullptr, nullptr, nullptr, 2, {d0, d1},
-          text, false};
+  return {name, FieldType::Float, shape, set, set == FieldSet::Full, true, m, nullptr, nullptr, nullptr,
+          nullptr, 2, {d0, d1}, text, false, nullptr};
 }
 TraceField ints2(const char* name, std::vector<int32_t> TT::*m, S d0, S d1, const char* text) {
-  return {name,    FieldType::Int32, FieldShape::Vector, FieldSet::Instruments, false, true, nullptr, m, nullptr, nullptr,
-          2,       {d0, d1},         text,  false};
+  return {name, FieldType::Int32, FieldShape::Vector, FieldSet::Instruments, false, true, nullptr, m, nullptr, nullptr,
+          nullptr, 2, {d0, d1}, text, false, nullptr};
 }
 constexpr FieldSet kAlways = FieldSet::Always, kInstr = FieldSet::Instruments, kFull = FieldSet::Full;
 }  // namespace

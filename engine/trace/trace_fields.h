@@ -26,7 +26,7 @@ struct TraceDims {
   int64_t operator[](TraceSym s) const;
 };
 
-enum class FieldType : uint8_t { Float, Int32, Int64 };
+enum class FieldType : uint8_t { Float, Int32, Int64 };  // a Float scalar is f32, a Float vector fvec
 // Scalar: one value a token; Vector: a fixed per-token shape; Ragged: attn_rows only, whose key
 // axis grows with the token (record t: n_reg + t + 2 values a row, keys so far then p_null).
 enum class FieldShape : uint8_t { Scalar, Vector, Ragged };
@@ -45,10 +45,15 @@ struct TraceField {
   std::vector<int32_t> TokenTrace::*ivec;
   int32_t TokenTrace::*i32;
   int64_t TokenTrace::*i64;
+  float TokenTrace::*f32;
   uint8_t rank;            // number of per-token dims (Ragged: the rows, without the key axis)
   TraceSym dims[2];        // per-token shape in symbols
   const char* dims_text;   // per-token shape in words, for messages: "(A_n, nh)"
   bool optional;           // a trace file may lack it (a field added after format version 1)
+  // Host-derived: computed from the finished record's logits by finish_record (token_trace.h) on
+  // every backend alike (no backend or device record computes it); readers of files that lack it
+  // (written before it existed) derive it the same way. Null for fields a forward pass computes.
+  void (*derive)(TokenTrace& r);
 };
 
 // Every field in file order (the order of trace-format.md §3, plus `position` after token_ids).

@@ -82,9 +82,11 @@ void write_trace(const std::string& path, const Model& model, int n_reg, const s
     if (f.shape == FieldShape::Scalar) {
       if (f.i32)
         stack_scalar(recs, f.i32, &bytes);
+      else if (f.f32)
+        stack_scalar(recs, f.f32, &bytes);
       else
         stack_scalar(recs, f.i64, &bytes);
-      w.add(f.name, f.i32 ? DType::I32 : DType::I64, {T}, bytes.data(), bytes.size());
+      w.add(f.name, f.i32 ? DType::I32 : f.f32 ? DType::F32 : DType::I64, {T}, bytes.data(), bytes.size());
       continue;
     }
     const int64_t per = token_size(f, d);

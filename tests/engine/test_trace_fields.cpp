@@ -48,6 +48,11 @@ std::pair<size_t, size_t> span_of(M TokenTrace::*m) {
   return {at, at + sizeof(M)};
 }
 
+// The bytes of the member a row reaches.
+std::pair<size_t, size_t> span(const TraceField& f) {
+  return f.fvec ? span_of(f.fvec) : f.ivec ? span_of(f.ivec) : f.i32 ? span_of(f.i32) : f.f32 ? span_of(f.f32) : span_of(f.i64);
+}
+
 }  // namespace
 
 TEST(TraceFields, EachMemberAndNameOnce) {
@@ -55,12 +60,13 @@ TEST(TraceFields, EachMemberAndNameOnce) {
   std::set<size_t> offsets;
   for (const TraceField& f : trace_fields()) {
     EXPECT_TRUE(names.insert(f.name).second) << f.name;
-    const int members = (f.fvec != nullptr) + (f.ivec != nullptr) + (f.i32 != nullptr) + (f.i64 != nullptr);
+    const int members =
+        (f.fvec != nullptr) + (f.ivec != nullptr) + (f.i32 != nullptr) + (f.i64 != nullptr) + (f.f32 != nullptr);
     EXPECT_EQ(members, 1) << f.name;
-    const size_t at = f.fvec ? span_of(f.fvec).first
-                      : f.ivec ? span_of(f.ivec).first
-                      : f.i32  ? span_of(f.i32).first
-                               : span_of(f.i64).first;
+    const size_t at = span(f).first;
+    // Derived fields are float scalars of the logits, optional in trace files (older ones lack them).
+    if (f.derive) EXPECT_TRUE(f.f32 && f.optional && f.set == FieldSet::Always) << f.name;
+    EXPECT_EQ(f.f32 != nullptr, f.type == FieldType::Float && f.shape == FieldShape::Scalar) << f.name;
     EXPECT_TRUE(offsets.insert(at).second) << f.name << " reaches a member another row reaches";
     if (f.shape == FieldShape::Scalar) EXPECT_EQ(f.rank, 0) << f.name;  // a Vector of rank 0: one value a token
     EXPECT_EQ(f.shape == FieldShape::Scalar, f.fvec == nullptr && f.ivec == nullptr) << f.name;
@@ -75,7 +81,7 @@ TEST(TraceFields, EachMemberAndNameOnce) {
 TEST(TraceFields, NoTokenTraceMemberLeftOut) {
   std::vector<std::pair<size_t, size_t>> spans = {span_of(&TokenTrace::step_seconds)};
   for (const TraceField& f : trace_fields())
-    spans.push_back(f.fvec ? span_of(f.fvec) : f.ivec ? span_of(f.ivec) : f.i32 ? span_of(f.i32) : span_of(f.i64));
+    spans.push_back(span(f));
   std::sort(spans.begin(), spans.end());
   size_t end = 0;
   for (const auto& [a, b] : spans) {

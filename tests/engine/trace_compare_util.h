@@ -66,6 +66,18 @@ inline void expect_traces_close(const std::vector<TokenTrace>& got, const std::v
       }
     }
   }
+  for (const TraceField& tf : trace_fields()) {  // float scalars (the fields derived from the logits)
+    if (!tf.f32) continue;
+    for (size_t t = 0; t < ref.size(); ++t) {
+      const double a = got[t].*tf.f32, b = ref[t].*tf.f32;
+      if (std::isnan(b)) {
+        ASSERT_TRUE(std::isnan(a)) << what << ": " << tf.name << " token " << t;
+        continue;
+      }
+      ASSERT_NEAR(a, b, tol.rel * std::fabs(b) + tol.abs * std::max(1.0, std::fabs(b)))
+          << what << ": " << tf.name << " token " << t;
+    }
+  }
 }
 
 // The values of a trace tensor (F32, I32, I64 or any float dtype) as doubles.

@@ -86,7 +86,7 @@ void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrac
   for (int64_t s = 0; s < S; ++s) {
     TokenTrace& r = *recs[s];
     if (r.nonfinite_layer < 0 && !all_finite(h + s * H, H)) r.nonfinite_layer = nonfinite_final_norm(L);
-    flag_nonfinite_logits(r, L);
+    finish_record(r, L);
   }
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (int64_t s = 0; s < S; ++s) recs[s]->step_seconds = dt / static_cast<double>(S);
