@@ -1,6 +1,7 @@
 // The CUDA backend (cuda_backend.h): device weights in their stored dtype (bf16/fp16/fp32), the run's
-// device state (fp32 KV caches, Mamba windows and states, the rank-to-1 Welford state), the forward
-// pass as launches of cuda_kernels.h, and the one device→host copy per step into pinned memory.
+// device state (what each layer module asks for, cuda_module.h: fp32 KV caches, Mamba windows and
+// states; the rank-to-1 Welford state), the forward pass as launches of cuda_kernels.h
+// (cuda_forward.cpp and the modules), and the one device→host copy per step into pinned memory.
 // Decode (S = 1): matrix-vector kernels on the stored weights (one warp per row, 16-byte loads), the
 // Mamba conv in in_proj's epilogue and norms + Δ + scan in one kernel, every RMSNorm (and the MoE
 // router) run by the last block of the product that finishes h, MoE experts chosen on the device,
@@ -11,6 +12,8 @@
 // products), the chunked parallel scan, and one host read of the routing per MoE layer. Mirrors cpu_backend.cpp's
 // contract; a BackendFailure (no device, out of memory, a sticky device error) poisons the backend
 // and leaves the caller's records as they were, so the caller can rebuild the run on the CPU.
+#include <stdexcept>
+
 #include "engine/backend/cuda/cuda_backend_impl.h"
 #include "engine/backend/run_plan.h"
 
@@ -20,11 +23,14 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, const CudaOptions& 
     : model_(std::move(model)), cfg_(model_->config), copts_(opts), sched_(model_->schedule) {
   if (const char* g = std::getenv("HL_CUDA_GRAPHS"); g && std::strcmp(g, "0") == 0) copts_.graphs = false;
   const int64_t L = cfg_.num_hidden_layers;
-  if (sched_.num_attention() > 0 && cfg_.head_dim() > 256)
-    throw BackendFailure("cuda: head_dim " + std::to_string(cfg_.head_dim()) +
-                         " is above the attention kernel's limit of 256");
-  if (sched_.num_moe() > 0 && (cfg_.num_experts > 256 || cfg_.num_experts_per_tok > 64))
-    throw BackendFailure("cuda: the router kernel takes at most 256 experts and 64 per token");
+  // The units of every layer (they refuse shapes their kernels do not take before any device work).
+  CudaUnits units = make_cuda_units(CudaModuleContext{*model_, cfg_, sched_});
+  mixers_ = std::move(units.mixers);
+  ffns_ = std::move(units.ffns);
+  for (int64_t i = 0; i < L; ++i) {
+    units_.push_back(mixers_[i].get());
+    if (ffns_[i]) units_.push_back(ffns_[i].get());
+  }
   if (!cuda_available()) throw BackendFailure("cuda: " + cuda_unavailable_reason());
   check(cudaSetDevice(0), "selecting device 0");
   cudaDeviceProp prop{};
@@ -41,10 +47,14 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, const CudaOptions& 
     check_blas(blas_api().create(&blas_), "creating a handle");
     check_blas(blas_api().set_stream(blas_, st_), "setting the stream");
     upload_weights();
-    const int64_t Di = cfg_.mamba_inner();
-    mstate_ =
-        DevMem(static_cast<size_t>(std::max<int64_t>(1, sched_.num_ssm()) * (cfg_.mamba_d_conv + cfg_.mamba_d_state) * Di * 4),
-               "the Mamba states");
+    // The units' state: the recurrent buffers now, the context caches when the first run reserves them.
+    for (CudaUnit* u : units_) {
+      needs_.push_back(u->state());
+      state_.emplace_back();
+      for (const CudaStateNeed& n : needs_.back())
+        state_.back().push_back(n.per_position > 0 ? DevMem() : DevMem(static_cast<size_t>(n.bytes), n.what));
+    }
+    bind_state();
     rank1_ = DevMem(static_cast<size_t>((L + 1) * (cfg_.hidden_size + 4) * 8), "the rank-to-1 state");
     counter_ = DevMem(16, "a block counter");
     check(cudaMemsetAsync(counter_.as<void>(), 0, 16, st_), "clearing a block counter");
@@ -78,7 +88,7 @@ void CudaBackend::fail_guard() const {
   if (!failed_.empty()) throw BackendFailure(failed_ + " (the CUDA backend is disabled; use the CPU backend)");
 }
 
-DW CudaBackend::upload(const Mat& m) {
+DW CudaWeights::upload(const Mat& m) {
   DW d;
   d.dtype = dtype_code(m.dtype, m.name);
   d.rows = m.rows;
@@ -94,82 +104,43 @@ DW CudaBackend::upload(const Mat& m) {
         "uploading " + m.name);
   d.p = mem.as<void>();
   uploaded_[{m.data, m.bytes()}] = d.p;
-  wmem_.push_back(std::move(mem));
-  wide_cap_ = std::max(wide_cap_, m.dtype == DType::F32 ? 0 : m.rows * m.cols);
+  mem_.push_back(std::move(mem));
+  widest_ = std::max(widest_, m.dtype == DType::F32 ? 0 : m.rows * m.cols);
   return d;
 }
 
-const float* CudaBackend::upload_vec(const std::vector<float>& v, const char* what) {
-  if (v.empty()) return nullptr;
-  DevMem mem(v.size() * 4, what);
-  check(cudaMemcpy(mem.as<void>(), v.data(), v.size() * 4, cudaMemcpyHostToDevice), std::string("uploading ") + what);
-  const float* p = mem.as<float>();
-  wmem_.push_back(std::move(mem));
+const float* CudaWeights::upload_vec(const std::vector<float>& v, const char* what) {
+  return static_cast<const float*>(upload_bytes(v.data(), v.size() * 4, what));
+}
+
+const void* CudaWeights::upload_bytes(const void* data, size_t bytes, const std::string& what) {
+  if (bytes == 0) return nullptr;
+  DevMem mem(bytes, what);
+  check(cudaMemcpy(mem.as<void>(), data, bytes, cudaMemcpyHostToDevice), "uploading " + what);
+  const void* p = mem.as<void>();
+  mem_.push_back(std::move(mem));
   return p;
 }
 
 void CudaBackend::upload_weights() {
   const ModelWeights& w = model_->w;
-  const int64_t H = cfg_.hidden_size, Di = cfg_.mamba_inner(), N = cfg_.mamba_d_state;
-  embed_ = upload(w.embed);
-  lm_head_ = upload(w.lm_head);
-  final_norm_ = upload_vec(w.final_norm, "the final norm");
+  const int64_t H = cfg_.hidden_size;
+  embed_ = weights_.upload(w.embed);
+  lm_head_ = weights_.upload(w.lm_head);
+  final_norm_ = weights_.upload_vec(w.final_norm, "the final norm");
   trained_ = static_cast<int64_t>(w.register_rows.size()) / H;
   std::vector<float> regs(w.register_rows);
   regs.insert(regs.end(), w.mean_embedding.begin(), w.mean_embedding.end());
-  regs_ = upload_vec(regs, "the register rows");
+  regs_ = weights_.upload_vec(regs, "the register rows");
   layers_.resize(static_cast<size_t>(cfg_.num_hidden_layers));
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     const LayerWeights& lw = w.layers[i];
-    LayerDev& d = layers_[i];
-    d.in_norm = upload_vec(lw.input_norm, "a norm");
-    d.ff_norm = upload_vec(lw.pre_ff_norm, "a norm");
-    if (sched_[i].has_attention()) {
-      d.q = upload(lw.attn.q);
-      d.k = upload(lw.attn.k);
-      d.v = upload(lw.attn.v);
-      d.o = upload(lw.attn.o);
-      d.sinks = upload_vec(lw.attn.sinks, "the sink logits");
-    } else {
-      const MambaWeights& m = lw.mamba;
-      d.in_proj = upload(m.in_proj);
-      d.x_proj = upload(m.x_proj);
-      d.dt_proj = upload(m.dt_proj);
-      d.out_proj = upload(m.out_proj);
-      d.in_bias = upload_vec(m.in_bias, "a Mamba bias");
-      d.conv_w = upload_vec(m.conv_w, "the conv weights");
-      d.conv_b = upload_vec(m.conv_b, "the conv bias");
-      d.dt_norm = upload_vec(m.dt_norm, "a Mamba norm");
-      d.b_norm = upload_vec(m.b_norm, "a Mamba norm");
-      d.c_norm = upload_vec(m.c_norm, "a Mamba norm");
-      d.dt_bias = upload_vec(m.dt_bias, "the dt bias");
-      std::vector<float> At(static_cast<size_t>(N * Di));  // (N, Di): channel innermost for coalesced lanes
-      for (int64_t c = 0; c < Di; ++c)
-        for (int64_t n = 0; n < N; ++n) At[n * Di + c] = m.A[c * N + n];
-      d.A = upload_vec(At, "A");
-      d.D = upload_vec(m.D, "D");
-      d.out_bias = upload_vec(m.out_bias, "a Mamba bias");
-    }
-    std::vector<const MlpWeights*> mlps;
-    if (sched_[i].is_moe()) {
-      d.router = upload(lw.moe.router);
-      for (const MlpWeights& e : lw.moe.experts) mlps.push_back(&e);
-    } else {
-      mlps.push_back(&lw.mlp);
-    }
-    std::vector<ExpertW> table;
-    for (const MlpWeights* m : mlps) {
-      MlpDev md{upload(m->gate), upload(m->up), upload(m->down)};
-      d.mlps.push_back(md);
-      table.push_back(ExpertW{md.gate.p, md.up.p, md.down.p, md.gate.dtype, md.up.dtype, md.down.dtype});
-    }
-    DevMem tm(table.size() * sizeof(ExpertW), "the expert table");
-    check(cudaMemcpy(tm.as<void>(), table.data(), table.size() * sizeof(ExpertW), cudaMemcpyHostToDevice),
-          "uploading the expert table");
-    d.table = tm.as<ExpertW>();
-    wmem_.push_back(std::move(tm));
+    layers_[i].in_norm = weights_.upload_vec(lw.input_norm, "a norm");
+    layers_[i].ff_norm = weights_.upload_vec(lw.pre_ff_norm, "a norm");
+    mixers_[i]->upload(weights_);
+    if (ffns_[i]) ffns_[i]->upload(weights_);
   }
-  wide_cap_ = std::min<int64_t>(wide_cap_, int64_t{32} << 20);  // ≤ 128 MiB of widened panel
+  wide_cap_ = std::min<int64_t>(weights_.widest(), int64_t{32} << 20);  // ≤ 128 MiB of widened panel
 }
 
 void CudaBackend::plan_records() {
@@ -178,37 +149,59 @@ void CudaBackend::plan_records() {
 
 int64_t CudaBackend::block_limit() const {
   int64_t lim = std::max<int64_t>(1, copts_.max_block);
-  // The attention scratch (S·nh rows of 2·kv_cap floats) and the records stay under 1 GiB each.
-  const int64_t z_row = sched_.num_attention() > 0 ? cfg_.num_attention_heads * 2 * kv_cap_ * 4 : 1;
-  lim = std::min(lim, std::max<int64_t>(1, (int64_t{1} << 30) / z_row));
+  // The units' scratch (the attention kernel's: S·nh rows of 2·kv_cap floats) and the records stay
+  // under 1 GiB each.
+  for (const CudaUnit* u : units_) lim = std::min(lim, u->max_block(run_));
   lim = std::min(lim, std::max<int64_t>(1, (int64_t{1} << 30) / (rl_.stride * 4)));
   return lim;
 }
 
+void CudaBackend::bind_state() {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    std::vector<float*> bufs;
+    for (const DevMem& m : state_[u]) bufs.push_back(m.as<float>());
+    units_[u]->bind_state(bufs);
+  }
+}
+
+// The units' context caches (CudaStateNeed::per_position: the KV caches) for `rows` positions, the
+// positions cached so far copied over; the old ones stay until every copy is done.
 void CudaBackend::ensure_kv(int64_t rows) {
   if (rows <= kv_cap_) return;
   const int64_t cap = std::max(rows, 2 * kv_cap_);
-  const int64_t kvw = cfg_.num_key_value_heads * cfg_.head_dim();
-  std::vector<DevMem> k, v;
-  for (int64_t a = 0; a < sched_.num_attention(); ++a) {
-    k.emplace_back(static_cast<size_t>(cap * kvw * 4), "the key cache");
-    v.emplace_back(static_cast<size_t>(cap * kvw * 4), "the value cache");
-    if (kv_len_ > 0) {
-      check(cudaMemcpyAsync(k[a].as<void>(), kcache_[a].as<void>(), static_cast<size_t>(kv_len_ * kvw * 4),
-                            cudaMemcpyDeviceToDevice, st_),
-            "growing the KV cache");
-      check(cudaMemcpyAsync(v[a].as<void>(), vcache_[a].as<void>(), static_cast<size_t>(kv_len_ * kvw * 4),
-                            cudaMemcpyDeviceToDevice, st_),
-            "growing the KV cache");
-    }
+  std::vector<std::vector<DevMem>> grown(units_.size());
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const std::vector<CudaStateNeed>& needs = needs_[u];
+    for (const CudaStateNeed& n : needs)
+      grown[u].push_back(n.per_position > 0 ? DevMem(static_cast<size_t>(cap * n.per_position), n.what) : DevMem());
+    if (kv_len_ > 0)
+      for (size_t j = 0; j < needs.size(); ++j)
+        if (needs[j].per_position > 0)
+          check(cudaMemcpyAsync(grown[u][j].as<void>(), state_[u][j].as<void>(),
+                                static_cast<size_t>(kv_len_ * needs[j].per_position), cudaMemcpyDeviceToDevice, st_),
+                "growing the KV cache");
   }
   sync("growing the KV cache");
-  kcache_ = std::move(k);
-  vcache_ = std::move(v);
+  for (size_t u = 0; u < units_.size(); ++u)
+    for (size_t j = 0; j < needs_[u].size(); ++j)
+      if (needs_[u][j].per_position > 0) state_[u][j] = std::move(grown[u][j]);
+  bind_state();
   kv_cap_ = cap;
   plan_records();  // the attention rows of full traces are as wide as the cache
   cap_ = 0;        // the attention scratch is as wide as the cache: reallocate the block buffers
   ++gen_;
+}
+
+float* CudaScratch::device(const std::string& key) const {
+  auto it = device_.find(key);
+  if (it == device_.end()) throw std::logic_error("cuda: no block buffer '" + key + "' was asked for");
+  return it->second;
+}
+
+void* CudaScratch::pinned(const std::string& key) const {
+  auto it = pinned_.find(key);
+  if (it == pinned_.end()) throw std::logic_error("cuda: no pinned buffer '" + key + "' was asked for");
+  return it->second;
 }
 
 void CudaBackend::ensure_block(int64_t S) {
@@ -216,71 +209,60 @@ void CudaBackend::ensure_block(int64_t S) {
   int64_t cap = 1;
   while (cap < std::max(S, cap_)) cap *= 2;
   cap = std::max(S, std::min(cap, block_limit()));
-  const int64_t H = cfg_.hidden_size, Di = cfg_.mamba_inner(), I = cfg_.intermediate_size, L = cfg_.num_hidden_layers;
-  const int64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok, R = cfg_.mamba_dt_rank, N = cfg_.mamba_d_state;
-  const int64_t nh = cfg_.num_attention_heads, qw = nh * cfg_.head_dim();
-  const bool A = sched_.num_attention() > 0, M = sched_.num_ssm() > 0, X = sched_.num_moe() > 0;
-  const int64_t chunks = (cap + copts_.scan_chunk - 1) / copts_.scan_chunk;
-  zstride_ = 2 * kv_cap_;
-  struct Part {
-    float** at;
-    int64_t n;
-  };
-  const Part parts[] = {{&h_, cap * H},
-                        {&x_, cap * H},
-                        {&y_, cap * H},
-                        {&q_, A ? cap * qw : 0},
-                        {&o_, A ? cap * qw : 0},
-                        {&z_, A ? cap * nh * zstride_ : 0},
-                        {&xz_, M ? cap * 2 * Di : 0},
-                        {&u_, M ? cap * Di : 0},
-                        {&p_, M ? cap * (R + 2 * N) : 0},
-                        {&dtr_, M ? cap * R : 0},
-                        {&bm_, M ? cap * N : 0},
-                        {&cm_, M ? cap * N : 0},
-                        {&gated_, M ? cap * Di : 0},
-                        {&dt_, sched_.num_ssm() * cap * Di},
-                        {&ret_, opts_.full ? sched_.num_ssm() * cap * Di : 0},
-                        {&sc_local_, M && chunks > 1 ? chunks * N * Di : 0},
-                        {&sc_prod_, M && chunks > 1 ? chunks * N * Di : 0},
-                        {&sc_carry_, M && chunks > 1 ? chunks * N * Di : 0},
-                        {&g_, std::max(cap, K) * I},
-                        {&uf_, cap * I},
-                        {&xe_, X ? cap * H : 0},
-                        {&ye_, X ? cap * H : 0},
-                        {&probs_, X ? cap * E : 0},
-                        {&selw_, X ? cap * K : 0},
-                        {&rows_, opts_.instruments ? (L + 1) * cap * H : 0}};
+  const int64_t H = cfg_.hidden_size, Di = cfg_.mamba_inner(), L = cfg_.num_hidden_layers, M = sched_.num_ssm();
+  // The backend's block buffers, the units' scratch (one buffer per key, the largest asked for), then
+  // the records' SSM rows and residual rows.
+  std::vector<CudaScratchNeed> parts = {{"h", cap * H}, {"x", cap * H}, {"y", cap * H}};
+  for (const CudaUnit* u : units_)
+    for (const CudaScratchNeed& n : u->scratch(cap, run_)) {
+      auto same = std::find_if(parts.begin(), parts.end(),
+                               [&](const CudaScratchNeed& p) { return p.key == n.key && p.pinned == n.pinned; });
+      if (same == parts.end())
+        parts.push_back(n);
+      else
+        same->words = std::max(same->words, n.words);
+    }
+  parts.push_back({"ssm.delta", M * cap * Di});
+  parts.push_back({"ssm.retained", opts_.full ? M * cap * Di : 0});
+  parts.push_back({"rows", opts_.instruments ? (L + 1) * cap * H : 0});
   int64_t total = 0;
-  for (const Part& p : parts) total += (p.n + 63) / 64 * 64;  // 256-byte aligned parts
-  total += X ? (cap * K + 63) / 64 * 64 : 0;                  // sel (int32)
+  for (const CudaScratchNeed& p : parts)
+    if (!p.pinned) total += (p.words + 63) / 64 * 64;  // 256-byte aligned parts
   // Free first, then allocate the larger buffers.
   act_.reset();
   rec_d_.reset();
   cap_ = 0;
   drop_graph();
   act_ = DevMem(static_cast<size_t>(total * 4), "the activations (" + std::to_string(cap) + " tokens)");
+  scratch_ = CudaScratch();
   float* base = act_.as<float>();
-  for (const Part& p : parts) {
-    *p.at = p.n ? base : nullptr;
-    base += (p.n + 63) / 64 * 64;
+  for (const CudaScratchNeed& p : parts) {
+    if (p.pinned) continue;
+    scratch_.device_[p.key] = p.words ? base : nullptr;
+    base += (p.words + 63) / 64 * 64;
   }
-  sel_ = X ? reinterpret_cast<int32_t*>(base) : nullptr;
+  h_ = scratch_.device("h");
+  x_ = scratch_.device("x");
+  y_ = scratch_.device("y");
+  dt_ = scratch_.device("ssm.delta");
+  ret_ = scratch_.device("ssm.retained");
+  rows_ = scratch_.device("rows");
   rec_d_ = DevMem(static_cast<size_t>(cap * rl_.stride * 4), "the per-token records");
   rec_h_ = Pinned(static_cast<size_t>(cap * rl_.stride * 4), "the records' readback");
   if (!params_d_.bytes() || params_d_.bytes() < static_cast<size_t>((2 + cap) * 4)) {
     params_d_ = DevMem(static_cast<size_t>((2 + std::max<int64_t>(cap, 1024)) * 4), "the step parameters");
     params_h_ = Pinned(static_cast<size_t>((2 + std::max<int64_t>(cap, 1024)) * 4), "the step parameters");
   }
-  if (X) {
-    route_h_ = Pinned(static_cast<size_t>(cap * K * 8), "the routing readback");
-    idx_d_ = DevMem(static_cast<size_t>(2 * cap * K * 4 + 256), "the expert rows");
-    idx_h_ = Pinned(static_cast<size_t>(2 * cap * K * 4 + 256), "the expert rows");
+  for (const CudaScratchNeed& p : parts) {
+    if (!p.pinned) continue;
+    pinned_[p.key] = Pinned(static_cast<size_t>(p.words * 4), p.key.c_str());
+    scratch_.pinned_[p.key] = pinned_[p.key].as<void>();
   }
   if (cap > 1 && wide_cap_ > 0 && !wide_.bytes())
     wide_ = DevMem(static_cast<size_t>(wide_cap_ * 4), "the widened weight panels");
   cap_ = cap;
   rec_alloc_stride_ = rl_.stride;
+  for (CudaUnit* u : units_) u->bind_scratch(scratch_, run_);
   ++gen_;
 }
 
@@ -291,20 +273,14 @@ void CudaBackend::sync(const char* what) {
 
 void CudaBackend::start(const RunOptions& opts) {
   fail_guard();
-  const int64_t L = cfg_.num_hidden_layers;
   const RunPlan plan = plan_run(*model_, opts);
   const bool layout_changes = opts.instruments != opts_.instruments || opts.full != opts_.full;
   opts_ = opts;
   n_reg_ = plan.registers;
   position_ = 0;
   kv_len_ = 0;
-  norm_.assign(static_cast<size_t>(sched_.num_attention()), 0);
-  for (int64_t i = 0; i < L; ++i) {
-    const LayerWeights& lw = model_->w.layers[i];
-    if (!sched_[i].has_attention()) continue;
-    norm_[sched_[i].attn_index] = static_cast<int>(plan.normalizer[i]);
-  }
-  std::vector<int> baked = norm_;
+  std::vector<int> baked;  // the units' run options (the attention layers' normalizers), in layer order
+  for (CudaUnit* u : units_) u->start(plan, baked);
   baked.push_back(opts_.instruments);
   baked.push_back(opts_.full);
   if (baked != baked_) ++gen_;  // the options are baked into the captured step
@@ -314,7 +290,10 @@ void CudaBackend::start(const RunOptions& opts) {
     ensure_kv(n_reg_ + 256);
     plan_records();
     ensure_block(1);
-    check(cudaMemsetAsync(mstate_.as<void>(), 0, mstate_.bytes(), st_), "clearing the Mamba state");
+    for (size_t u = 0; u < units_.size(); ++u)  // the units' recurrent state (CudaStateNeed::bytes)
+      for (size_t j = 0; j < needs_[u].size(); ++j)
+        if (needs_[u][j].per_position == 0)
+          check(cudaMemsetAsync(state_[u][j].as<void>(), 0, state_[u][j].bytes(), st_), "clearing " + needs_[u][j].what);
     check(cudaMemsetAsync(rank1_.as<void>(), 0, rank1_.bytes(), st_), "clearing the rank-to-1 state");
     // Registers: trained rows first, then the mean embedding row (row `trained` of regs_).
     feed_registers(
@@ -331,6 +310,9 @@ void CudaBackend::start(const RunOptions& opts) {
   }
 }
 
+// Captures the decode step (parameters in, every kernel, the record out) as a graph when the one
+// held is stale; capture runs nothing, so start() does it ahead of the first step. A capture that
+// fails leaves plain launches for the rest of the backend's life.
 void CudaBackend::capture_decode() {
   if (!copts_.graphs || (graph_exec_ && graph_gen_ == gen_)) return;
   drop_graph();

@@ -1,0 +1,96 @@
+// The CUDA backend's module tables (cuda_modules.cpp, issue 14 item 2) without a device: every layer
+// gets the unit of its schedule's kinds and each unit asks for the run state its shape implies (the
+// KV cache per position, the Mamba window + state once), a layer without a feed-forward gets no FFN
+// unit, and a shape a unit's kernels refuse is one line of BackendFailure before any device work.
+// Built only into hl_cuda_tests (label cuda, HL_CUDA_TESTS defined); needs no device.
+#ifdef HL_CUDA_TESTS
+#include <gtest/gtest.h>
+
+#include "engine/backend/cuda/cuda_module.h"
+#include "tests/engine/backend_test_util.h"
+
+using namespace hl;
+using hl::backend_test::golden_case;
+
+namespace {
+
+std::string failure_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const BackendFailure& e) {
+    return e.what();
+  }
+  return "(no BackendFailure)";
+}
+
+}  // namespace
+
+TEST(CudaModules, EveryLayerGetsTheUnitOfItsKinds_StateFromItsShape) {
+  auto model = load_model(golden_case("gqa_basic"));  // 4 layers: attention at 1, 3; MoE at 0, 2
+  const JambaConfig& c = model->config;
+  const LayerSchedule& s = model->schedule;
+  const cuda::CudaUnits u = cuda::make_cuda_units({*model, c, s});
+  ASSERT_EQ(static_cast<int64_t>(u.mixers.size()), s.size());
+  ASSERT_EQ(static_cast<int64_t>(u.ffns.size()), s.size());
+  const int64_t kv_row = c.num_key_value_heads * (c.hidden_size / c.num_attention_heads) * 4;  // bytes a position
+  const int64_t ssm = (c.mamba_d_conv + c.mamba_d_state) * c.mamba_expand * c.hidden_size * 4;
+  for (int64_t i = 0; i < s.size(); ++i) {
+    ASSERT_TRUE(u.mixers[i] && u.ffns[i]) << "layer " << i;
+    const std::vector<cuda::CudaStateNeed> need = u.mixers[i]->state();
+    if (s[i].has_attention()) {  // keys and values, growing with the context
+      ASSERT_EQ(need.size(), 2u) << "layer " << i;
+      for (const cuda::CudaStateNeed& n : need) {
+        EXPECT_EQ(n.per_position, kv_row) << "layer " << i << " " << n.what;
+        EXPECT_EQ(n.bytes, 0) << "layer " << i;
+      }
+    } else {  // the conv window (W, Di) and the scan state (N, Di), fp32
+      ASSERT_EQ(need.size(), 1u) << "layer " << i;
+      EXPECT_EQ(need[0].per_position, 0) << "layer " << i;
+      EXPECT_EQ(need[0].bytes, ssm) << "layer " << i;
+    }
+    EXPECT_TRUE(u.ffns[i]->state().empty()) << "layer " << i;
+  }
+}
+
+TEST(CudaModules, LayerWithoutFeedForward_NoFfnUnit) {
+  auto model = load_model(golden_case("gqa_basic"));
+  using M = MixerKind;
+  using F = FfnKind;
+  const LayerSchedule s = LayerSchedule::from_lists({M::Mamba1, M::Attention, M::Mamba1, M::Attention},
+                                                    {F::None, F::MoE, F::Dense, F::None}, model->schedule.params());
+  const cuda::CudaUnits u = cuda::make_cuda_units({*model, model->config, s});
+  for (int64_t i = 0; i < 4; ++i) {
+    EXPECT_TRUE(u.mixers[i]) << "layer " << i;
+    EXPECT_EQ(u.ffns[i] != nullptr, s[i].ffn != F::None) << "layer " << i;
+  }
+}
+
+// The attention unit refuses a head_dim above its kernel's 256 and the MoE unit more than 256
+// experts or 64 per token; a schedule without layers of that kind is built.
+TEST(CudaModules, ShapeBeyondAKernel_OneLineBackendFailure_OnlyWhereTheKindIsUsed) {
+  auto model = load_model(golden_case("gqa_basic"));
+  using M = MixerKind;
+  using F = FfnKind;
+  const LayerSchedule& s = model->schedule;
+  const LayerSchedule mamba_dense =
+      LayerSchedule::from_lists({M::Mamba1, M::Mamba1, M::Mamba1, M::Mamba1}, {F::Dense, F::Dense, F::Dense, F::Dense},
+                                s.params());
+  JambaConfig wide = model->config;
+  wide.num_attention_heads = 1;  // head_dim = hidden_size = 512
+  wide.num_key_value_heads = 1;
+  wide.hidden_size = 512;
+  EXPECT_EQ(failure_of([&] { cuda::make_cuda_units({*model, wide, s}); }),
+            "cuda: head_dim 512 is above the attention kernel's limit of 256");
+  JambaConfig many = model->config;
+  many.num_experts = 257;
+  EXPECT_EQ(failure_of([&] { cuda::make_cuda_units({*model, many, s}); }),
+            "cuda: the router kernel takes at most 256 experts and 64 per token");
+  many = model->config;
+  many.num_experts_per_tok = 65;
+  EXPECT_EQ(failure_of([&] { cuda::make_cuda_units({*model, many, s}); }),
+            "cuda: the router kernel takes at most 256 experts and 64 per token");
+  EXPECT_EQ(cuda::make_cuda_units({*model, wide, mamba_dense}).mixers.size(), 4u);
+  EXPECT_EQ(cuda::make_cuda_units({*model, many, mamba_dense}).ffns.size(), 4u);
+}
+
+#endif  // HL_CUDA_TESTS
