@@ -34,7 +34,7 @@ class VulkanBackend final : public Backend {
   int registers() const override { return n_reg_; }
 
  private:
-  friend class VkRecorder;  // the units' narrow view of the recording helpers below
+  friend class VkRecorder;  // records through the buffers, descriptor sets and command buffer below
   struct Recorded {
     VkCommandBuffer cmd = VK_NULL_HANDLE;
     uint64_t gen = 0;  // 0: nothing recorded
@@ -60,27 +60,8 @@ class VulkanBackend final : public Backend {
   // Recording (vk_record.cpp).
   VkCommandBuffer commands(int64_t S, bool records);
   void record_block(VkCommandBuffer cmd, int64_t S, bool records);
-  void record_linear(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, uint32_t y_off, uint32_t y_stride,
-                     bool accumulate, int32_t bias, bool to_rec = false);
-  void record_matmul(MatmulPC pc, const DMat& W, int64_t S);
-  void record_rmsnorm(uint32_t in_off, uint32_t in_stride, uint32_t out_off, uint32_t out_stride, uint32_t n,
-                      int32_t w_off, int64_t S);
   // RMSNorm of h into x that also observes residual point `column` into the records.
-  void record_norm_observe(int32_t w_off, int64_t S, int64_t column, bool records);
-  Binds binds(int weight_chunk = -1, VkBuffer a = VK_NULL_HANDLE, VkBuffer b = VK_NULL_HANDLE);
-  template <class PC>
-  void dispatch(Kernel k, const Binds& b, const PC& pc, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) {
-    dispatch_raw(k, 0, b, &pc, sizeof(PC), gx, gy, gz);
-  }
-  // A kernel that reads weights of device dtype `dtype` (its pipeline variant).
-  template <class PC>
-  void dispatch_w(Kernel k, uint32_t dtype, const Binds& b, const PC& pc, uint32_t gx, uint32_t gy = 1,
-                  uint32_t gz = 1) {
-    dispatch_raw(k, dtype, b, &pc, sizeof(PC), gx, gy, gz);
-  }
-  void dispatch_raw(Kernel k, uint32_t dtype, const Binds& b, const void* pc, uint32_t bytes, uint32_t gx, uint32_t gy,
-                    uint32_t gz);
-  void barrier();
+  void record_norm_observe(VkRecorder& r, int32_t w_off, int64_t S, int64_t column, bool records);
   VkDescriptorSet descriptor_set(const Binds& b);
 
   std::shared_ptr<const Model> model_;

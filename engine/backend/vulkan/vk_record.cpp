@@ -10,17 +10,17 @@
 
 namespace hl::vk {
 
-Binds VulkanBackend::binds(int weight_chunk, VkBuffer a, VkBuffer b) {
-  const VkBuffer none = dummy_.handle();
+Binds VkRecorder::binds(int weight_chunk, VkBuffer a, VkBuffer b) {
+  const VkBuffer none = b_.dummy_.handle();
   Binds r;
-  r[kWeights] = weight_chunk >= 0 ? dw_->chunks[weight_chunk].handle() : none;
-  r[kVec] = dw_->vec.handle();
-  r[kAct] = act_.handle();
+  r[kWeights] = weight_chunk >= 0 ? b_.dw_->chunks[weight_chunk].handle() : none;
+  r[kVec] = b_.dw_->vec.handle();
+  r[kAct] = b_.act_.handle();
   r[kStateA] = a ? a : none;
   r[kStateB] = b ? b : none;
-  r[kRec] = rec_.handle();
-  r[kRoute] = route_.handle();
-  r[kParams] = params_.handle();
+  r[kRec] = b_.rec_.handle();
+  r[kRoute] = b_.route_.handle();
+  r[kParams] = b_.params_.handle();
   return r;
 }
 
@@ -55,27 +55,29 @@ VkDescriptorSet VulkanBackend::descriptor_set(const Binds& b) {
   return set;
 }
 
-void VulkanBackend::dispatch_raw(Kernel k, uint32_t dtype, const Binds& b, const void* pc, uint32_t bytes, uint32_t gx,
-                                 uint32_t gy, uint32_t gz) {
+void VkRecorder::raw(Kernel k, uint32_t dtype, const Binds& b, const void* pc, uint32_t bytes, uint32_t gx, uint32_t gy,
+                     uint32_t gz) {
   if (gx == 0 || gy == 0 || gz == 0) return;
-  VkDescriptorSet set = descriptor_set(b);
-  vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, ctx_->pipeline(k, dtype));
-  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, ctx_->pipeline_layout(), 0, 1, &set, 0, nullptr);
-  vkCmdPushConstants(cmd_, ctx_->pipeline_layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, pc);
-  vkCmdDispatch(cmd_, gx, gy, gz);
-  if (queries_ && recording_ && recording_->kernels.size() + 1 < 2048) {
-    vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
-                        recording_->query0 + static_cast<uint32_t>(recording_->kernels.size()) + 1);
-    recording_->kernels.push_back(k);
+  VkDescriptorSet set = b_.descriptor_set(b);
+  VkCommandBuffer cmd = b_.cmd_;
+  Context& ctx = *b_.ctx_;
+  vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ctx.pipeline(k, dtype));
+  vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ctx.pipeline_layout(), 0, 1, &set, 0, nullptr);
+  vkCmdPushConstants(cmd, ctx.pipeline_layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, bytes, pc);
+  vkCmdDispatch(cmd, gx, gy, gz);
+  if (b_.queries_ && b_.recording_ && b_.recording_->kernels.size() + 1 < 2048) {
+    vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b_.queries_,
+                        b_.recording_->query0 + static_cast<uint32_t>(b_.recording_->kernels.size()) + 1);
+    b_.recording_->kernels.push_back(k);
   }
 }
 
 // Every later kernel sees every earlier kernel's writes (and does not overwrite what they still read).
-void VulkanBackend::barrier() {
+void VkRecorder::barrier() {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+  vkCmdPipelineBarrier(b_.cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
                        nullptr, 0, nullptr);
 }
 
@@ -102,8 +104,8 @@ VkCommandBuffer VulkanBackend::commands(int64_t S, bool records) {
   return slot.cmd;
 }
 
-void VulkanBackend::record_linear(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, uint32_t y_off,
-                                  uint32_t y_stride, bool accumulate, int32_t bias, bool to_rec) {
+void VkRecorder::linear(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, uint32_t y_off, uint32_t y_stride,
+                        bool accumulate, int32_t bias, bool to_rec) {
   const Binds b = binds(W.chunk);
   if (S == 1) {
     uint32_t gx, gy;
@@ -115,12 +117,12 @@ void VulkanBackend::record_linear(const DMat& W, uint32_t x_off, uint32_t x_stri
   }
   MatmulPC pc{W.off, u32(W.rows), u32(W.cols), x_off, x_stride,         y_off, y_stride, u32(S), accumulate ? 1u : 0u,
               bias,  -1,          -1,          -1,    to_rec ? 1u : 0u, 0};
-  record_matmul(pc, W, S);
+  matmul(pc, W, S);
 }
 
 // pc.w_off/rows/cols may describe a part of W (one expert, the gate|up pair).
-void VulkanBackend::record_matmul(MatmulPC pc, const DMat& W, int64_t S) {
-  if (tiled_) {
+void VkRecorder::matmul(MatmulPC pc, const DMat& W, int64_t S) {
+  if (b_.tiled_) {
     dispatch_w(Kernel::Matmul, W.dtype, binds(W.chunk), pc, ceil_div(pc.rows, 64), ceil_div(S, 16));
     return;
   }
@@ -129,14 +131,14 @@ void VulkanBackend::record_matmul(MatmulPC pc, const DMat& W, int64_t S) {
   dispatch_w(Kernel::MatmulRows, W.dtype, binds(W.chunk), pc, pc.groups_x, gy, ceil_div(S, 8));
 }
 
-void VulkanBackend::record_rmsnorm(uint32_t in_off, uint32_t in_stride, uint32_t out_off, uint32_t out_stride,
-                                   uint32_t n, int32_t w_off, int64_t S) {
-  RmsNormPC pc{in_off, in_stride, out_off, out_stride, n, u32(w_off), static_cast<float>(cfg_.rms_norm_eps),
+void VkRecorder::rmsnorm(uint32_t in_off, uint32_t in_stride, uint32_t out_off, uint32_t out_stride, uint32_t n,
+                         int32_t w_off, int64_t S) {
+  RmsNormPC pc{in_off, in_stride, out_off, out_stride, n, u32(w_off), static_cast<float>(b_.cfg_.rms_norm_eps),
                0,      0,         0,       0,          0};
   dispatch(Kernel::RmsNorm, binds(), pc, u32(S));
 }
 
-void VulkanBackend::record_norm_observe(int32_t w_off, int64_t S, int64_t column, bool records) {
+void VulkanBackend::record_norm_observe(VkRecorder& r, int32_t w_off, int64_t S, int64_t column, bool records) {
   const uint32_t H = u32(cfg_.hidden_size), c = u32(column);
   const uint32_t observe = !records ? 0u : opts_.instruments ? 2u : 1u;
   RmsNormPC pc{al_.h,
@@ -151,31 +153,31 @@ void VulkanBackend::record_norm_observe(int32_t w_off, int64_t S, int64_t column
                rl_.resid_max + c,
                rl_.nonfinite + c,
                rl_.resid_rows + c * H};
-  dispatch(Kernel::RmsNorm, binds(), pc, u32(S));
+  r.dispatch(Kernel::RmsNorm, r.binds(), pc, u32(S));
 }
 
 void VulkanBackend::record_block(VkCommandBuffer cmd, int64_t S, bool records) {
   cmd_ = cmd;
   const DeviceWeights& w = *dw_;
   const uint32_t H = u32(cfg_.hidden_size);
-  EmbedPC pe{w.embed.off, H, u32(w.registers), al_.h};
-  dispatch_w(Kernel::Embed, w.embed.dtype, binds(w.embed.chunk), pe, ceil_div(H, 64), u32(S));
-  barrier();
   VkRecorder r(*this);
+  EmbedPC pe{w.embed.off, H, u32(w.registers), al_.h};
+  r.dispatch_w(Kernel::Embed, w.embed.dtype, r.binds(w.embed.chunk), pe, ceil_div(H, 64), u32(S));
+  r.barrier();
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     const DLayer& d = w.layers[i];
-    record_norm_observe(d.input_norm, S, i, records);  // residual point i: what enters layer i
-    barrier();
+    record_norm_observe(r, d.input_norm, S, i, records);  // residual point i: what enters layer i
+    r.barrier();
     mixers_[i]->record(r, S, records);  // h += mixer(x)
     if (!ffns_[i]) continue;            // a layer without a feed-forward
-    record_rmsnorm(al_.h, H, al_.x, H, H, d.pre_ff_norm, S);
-    barrier();
+    r.rmsnorm(al_.h, H, al_.x, H, H, d.pre_ff_norm, S);
+    r.barrier();
     ffns_[i]->record(r, S, records);  // h += ffn(x)
   }
   if (!records) return;                                                   // registers: no logits, no records
-  record_norm_observe(w.final_norm, S, cfg_.num_hidden_layers, records);  // point L: before the final norm
-  barrier();
-  record_linear(w.lm_head, al_.x, H, S, rl_.logits, rl_.stride, false, -1, true);
+  record_norm_observe(r, w.final_norm, S, cfg_.num_hidden_layers, records);  // point L: before the final norm
+  r.barrier();
+  r.linear(w.lm_head, al_.x, H, S, rl_.logits, rl_.stride, false, -1, true);
   // The one device→host transfer of the step: the S records.
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
@@ -211,26 +213,4 @@ const RouteLayout& VkRecorder::route() const {
 const RecLayout& VkRecorder::rec() const {
   return b_.rl_;
 }
-void VkRecorder::linear(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, uint32_t y_off, uint32_t y_stride,
-                        bool accumulate, int32_t bias, bool to_rec) {
-  b_.record_linear(W, x_off, x_stride, S, y_off, y_stride, accumulate, bias, to_rec);
-}
-void VkRecorder::matmul(MatmulPC pc, const DMat& W, int64_t S) {
-  b_.record_matmul(pc, W, S);
-}
-void VkRecorder::rmsnorm(uint32_t in_off, uint32_t in_stride, uint32_t out_off, uint32_t out_stride, uint32_t n,
-                         int32_t w_off, int64_t S) {
-  b_.record_rmsnorm(in_off, in_stride, out_off, out_stride, n, w_off, S);
-}
-Binds VkRecorder::binds(int weight_chunk, VkBuffer a, VkBuffer b) {
-  return b_.binds(weight_chunk, a, b);
-}
-void VkRecorder::barrier() {
-  b_.barrier();
-}
-void VkRecorder::raw(Kernel k, uint32_t dtype, const Binds& b, const void* pc, uint32_t bytes, uint32_t gx, uint32_t gy,
-                     uint32_t gz) {
-  b_.dispatch_raw(k, dtype, b, pc, bytes, gx, gy, gz);
-}
-
 }  // namespace hl::vk
