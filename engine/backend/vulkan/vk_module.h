@@ -55,8 +55,9 @@ inline void matvec_groups(int64_t rows, uint32_t* gx, uint32_t* gy) {
 
 class VulkanBackend;
 
-// What a unit may use while recording: the kernels' launch helpers and the run's layouts, options
-// and configuration. Valid only inside VulkanBackend::record_block (defined in vk_record.cpp).
+// What a unit may use while recording: the kernels' launch helpers (one descriptor set per distinct
+// Binds, cached until the backend reallocates) and the run's layouts, options and configuration.
+// Made by VulkanBackend::record_block for one recording; defined in vk_record.cpp.
 class VkRecorder {
  public:
   explicit VkRecorder(VulkanBackend& b) : b_(b) {}

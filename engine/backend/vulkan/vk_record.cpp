@@ -1,8 +1,8 @@
 // Command recording of the Vulkan backend: one block of S positions through the model, in the
 // order of cpu_backend.cpp (jamba-spec.md §3.1/§3.3 layer loop): embed, per layer the observed
 // norm, its mixer unit and its feed-forward unit (vk_module.h; the kinds' files record themselves),
-// the final norm and the head, and the records' one readback. S = 1 uses the matrix–vector kernels,
-// S > 1 the tiled matmul. Recorded once per (S, records, buffers, options), then re-submitted.
+// the final norm and the head, and the records' one readback; and VkRecorder's launch helpers (S = 1:
+// matrix–vector kernels, S > 1: the matmul). Recorded once per (S, records, buffers, options).
 #include <algorithm>
 #include <cmath>
 
