@@ -139,10 +139,4 @@ using MakeVkFfn = std::unique_ptr<VkFfn> (*)(const VkModuleContext&, int64_t lay
 std::unique_ptr<VkMixer> make_vk_mixer(const VkModuleContext& c, int64_t layer);
 std::unique_ptr<VkFfn> make_vk_ffn(const VkModuleContext& c, int64_t layer);
 
-// The makers (one per file).
-std::unique_ptr<VkMixer> make_vk_attention(const VkModuleContext& c, int64_t layer);
-std::unique_ptr<VkMixer> make_vk_mamba1(const VkModuleContext& c, int64_t layer);
-std::unique_ptr<VkFfn> make_vk_dense(const VkModuleContext& c, int64_t layer);
-std::unique_ptr<VkFfn> make_vk_moe(const VkModuleContext& c, int64_t layer);
-
 }  // namespace hl::vk
