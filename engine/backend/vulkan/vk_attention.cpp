@@ -94,9 +94,9 @@ class VkAttention final : public VkMixer {
  private:
   std::shared_ptr<Context> ctx_;
   const DLayer& d_;
-  int64_t layer_, a_, n_attn_;  // a_: this layer's index among the attention layers (the A_n axis)
-  int32_t sinks_;               // vec offset of the trained sink logits or -1
-  int64_t kvw_ = 0;             // nkv·hd floats per cached position
+  int64_t layer_, a_, n_attn_;             // a_: this layer's index among the attention layers (the A_n axis)
+  int32_t sinks_;                          // vec offset of the trained sink logits or -1
+  int64_t kvw_ = 0;                        // nkv·hd floats per cached position
   Normalizer norm_ = Normalizer::Softmax;  // this run's
   int32_t null_off_ = -1;                  // this run's p_null logits: the sinks' offset or -1
   Buffer k_, v_;                           // (cap, nkv·hd) each

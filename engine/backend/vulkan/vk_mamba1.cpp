@@ -11,14 +11,15 @@ namespace {
 
 class VkMamba1 final : public VkMixer {
  public:
-  VkMamba1(const VkModuleContext& c, int64_t layer) : d_(c.weights.layers[layer]), m_(c.model.schedule[layer].ssm_index) {
+  VkMamba1(const VkModuleContext& c, int64_t layer)
+      : d_(c.weights.layers[layer]), m_(c.model.schedule[layer].ssm_index) {
     const JambaConfig& cfg = c.model.config;
     if (cfg.mamba_d_state > 256)
       throw BackendFailure("vulkan: mamba_d_state " + std::to_string(cfg.mamba_d_state) +
                            " is above the scan kernels' limit of 256");
     const int64_t Di = cfg.mamba_inner();
-    state_ = Buffer(c.ctx, static_cast<VkDeviceSize>(Di * (cfg.mamba_d_conv + cfg.mamba_d_state)) * 4,
-                    MemKind::Device, "the Mamba states");
+    state_ = Buffer(c.ctx, static_cast<VkDeviceSize>(Di * (cfg.mamba_d_conv + cfg.mamba_d_state)) * 4, MemKind::Device,
+                    "the Mamba states");
   }
 
   void clear(VkCommandBuffer c) override { vkCmdFillBuffer(c, state_.handle(), 0, VK_WHOLE_SIZE, 0); }

@@ -77,8 +77,8 @@ void VkRecorder::barrier() {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-  vkCmdPipelineBarrier(b_.cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
-                       nullptr, 0, nullptr);
+  vkCmdPipelineBarrier(b_.cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb,
+                       0, nullptr, 0, nullptr);
 }
 
 VkCommandBuffer VulkanBackend::commands(int64_t S, bool records) {
@@ -174,7 +174,7 @@ void VulkanBackend::record_block(VkCommandBuffer cmd, int64_t S, bool records) {
     r.barrier();
     ffns_[i]->record(r, S, records);  // h += ffn(x)
   }
-  if (!records) return;                                                   // registers: no logits, no records
+  if (!records) return;                                                      // registers: no logits, no records
   record_norm_observe(r, w.final_norm, S, cfg_.num_hidden_layers, records);  // point L: before the final norm
   r.barrier();
   r.linear(w.lm_head, al_.x, H, S, rl_.logits, rl_.stride, false, -1, true);
