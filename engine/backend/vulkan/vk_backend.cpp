@@ -20,17 +20,17 @@ namespace hl::vk {
 
 VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanOptions& opts)
     : model_(std::move(model)), cfg_(model_->config), vopts_(opts), sched_(model_->schedule) {
-  if (sched_.num_attention() > 0 && cfg_.head_dim() > 256)
-    throw BackendFailure("vulkan: head_dim " + std::to_string(cfg_.head_dim()) +
-                         " is above the attention kernel's limit of 256");
-  if (sched_.num_ssm() > 0 && cfg_.mamba_d_state > 256)
-    throw BackendFailure("vulkan: mamba_d_state " + std::to_string(cfg_.mamba_d_state) +
-                         " is above the scan kernels' limit of 256");
   ctx_ = Context::get(opts.gpu_only);
   tiled_ = opts.matmul == VulkanOptions::Matmul::Tiled ||
            (opts.matmul == VulkanOptions::Matmul::Auto && !ctx_->cpu_device());
   try {
     dw_ = std::make_unique<DeviceWeights>(ctx_, *model_, opts.f32_as_f16);
+    // One unit per layer for its mixer and its feed-forward; a kind without a unit throws here.
+    const VkModuleContext mc{*model_, *dw_, ctx_};
+    for (int64_t i = 0; i < sched_.size(); ++i) {
+      mixers_.push_back(make_vk_mixer(mc, i));
+      ffns_.push_back(make_vk_ffn(mc, i));
+    }
     VkDevice d = ctx_->device();
     VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -48,9 +48,6 @@ VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanOpt
     VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     ctx_->check(vkCreateFence(d, &fi, nullptr, &fence_), "creating a fence");
     dummy_ = Buffer(ctx_, 256, MemKind::Device, "a placeholder binding");
-    const int64_t Di = cfg_.mamba_inner();
-    win_stride_ = static_cast<uint32_t>(Di * (cfg_.mamba_d_conv + cfg_.mamba_d_state));
-    mstate_ = Buffer(ctx_, static_cast<VkDeviceSize>(sched_.num_ssm()) * win_stride_ * 4, MemKind::Device, "the Mamba states");
     if (const char* prof = std::getenv("HL_VULKAN_PROFILE"); prof && std::strcmp(prof, "1") == 0) {
       VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
       qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
@@ -139,33 +136,26 @@ int64_t VulkanBackend::block_limit() const {
 void VulkanBackend::ensure_kv(int64_t rows) {
   if (rows <= kv_cap_) return;
   int64_t cap = std::max(rows, 2 * kv_cap_);
-  const int64_t kvw = cfg_.num_key_value_heads * cfg_.head_dim();
-  if (sched_.num_attention() > 0) {
-    const int64_t fit = static_cast<int64_t>(ctx_->max_range() / (4 * kvw));
-    cap = std::min(cap, fit);
+  // The units' per-position buffers (an attention layer's K and V rows) each fit one binding.
+  const VkMixer* widest = nullptr;
+  for (const auto& m : mixers_)
+    if (m->position_bytes() > 0 && (!widest || m->position_bytes() > widest->position_bytes())) widest = m.get();
+  if (widest) {
+    const uint64_t per = widest->position_bytes();
+    cap = std::min(cap, static_cast<int64_t>(ctx_->max_range() / per));
     if (cap < rows)
       throw BackendFailure("vulkan: a context of " + std::to_string(rows) + " positions needs " +
-                           format_bytes(static_cast<uint64_t>(rows) * kvw * 4) +
-                           " per attention layer's key cache; device '" + ctx_->device_name() + "' binds at most " +
-                           format_bytes(ctx_->max_range()));
-    std::vector<Buffer> k, v;
-    for (int64_t a = 0; a < sched_.num_attention(); ++a) {
-      k.emplace_back(ctx_, cap * kvw * 4, MemKind::Device, "the key cache");
-      v.emplace_back(ctx_, cap * kvw * 4, MemKind::Device, "the value cache");
-    }
-    if (kv_len_ > 0) {
+                           format_bytes(static_cast<uint64_t>(rows) * per) + " per " + widest->position_state() +
+                           "; device '" + ctx_->device_name() + "' binds at most " + format_bytes(ctx_->max_range()));
+    std::vector<DeviceCopy> copies;  // hold the old buffers until the kept rows are copied
+    for (const auto& m : mixers_)
+      if (m->position_bytes() > 0) m->reserve_positions(cap, kv_len_, &copies);
+    if (!copies.empty())
       run_one_off(
           [&](VkCommandBuffer c) {
-            const VkBufferCopy region{0, 0, static_cast<VkDeviceSize>(kv_len_ * kvw * 4)};
-            for (int64_t a = 0; a < sched_.num_attention(); ++a) {
-              vkCmdCopyBuffer(c, kcache_[a].handle(), k[a].handle(), 1, &region);
-              vkCmdCopyBuffer(c, vcache_[a].handle(), v[a].handle(), 1, &region);
-            }
+            for (const DeviceCopy& copy : copies) copy(c);
           },
           "growing the KV cache");
-    }
-    kcache_ = std::move(k);
-    vcache_ = std::move(v);
   }
   kv_cap_ = cap;
   plan_records();  // the attention rows of full traces are as wide as the cache
@@ -242,23 +232,18 @@ void VulkanBackend::start(const RunOptions& opts) {
   n_reg_ = plan.registers;
   position_ = 0;
   kv_len_ = 0;
-  norm_.assign(static_cast<size_t>(sched_.num_attention()), Normalizer::Softmax);
-  null_off_.assign(static_cast<size_t>(sched_.num_attention()), -1);
-  for (int64_t i = 0; i < L; ++i) {
-    const LayerWeights& lw = model_->w.layers[i];
-    if (!sched_[i].has_attention()) continue;
-    const int64_t a = sched_[i].attn_index;
-    norm_[a] = plan.normalizer[i];
-    if (plan.sinks[i]) null_off_[a] = dw_->layers[i].sinks;
-  }
+  for (const auto& m : mixers_) m->start(plan);  // per layer: this run's normalizer and sinks
   rank1_.assign(static_cast<size_t>(L + 1), Rank1Tracker(H));
   ++gen_;  // the options are baked into the recorded commands
   try {
     ensure_kv(n_reg_ + 256);
     plan_records();
     ensure_block(1);
-    run_one_off([&](VkCommandBuffer c) { vkCmdFillBuffer(c, mstate_.handle(), 0, VK_WHOLE_SIZE, 0); },
-                "clearing the Mamba state");
+    run_one_off(
+        [&](VkCommandBuffer c) {
+          for (const auto& m : mixers_) m->clear(c);
+        },
+        "clearing the Mamba state");
     // Registers: trained rows first, then the mean embedding row (row `trained` of the block).
     feed_registers(
         n_reg_, trained, [&] { return block_limit(); }, [&](int64_t n) { ensure_block(n); },

@@ -1,7 +1,8 @@
 // The Vulkan backend (vulkan_backend.h): the run's device buffers, command buffers recorded once per
 // shape and re-submitted per token, and the one readback per step (logits, every instrument, the
 // residual rows for the host's rank-to-1 Welford update of probes/rank1.h); nothing is allocated per
-// token. Recording: vk_record.cpp; running: vk_backend.cpp. Contract: backend.h, as cpu_backend.h.
+// token. Recording: vk_record.cpp (the model loop over the layer units of vk_module.h); running:
+// vk_backend.cpp. Contract: backend.h, as cpu_backend.h.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -13,27 +14,12 @@
 
 #include "engine/backend/device_record.h"
 #include "engine/backend/vulkan/vk_context.h"
+#include "engine/backend/vulkan/vk_module.h"
 #include "engine/backend/vulkan/vk_weights.h"
 #include "engine/backend/vulkan/vulkan_backend.h"
 #include "engine/probes/rank1.h"
 
 namespace hl::vk {
-
-// Float offsets inside one token's record, shared with CUDA (device_record.h); the residual rows
-// (L+1, H) are recorded and the host computes the rank-to-1 distances.
-using RecLayout = DeviceRecordLayout<uint32_t>;
-
-// Float offsets of the activations of a block of `cap` tokens (one buffer).
-struct ActLayout {
-  uint32_t h, x, qkv, o, xz, u, p, dtr, bm, cm, dt, gated, rl, g, uf, ye;  // g: gate|up (·, 2I), uf: (·, I)
-  uint64_t total = 0;
-};
-
-// Int offsets in the routing buffer.
-struct RouteLayout {
-  uint32_t prob, sel, selw, cnt, in, out;
-  uint64_t total = 0;
-};
 
 class VulkanBackend final : public Backend {
  public:
@@ -48,7 +34,7 @@ class VulkanBackend final : public Backend {
   int registers() const override { return n_reg_; }
 
  private:
-  using Binds = std::array<VkBuffer, kBindingCount>;
+  friend class VkRecorder;  // records through the buffers, descriptor sets and command buffer below
   struct Recorded {
     VkCommandBuffer cmd = VK_NULL_HANDLE;
     uint64_t gen = 0;  // 0: nothing recorded
@@ -74,30 +60,8 @@ class VulkanBackend final : public Backend {
   // Recording (vk_record.cpp).
   VkCommandBuffer commands(int64_t S, bool records);
   void record_block(VkCommandBuffer cmd, int64_t S, bool records);
-  void record_attention(int64_t layer, int64_t S, bool records);
-  void record_mamba(int64_t layer, int64_t S, bool records);
-  void record_feed_forward(int64_t layer, int64_t S, bool records);
-  void record_linear(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, uint32_t y_off, uint32_t y_stride,
-                     bool accumulate, int32_t bias, bool to_rec = false);
-  void record_matmul(MatmulPC pc, const DMat& W, int64_t S);
-  void record_rmsnorm(uint32_t in_off, uint32_t in_stride, uint32_t out_off, uint32_t out_stride, uint32_t n,
-                      int32_t w_off, int64_t S);
   // RMSNorm of h into x that also observes residual point `column` into the records.
-  void record_norm_observe(int32_t w_off, int64_t S, int64_t column, bool records);
-  Binds binds(int weight_chunk = -1, VkBuffer a = VK_NULL_HANDLE, VkBuffer b = VK_NULL_HANDLE);
-  template <class PC>
-  void dispatch(Kernel k, const Binds& b, const PC& pc, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) {
-    dispatch_raw(k, 0, b, &pc, sizeof(PC), gx, gy, gz);
-  }
-  // A kernel that reads weights of device dtype `dtype` (its pipeline variant).
-  template <class PC>
-  void dispatch_w(Kernel k, uint32_t dtype, const Binds& b, const PC& pc, uint32_t gx, uint32_t gy = 1,
-                  uint32_t gz = 1) {
-    dispatch_raw(k, dtype, b, &pc, sizeof(PC), gx, gy, gz);
-  }
-  void dispatch_raw(Kernel k, uint32_t dtype, const Binds& b, const void* pc, uint32_t bytes, uint32_t gx, uint32_t gy,
-                    uint32_t gz);
-  void barrier();
+  void record_norm_observe(VkRecorder& r, int32_t w_off, int64_t S, int64_t column, bool records);
   VkDescriptorSet descriptor_set(const Binds& b);
 
   std::shared_ptr<const Model> model_;
@@ -111,24 +75,23 @@ class VulkanBackend final : public Backend {
   int64_t kv_len_ = 0;  // cached positions: registers + tokens
   std::string failed_;  // non-empty: a BackendFailure happened; every call rethrows it
 
-  const LayerSchedule& sched_;      // model_->schedule: per layer its kinds and its index among each kind
-  std::vector<Normalizer> norm_;   // per attention layer, for this run
-  std::vector<int32_t> null_off_;  // per attention layer: vec offset of the sink logits or -1
+  const LayerSchedule& sched_;  // model_->schedule: per layer its kinds and its index among each kind
+  // Per layer: its mixer's unit, and its feed-forward's (null where the layer has none). Each unit
+  // owns its state (KV rows, SSM window and state); made through vk_modules.cpp's tables.
+  std::vector<std::unique_ptr<VkMixer>> mixers_;
+  std::vector<std::unique_ptr<VkFfn>> ffns_;
   std::vector<Rank1Tracker> rank1_;
 
   // Device buffers of the run.
   Buffer dummy_;  // bound where a kernel uses no buffer
-  Buffer act_, route_, rec_, readback_, params_, mstate_;
-  std::vector<Buffer> kcache_, vcache_;  // per attention layer (kv_cap_, nkv·hd)
+  Buffer act_, route_, rec_, readback_, params_;
   int64_t kv_cap_ = 0, act_cap_ = 0;
   uint32_t rec_alloc_stride_ = 0;
   bool rec_direct_ = false;  // the record buffer is host-visible: no copy
   RecLayout rl_;
   ActLayout al_;
   RouteLayout ro_;
-  uint32_t win_stride_ = 0;
-  bool tiled_ = true;  // prefill products: matmul.comp (else matmul_rows.comp)          // floats per Mamba layer in
-                       // mstate_: window (Di, W), then h (Di, N)
+  bool tiled_ = true;  // prefill products: matmul.comp (else matmul_rows.comp)
 
   // Vulkan objects of this backend.
   VkCommandPool pool_ = VK_NULL_HANDLE;

@@ -155,6 +155,7 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
       add_vec(mw.D, &d.D);
       add_vec(mw.out_bias, &d.out_bias);
     }
+    if (m.schedule[i].ffn == FfnKind::None) continue;  // a mixer-only layer: no feed-forward weights
     std::vector<const Mat*> gu, dn;  // per expert: gate, up | down
     const bool moe = m.schedule[i].is_moe();
     if (moe) add_block({&lw.moe.router}, &d.router);
