@@ -69,10 +69,7 @@ void CandidatesView::rebuild() {
   // The token fed after this step, if any.
   int next = -1;
   if (sa + 1 < static_cast<int>(a->records.size())) next = a->records[sa + 1].token_id;
-  double entropy = 0;
-  for (double p : pa)
-    if (p > 0) entropy -= p * std::log(p);
-  subtitle_ = tr("entropy %1 nats").arg(entropy, 0, 'f', 3);
+  subtitle_ = tr("entropy %1 nats").arg(a->records[sa].logit_entropy, 0, 'f', 3);
 
   QCPAxisRect* r = panel(0);
   QCPAxis* key = r->axis(QCPAxis::atLeft);

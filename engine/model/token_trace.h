@@ -32,6 +32,7 @@ struct TokenTrace {
   int32_t token_id = 0;
   int32_t position = 0;                 // t (registers excluded)
   std::vector<float> logits;            // (V,)
+  float logit_entropy = 0;              // entropy in nats of softmax(logits) (derived, probes/logit_probe.h)
   std::vector<float> attn_entropy;      // (A_n, nh)
   std::vector<float> attn_entropy_norm; // (A_n, nh)
   std::vector<float> attn_mass;         // (A_n, nh)

@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "engine/probes/logit_probe.h"
+
 namespace hl {
 
 TraceDims TraceDims::of(const JambaConfig& c, const LayerSchedule& s) {
@@ -77,6 +79,8 @@ const std::vector<TraceField>& trace_fields() {
       scalar32("token_ids", &TT::token_id),
       scalar32("position", &TT::position, false),
       floats("logits", &TT::logits, kAlways, S::V, "(V)"),
+      derived("logit_entropy", &TT::logit_entropy,
+              [](TokenTrace& r) { r.logit_entropy = next_token_entropy(r.logits.data(), r.logits.size()); }),
       floats2("attn_entropy", &TT::attn_entropy, kInstr, S::An, S::nh, "(A_n, nh)"),
       floats2("attn_entropy_norm", &TT::attn_entropy_norm, kInstr, S::An, S::nh, "(A_n, nh)"),
       floats2("attn_mass", &TT::attn_mass, kInstr, S::An, S::nh, "(A_n, nh)"),
