@@ -1,17 +1,17 @@
 // The CPU backend's layer modules (engine/backend/cpu/cpu_module.h, issue 14 item 2): the model loop
 // runs whatever units the schedule's kinds name, so a schedule the loader never builds from a Jamba
 // config (a layer without a feed-forward, attention where the config has Mamba) runs as the plain-loop
-// reference says, every named intermediate of every layer; a kind a table lacks is a one-line
-// BackendFailure naming backend, kind and layer.
+// reference says, every named intermediate of every layer (the table lookup itself:
+// test_layer_modules.cpp).
 #include <gtest/gtest.h>
 
 #include <memory>
 
 #include "engine/backend/cpu/cpu_backend.h"
-#include "engine/backend/layer_modules.h"
 #include "engine/model/generator.h"
 #include "engine/model/loader.h"
 #include "engine/reference/ref_model.h"
+#include "tests/engine/module_test_util.h"
 #include "tests/engine/golden_util.h"
 #include "tests/engine/reference_test_util.h"
 #include "tests/engine/test_util.h"
@@ -21,16 +21,6 @@ using namespace hl;
 using namespace hl::reftest;
 
 namespace {
-
-// The demo-random preset: 8 layers, attention in 2 of them, MoE in every other one.
-std::shared_ptr<Model> demo_model(const test::TempDir& tmp) {
-  GenerateOptions g;
-  g.config = preset_config("demo-random");
-  g.seed = 11;
-  g.dtype = DType::BF16;
-  generate_checkpoint(tmp.path, g);
-  return std::make_shared<Model>(*load_model(tmp.path));
-}
 
 // The CPU backend against the reference on `model`, by decode steps and by one prefill.
 void expect_cpu_matches_reference(const std::shared_ptr<const Model>& model, const std::string& what) {
@@ -55,7 +45,7 @@ void expect_cpu_matches_reference(const std::shared_ptr<const Model>& model, con
 
 TEST(CpuModules, LayersWithoutFeedForward_RunAsTheReference) {
   test::TempDir tmp;
-  std::shared_ptr<Model> m = demo_model(tmp);
+  std::shared_ptr<Model> m = backend_test::generated_demo_model(tmp.path, 11, DType::BF16);
   std::vector<MixerKind> mixers = m->schedule.mixers();
   std::vector<FfnKind> ffns = m->schedule.ffns();
   ASSERT_EQ(ffns.size(), 8u);
@@ -86,7 +76,7 @@ TEST(CpuModules, AnotherPlacementOfTheMixers_RunsAsTheReference) {
   // layer's weights (a layer's weights exist only for the kinds the config gave it, so the whole
   // layer moves: its weights with its kinds).
   test::TempDir tmp;
-  std::shared_ptr<Model> m = demo_model(tmp);
+  std::shared_ptr<Model> m = backend_test::generated_demo_model(tmp.path, 11, DType::BF16);
   std::vector<MixerKind> mixers = m->schedule.mixers();
   std::vector<FfnKind> ffns = m->schedule.ffns();
   const std::vector<int64_t> attn = m->schedule.attention_layers();
@@ -97,29 +87,6 @@ TEST(CpuModules, AnotherPlacementOfTheMixers_RunsAsTheReference) {
   m->schedule = LayerSchedule::from_lists(mixers, ffns, m->schedule.params());
   ASSERT_TRUE(m->schedule[0].has_attention());
   expect_cpu_matches_reference(m, "attention first");
-}
-
-std::unique_ptr<int> make_one(int64_t) {
-  return std::make_unique<int>(1);
-}
-
-TEST(LayerModules, KindWithoutUnit_IsOneLineBackendFailureNamingBackendKindAndLayer) {
-  using Make = std::unique_ptr<int> (*)(int64_t);
-  constexpr ModuleEntry<MixerKind, Make> mixers[] = {{MixerKind::Attention, make_one}};
-  constexpr ModuleEntry<FfnKind, Make> ffns[] = {{FfnKind::Dense, make_one}};
-  EXPECT_EQ(*find_module(mixers, MixerKind::Attention, "cpu", 0)(0), 1);
-  try {
-    find_module(mixers, MixerKind::Mamba1, "vulkan", 3);
-    FAIL() << "no throw";
-  } catch (const BackendFailure& e) {
-    EXPECT_STREQ(e.what(), "vulkan: no module for mixer kind 'mamba' (layer 3)");
-  }
-  try {
-    find_module(ffns, FfnKind::MoE, "cuda", 7);
-    FAIL() << "no throw";
-  } catch (const BackendFailure& e) {
-    EXPECT_STREQ(e.what(), "cuda: no module for feed-forward kind 'moe' (layer 7)");
-  }
 }
 
 }  // namespace

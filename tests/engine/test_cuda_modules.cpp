@@ -8,22 +8,10 @@
 
 #include "engine/backend/cuda/cuda_module.h"
 #include "tests/engine/backend_test_util.h"
+#include "tests/engine/module_test_util.h"
 
 using namespace hl;
 using hl::backend_test::golden_case;
-
-namespace {
-
-std::string failure_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const BackendFailure& e) {
-    return e.what();
-  }
-  return "(no BackendFailure)";
-}
-
-}  // namespace
 
 TEST(CudaModules, EveryLayerGetsTheUnitOfItsKinds_StateFromItsShape) {
   auto model = load_model(golden_case("gqa_basic"));  // 4 layers: attention at 1, 3; MoE at 0, 2
@@ -79,15 +67,15 @@ TEST(CudaModules, ShapeBeyondAKernel_OneLineBackendFailure_OnlyWhereTheKindIsUse
   wide.num_attention_heads = 1;  // head_dim = hidden_size = 512
   wide.num_key_value_heads = 1;
   wide.hidden_size = 512;
-  EXPECT_EQ(failure_of([&] { cuda::make_cuda_units({*model, wide, s}); }),
+  EXPECT_EQ(backend_test::backend_failure_of([&] { cuda::make_cuda_units({*model, wide, s}); }),
             "cuda: head_dim 512 is above the attention kernel's limit of 256");
   JambaConfig many = model->config;
   many.num_experts = 257;
-  EXPECT_EQ(failure_of([&] { cuda::make_cuda_units({*model, many, s}); }),
+  EXPECT_EQ(backend_test::backend_failure_of([&] { cuda::make_cuda_units({*model, many, s}); }),
             "cuda: the router kernel takes at most 256 experts and 64 per token");
   many = model->config;
   many.num_experts_per_tok = 65;
-  EXPECT_EQ(failure_of([&] { cuda::make_cuda_units({*model, many, s}); }),
+  EXPECT_EQ(backend_test::backend_failure_of([&] { cuda::make_cuda_units({*model, many, s}); }),
             "cuda: the router kernel takes at most 256 experts and 64 per token");
   EXPECT_EQ(cuda::make_cuda_units({*model, wide, mamba_dense}).mixers.size(), 4u);
   EXPECT_EQ(cuda::make_cuda_units({*model, many, mamba_dense}).ffns.size(), 4u);

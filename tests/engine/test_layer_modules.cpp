@@ -7,8 +7,10 @@
 #include <string>
 
 #include "engine/backend/layer_modules.h"
+#include "tests/engine/module_test_util.h"
 
 using namespace hl;
+using hl::backend_test::backend_failure_of;
 
 namespace {
 
@@ -23,26 +25,17 @@ using Make = int (*)(int64_t);
 const ModuleEntry<MixerKind, Make> kVkMixersLackingMamba[] = {{MixerKind::Attention, make_attention_unit}};
 const ModuleEntry<FfnKind, Make> kVkFfnsLackingDense[] = {{FfnKind::MoE, make_moe_unit}};
 
-std::string failure(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const BackendFailure& e) {
-    return e.what();
-  }
-  return "(no BackendFailure)";
-}
-
 }  // namespace
 
-TEST(VkModuleTable, KindWithALineGetsItsMaker) {
+TEST(LayerModules, KindWithALineGetsItsMaker) {
   EXPECT_EQ(find_module(kVkMixersLackingMamba, MixerKind::Attention, "vulkan", 6)(6), 106);
   EXPECT_EQ(find_module(kVkFfnsLackingDense, FfnKind::MoE, "vulkan", 1)(1), 201);
 }
 
-TEST(VkModuleTable, KindWithoutUnitIsOneLineBackendFailureNamingKindAndLayer) {
-  const std::string mixer = failure([] { find_module(kVkMixersLackingMamba, MixerKind::Mamba1, "vulkan", 3); });
+TEST(LayerModules, KindWithoutUnitIsOneLineBackendFailureNamingKindAndLayer) {
+  const std::string mixer = backend_failure_of([] { find_module(kVkMixersLackingMamba, MixerKind::Mamba1, "vulkan", 3); });
   EXPECT_EQ(mixer, std::string("vulkan: no module for mixer kind '") + mixer_name(MixerKind::Mamba1) + "' (layer 3)");
-  const std::string ffn = failure([] { find_module(kVkFfnsLackingDense, FfnKind::Dense, "vulkan", 0); });
+  const std::string ffn = backend_failure_of([] { find_module(kVkFfnsLackingDense, FfnKind::Dense, "vulkan", 0); });
   EXPECT_EQ(ffn, std::string("vulkan: no module for feed-forward kind '") + ffn_name(FfnKind::Dense) + "' (layer 0)");
   EXPECT_EQ(mixer.find('\n'), std::string::npos);
 }

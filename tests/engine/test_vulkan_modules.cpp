@@ -13,21 +13,13 @@
 #include "engine/model/generator.h"
 #include "engine/reference/ref_model.h"
 #include "tests/engine/test_util.h"
+#include "tests/engine/module_test_util.h"
 #include "tests/engine/vulkan_test_util.h"
 
 using namespace hl;
 using namespace hl::backend_test;
 
 namespace {
-
-// The demo-random preset: 8 layers, attention in 2, MoE in every other one.
-std::shared_ptr<Model> demo_model(const test::TempDir& tmp) {
-  GenerateOptions g;
-  g.config = preset_config("demo-random");
-  g.seed = 11;
-  generate_checkpoint(tmp.path, g);
-  return std::make_shared<Model>(*load_model(tmp.path));
-}
 
 // Vulkan on `got` against the reference on `want`, decode and prefill.
 void expect_vulkan_matches_reference(const std::shared_ptr<const Model>& got, const std::shared_ptr<const Model>& want,
@@ -49,7 +41,7 @@ void expect_vulkan_matches_reference(const std::shared_ptr<const Model>& got, co
 TEST(VulkanModules, LayersWithoutFeedForward_AsTheSameLayersWithAZeroDownProjection) {
   if (!vktest::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
   test::TempDir tmp;
-  std::shared_ptr<Model> none = demo_model(tmp);
+  std::shared_ptr<Model> none = generated_demo_model(tmp.path, 11, GenerateOptions{}.dtype);
   ASSERT_FALSE(none->schedule[0].is_moe());
   ASSERT_TRUE(none->schedule[1].is_moe());
   // The oracle: layer 0 keeps its MLP, layer 1 gets its first expert as a dense MLP; both down
@@ -75,7 +67,7 @@ TEST(VulkanModules, LayersWithoutFeedForward_AsTheSameLayersWithAZeroDownProject
 TEST(VulkanModules, AttentionMovedToLayerZero_RunsAsTheReference) {
   if (!vktest::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
   test::TempDir tmp;
-  std::shared_ptr<Model> m = demo_model(tmp);
+  std::shared_ptr<Model> m = generated_demo_model(tmp.path, 11, GenerateOptions{}.dtype);
   std::vector<MixerKind> mixers = m->schedule.mixers();
   std::vector<FfnKind> ffns = m->schedule.ffns();
   const int64_t a = m->schedule.attention_layers().at(0);
