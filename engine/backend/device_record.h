@@ -39,17 +39,16 @@ inline size_t trace_field_row(const char* name) {
   return static_cast<size_t>(find_trace_field(name) - trace_fields().data());
 }
 
-// The layout for a run with n_attn / n_mamba / n_moe layers of each kind under `opts`, attention
+// The layout for a run of a model with schedule `sched` under `opts`, attention
 // rows as wide as a KV cache of kv_cap rows (+1 for p_null), the stride rounded up to `align`
 // floats. rank1_on_host: the device writes the residual rows and the host's Rank1Tracker turns
 // them into distances (Vulkan) instead of writing the distances (CUDA). Returns the layout's total
 // floats before alignment in *floats (for the device's binding limit).
 template <class T>
-DeviceRecordLayout<T> plan_device_record(const JambaConfig& c, int64_t n_attn, int64_t n_mamba, int64_t n_moe,
-                                         const RunOptions& opts, int64_t kv_cap, bool rank1_on_host, int64_t align,
-                                         uint64_t* floats = nullptr) {
+DeviceRecordLayout<T> plan_device_record(const JambaConfig& c, const LayerSchedule& sched, const RunOptions& opts,
+                                         int64_t kv_cap, bool rank1_on_host, int64_t align, uint64_t* floats = nullptr) {
   const uint64_t L = c.num_hidden_layers, H = c.hidden_size;
-  const TraceDims d = TraceDims::of(c, n_attn, n_mamba, n_moe, c.num_hidden_layers);
+  const TraceDims d = TraceDims::of(c, sched);
   const std::vector<TraceField>& fields = trace_fields();
   DeviceRecordLayout<T> r;
   r.rank1_on_host = rank1_on_host;
@@ -102,10 +101,10 @@ DeviceRecordLayout<T> plan_device_record(const JambaConfig& c, int64_t n_attn, i
 // row c); attn_rows from their fixed stride.
 template <class T>
 void read_device_records(const float* base, int64_t S, const DeviceRecordLayout<T>& l, const Model& m,
-                         const RunOptions& opts, int64_t n_attn, int n_reg, TokenTrace* recs,
+                         const RunOptions& opts, int n_reg, TokenTrace* recs,
                          std::vector<Rank1Tracker>* host_rank1 = nullptr) {
   const int64_t L = m.config.num_hidden_layers, H = m.config.hidden_size;
-  const size_t an = static_cast<size_t>(n_attn * m.config.num_attention_heads);
+  const size_t an = static_cast<size_t>(m.schedule.num_attention() * m.config.num_attention_heads);
   const std::vector<TraceField>& fields = trace_fields();
   auto copy = [](const float* src, auto& dst) {
     if (!dst.empty()) std::memcpy(dst.data(), src, dst.size() * 4);  // router_topk: int32 bits stored as floats

@@ -10,20 +10,16 @@
 namespace hl {
 
 TraceDims TraceDims::of(const JambaConfig& c, const LayerSchedule& s) {
-  return of(c, s.num_attention(), s.num_ssm(), s.num_moe(), s.size());
-}
-
-TraceDims TraceDims::of(const JambaConfig& c, int64_t An, int64_t Mn, int64_t Xn, int64_t L) {
   TraceDims d;
   d.V = c.vocab_size;
-  d.An = An;
+  d.An = s.num_attention();
   d.nh = c.num_attention_heads;
-  d.Mn = Mn;
+  d.Mn = s.num_ssm();
   d.Di = c.mamba_inner();
-  d.Xn = Xn;
+  d.Xn = s.num_moe();
   d.E = c.num_experts;
   d.K = c.num_experts_per_tok;
-  d.L1 = L + 1;
+  d.L1 = s.size() + 1;
   return d;
 }
 

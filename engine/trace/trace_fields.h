@@ -21,8 +21,6 @@ enum class TraceSym : uint8_t { V, An, nh, Mn, Di, Xn, E, K, L1 };
 struct TraceDims {
   int64_t V = 0, An = 0, nh = 0, Mn = 0, Di = 0, Xn = 0, E = 0, K = 0, L1 = 0;
   static TraceDims of(const JambaConfig& c, const LayerSchedule& s);
-  // The same from the counts of attention, SSM and MoE layers among L.
-  static TraceDims of(const JambaConfig& c, int64_t An, int64_t Mn, int64_t Xn, int64_t L);
   int64_t operator[](TraceSym s) const;
 };
 

@@ -33,6 +33,9 @@ struct RecordCase {
     c.attn_layer_period = c.expert_layer_period = 3;  // attention and MoE at layer 0
     c.attn_layer_offset = c.expert_layer_offset = 0;
     m.schedule = LayerSchedule::from_config(c);
+    EXPECT_EQ(m.schedule.num_attention(), A);
+    EXPECT_EQ(m.schedule.num_ssm(), M);
+    EXPECT_EQ(m.schedule.num_moe(), X);
     opts.instruments = true;
     opts.full = true;
   }
@@ -48,7 +51,7 @@ TEST(DeviceRecord, LayoutPacksEveryFieldOnceInOrder) {
   const JambaConfig& c = s.m.config;
   const int64_t L = 3, H = 4, V = 5, nh = 2, E = 3, K = 2, Di = 8, an = s.A * nh;
   uint64_t floats = 0;
-  const auto l = plan_device_record<int64_t>(c, s.A, s.M, s.X, s.opts, s.kv_cap, false, 4, &floats);
+  const auto l = plan_device_record<int64_t>(c, s.m.schedule, s.opts, s.kv_cap, false, 4, &floats);
   // Each part with its size from the trace contract's shapes, in the trace field table's order.
   const std::vector<std::pair<int64_t, int64_t>> parts = {
       {l.logits, V},    {l.attn, an},     {l.at[trace_field_row("attn_entropy_norm")], an},
@@ -64,13 +67,13 @@ TEST(DeviceRecord, LayoutPacksEveryFieldOnceInOrder) {
   EXPECT_EQ(l.arow_stride, s.kv_cap + 1);
   EXPECT_EQ(static_cast<int64_t>(floats), end);
   EXPECT_EQ(l.stride, (end + 3) / 4 * 4);
-  const auto h = plan_device_record<uint32_t>(c, s.A, s.M, s.X, s.opts, s.kv_cap, true, 1, &floats);
+  const auto h = plan_device_record<uint32_t>(c, s.m.schedule, s.opts, s.kv_cap, true, 1, &floats);
   EXPECT_EQ(static_cast<int64_t>(floats), end - (L + 1) + (L + 1) * H);  // residual rows instead
   EXPECT_EQ(static_cast<int64_t>(h.stride), static_cast<int64_t>(floats));
   EXPECT_EQ(static_cast<int64_t>(h.resid_max), static_cast<int64_t>(h.resid_rows) + (L + 1) * H);
   RunOptions bare = s.opts;
   bare.instruments = false;  // the logits and the flags only
-  const auto b = plan_device_record<int64_t>(c, s.A, s.M, s.X, bare, s.kv_cap, false, 1);
+  const auto b = plan_device_record<int64_t>(c, s.m.schedule, bare, s.kv_cap, false, 1);
   EXPECT_EQ(b.stride, V + L + 1);
   EXPECT_EQ(b.nonfinite, V);
 }
@@ -81,7 +84,7 @@ TEST(DeviceRecord, AttentionStatisticsFollowEachOtherAsTheKernelsWriteThem) {
   const RecordCase s;
   const int64_t an = s.A * s.m.config.num_attention_heads;
   for (const bool host : {false, true}) {
-    const auto l = plan_device_record<int64_t>(s.m.config, s.A, s.M, s.X, s.opts, s.kv_cap, host, 4);
+    const auto l = plan_device_record<int64_t>(s.m.config, s.m.schedule, s.opts, s.kv_cap, host, 4);
     const char* rows[] = {"attn_entropy", "attn_entropy_norm", "attn_mass", "attn_max_logit"};
     for (int64_t k = 0; k < 4; ++k) EXPECT_EQ(l.at[trace_field_row(rows[k])], l.attn + k * an) << rows[k];
   }
@@ -92,7 +95,7 @@ TEST(DeviceRecord, ReadBackPutsEveryFloatWhereTheLayoutSays) {
   const JambaConfig& c = s.m.config;
   const int64_t L = 3, H = 4, an = 2;
   for (const bool host : {false, true}) {
-    const auto l = plan_device_record<int64_t>(c, s.A, s.M, s.X, s.opts, s.kv_cap, host, 4);
+    const auto l = plan_device_record<int64_t>(c, s.m.schedule, s.opts, s.kv_cap, host, 4);
     const int64_t S = 2;
     std::vector<float> buf(static_cast<size_t>(S * l.stride));
     for (size_t k = 0; k < buf.size(); ++k) buf[k] = value(static_cast<int64_t>(k));
@@ -108,7 +111,7 @@ TEST(DeviceRecord, ReadBackPutsEveryFloatWhereTheLayoutSays) {
     std::vector<TokenTrace> recs(static_cast<size_t>(S));
     for (int64_t t = 0; t < S; ++t) init_token_trace(recs[t], c, s.m.schedule, s.n_reg, s.opts, 7, t);
     std::vector<Rank1Tracker> trackers(static_cast<size_t>(L + 1), Rank1Tracker(H)), check = trackers;
-    read_device_records(buf.data(), S, l, s.m, s.opts, s.A, s.n_reg, recs.data(), &trackers);
+    read_device_records(buf.data(), S, l, s.m, s.opts, s.n_reg, recs.data(), &trackers);
     for (int64_t t = 0; t < S; ++t) {
       const TokenTrace& r = recs[t];
       const int64_t o = t * l.stride;

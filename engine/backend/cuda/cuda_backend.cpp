@@ -144,7 +144,7 @@ void CudaBackend::upload_weights() {
 }
 
 void CudaBackend::plan_records() {
-  rl_ = plan_device_record<int64_t>(cfg_, sched_.num_attention(), sched_.num_ssm(), sched_.num_moe(), opts_, kv_cap_, false, 4);
+  rl_ = plan_device_record<int64_t>(cfg_, sched_, opts_, kv_cap_, false, 4);
 }
 
 int64_t CudaBackend::block_limit() const {
@@ -364,7 +364,7 @@ void CudaBackend::run_block(const int32_t* ids, int64_t S, bool records) {
 }
 
 void CudaBackend::read_records(int64_t S, TokenTrace* recs) const {
-  read_device_records(rec_h_.as<float>(), S, rl_, *model_, opts_, sched_.num_attention(), n_reg_, recs);
+  read_device_records(rec_h_.as<float>(), S, rl_, *model_, opts_, n_reg_, recs);
 }
 
 void CudaBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) {

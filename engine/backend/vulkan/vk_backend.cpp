@@ -115,7 +115,7 @@ void VulkanBackend::run_one_off(const std::function<void(VkCommandBuffer)>& rec,
 
 void VulkanBackend::plan_records() {
   uint64_t o = 0;
-  const RecLayout r = plan_device_record<uint32_t>(cfg_, sched_.num_attention(), sched_.num_ssm(), sched_.num_moe(), opts_, kv_cap_, true, 1, &o);
+  const RecLayout r = plan_device_record<uint32_t>(cfg_, sched_, opts_, kv_cap_, true, 1, &o);
   if (o * 4 > ctx_->max_range())
     throw BackendFailure("vulkan: one token's record needs " + format_bytes(o * 4) + "; device '" +
                          ctx_->device_name() + "' binds at most " + format_bytes(ctx_->max_range()));
@@ -281,7 +281,7 @@ void VulkanBackend::profile_collect(const Recorded& r) {
 
 void VulkanBackend::read_records(int64_t S, TokenTrace* recs) {
   const float* base = static_cast<const float*>(rec_direct_ ? rec_.mapped() : readback_.mapped());
-  read_device_records(base, S, rl_, *model_, opts_, sched_.num_attention(), n_reg_, recs, &rank1_);
+  read_device_records(base, S, rl_, *model_, opts_, n_reg_, recs, &rank1_);
 }
 
 void VulkanBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) {
