@@ -201,7 +201,7 @@ void EntropyView::rebuild() {
   const double T = static_cast<double>(a->records.size());
   setHomeRange(tx, -0.5, std::max(1.0, T - 0.5));
   if (diff)
-    ty->rescale();
+    robustDiffRange(tokRect);
   else
     ty->setRange(0, 1.05);
   addVLine(tokRect, sa, QPen(t.highlight, 1.5));

@@ -6,7 +6,10 @@
 
 #include "views/plot_fit.h"
 
+#include <algorithm>
+#include <cmath>
 #include <typeinfo>
+#include <vector>
 
 #include <QBuffer>
 #include <QFile>
@@ -308,6 +311,31 @@ void InstrumentView::setHomeRange(QCPAxis* axis, double lo, double hi) {
   axis->setProperty("hlHomeHi", hi);
   if (userRange_.value(axis, false)) return;
   axis->setRange(lo, hi);
+}
+
+void InstrumentView::robustDiffRange(QCPAxisRect* rect) {
+  QCPAxis* y = rect->axis(QCPAxis::atLeft);
+  std::vector<double> mag;  // |B − A| of every finite point on the panel
+  for (int i = 0; i < plot_->graphCount(); ++i) {
+    QCPGraph* g = plot_->graph(i);
+    if (g->valueAxis() != y) continue;
+    for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it)
+      if (std::isfinite(it->value)) mag.push_back(std::fabs(it->value));
+  }
+  if (mag.empty()) return;
+  const double mx = *std::max_element(mag.begin(), mag.end());
+  auto q95 = mag.begin() + static_cast<std::ptrdiff_t>(0.95 * static_cast<double>(mag.size() - 1));
+  std::nth_element(mag.begin(), q95, mag.end());
+  const double q = *q95;
+  double half = 1.1 * mx;
+  if (q > 0 && mx > 3 * q) {
+    half = 1.5 * q;
+    const auto off = std::count_if(mag.begin(), mag.end(), [&](double v) { return v > half; });
+    y->setLabel(y->label() + (off == 1 ? tr(" (robust scale: 1 point off it)")
+                                       : tr(" (robust scale: %1 points off it)").arg(off)));
+  }
+  if (!(half > 0)) half = 1;
+  setHomeRange(y, -half, half);
 }
 
 // ---- lookup ----

@@ -89,6 +89,11 @@ class InstrumentView : public QWidget, public InspectorViewer {
   void setAxisKind(QCPAxis* axis, AxisKind k);
   // Sets the axis range unless the user zoomed or panned it (double-click restores).
   void setHomeRange(QCPAxis* axis, double lo, double hi);
+  // A B − A panel over tokens: a value range that one outlying token (typically the first, where
+  // the runs differ most) does not swamp. With q the 95th percentile of |B − A| over the panel's
+  // graphs, the range is ±1.5 q when some |B − A| exceeds 3 q (those points run off the scale and
+  // the value axis label says how many), else ±1.1 max |B − A|. Call after adding the graphs.
+  void robustDiffRange(QCPAxisRect* rect);
   // Panels (axis rects) in creation order; panel(0) exists from the start at body() (0, 0).
   QCPAxisRect* panel(int i) const { return i >= 0 && i < panels_.size() ? panels_[i].data() : nullptr; }
   int panelCount() const { return static_cast<int>(panels_.size()); }

@@ -123,6 +123,7 @@ void LatencyView::rebuild() {
   else
     py->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
   py->rescale();
+  if (diff) robustDiffRange(pr);
   if (!diff) {
     double lo = py->range().lower, hi = py->range().upper;
     if (floorS > 0) lo = std::min(lo, floorS * 1e3);

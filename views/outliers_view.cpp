@@ -137,7 +137,7 @@ void OutliersView::rebuild() {
     QVector<double> d(m);
     for (int i = 0; i < m; ++i) d[i] = b->records[i].resid_max_abs[col] - va[i];
     addGraph(tr_, "resid B-A", t.diff)->setData(k.mid(0, m), d, true);
-    ty->rescale();
+    robustDiffRange(tr_);
   } else {
     QVector<double> la = va;
     for (double& v : la) v = logSafe(v);
@@ -235,6 +235,7 @@ void OutliersView::rebuild() {
     addGraph(lr, "max logit " + nm + " A", c)->setData(k, ma, true);
   }
   ly->rescale();
+  if (diff) robustDiffRange(lr);
   if (!diff) ly->setRangeLower(0);
   setHomeRange(lx, -0.5, std::max<double>(1.0, a->records.size() - 0.5));
   addVLine(lr, sa, QPen(t.highlight, 1.5));

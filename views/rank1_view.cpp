@@ -112,7 +112,7 @@ void Rank1View::rebuild() {
   ty->setScaleType(dy->scaleType());
   if (diff) {
     ty->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
-    ty->rescale();
+    robustDiffRange(tr_);
   } else {
     ty->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
     ty->rescale();

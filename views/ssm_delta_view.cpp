@@ -227,6 +227,7 @@ void SsmDeltaView::rebuild() {
     }
   }
   my->rescale();
+  if (diff) robustDiffRange(mr);
   const double T = std::max<double>(1.0, a->records.size() - 0.5);
   setHomeRange(mx, -0.5, T);
   addVLine(mr, sa, QPen(t.highlight, 1.5));
@@ -248,7 +249,7 @@ void SsmDeltaView::rebuild() {
       QVector<double> d(nb);
       for (int i = 0; i < nb; ++i) d[i] = retainedMean(b->records[i], ord, s.Di) - ra[i];
       addGraph(rr, "retained B-A", t.diff)->setData(k.mid(0, nb), d, true);
-      ry->rescale();
+      robustDiffRange(rr);
     } else {
       addGraph(rr, "retained A", t.runA)->setData(k, ra, true);
       if (b && hasFull(b, s)) {

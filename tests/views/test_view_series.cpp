@@ -145,6 +145,42 @@ TEST(Rank1View, DepthCurveIsRank1Distance_LogAxis) {
   EXPECT_EQ(at(tok, step), runA().records[step].rank1_distance[4]);
 }
 
+// Issue 17 finding 11: B − A over tokens is not swamped by one token where the runs differ most.
+TEST(Rank1View, DiffOverTokens_RobustScale_OneOutlyingTokenRunsOffIt) {
+  hl::Recording rec = demo().rec;
+  std::vector<hl::TokenTrace> b = rec.runs[1].records.to_vector();
+  const int L = shape().L, step = static_cast<int>(b.size()) - 1;
+  double typical = 0;  // max |B − A| of the final column without the outlier
+  for (int i = 1; i <= step; ++i)
+    typical = std::max(typical, std::fabs(static_cast<double>(b[i].rank1_distance[L]) -
+                                          runA().records[i].rank1_distance[L]));
+  ASSERT_GT(typical, 0);
+  b[0].rank1_distance[L] += static_cast<float>(1000 * typical);  // token 0 far off
+  rec.runs[1].records = hl::RecordList(std::move(b));
+  hl::views::ViewState st = demoState(step, -1, true, true);
+  st.rec = &rec;
+  st.a = &rec.runs[0];
+  st.b = &rec.runs[1];
+  auto v = make<Rank1View>(st);
+  QCPGraph* g = v->graph("final B-A");
+  ASSERT_NE(g, nullptr);
+  ASSERT_NEAR(at(g, 0), 1000 * typical, 2 * typical);  // the data is whole
+  const QCPRange r = g->valueAxis()->range();
+  EXPECT_LT(r.upper, 10 * typical) << "the outlier sets the scale";
+  EXPECT_GE(r.upper, typical * 0.5);
+  EXPECT_NEAR(r.lower, -r.upper, 1e-12);
+  EXPECT_TRUE(g->valueAxis()->label().contains("robust scale: 1 point off it")) << g->valueAxis()->label().toStdString();
+  // Without an outlier the whole of B − A is in view and the label says nothing more.
+  auto plain = make<Rank1View>(demoState(step, -1, true, true));
+  QCPGraph* p = plain->graph("final B-A");
+  ASSERT_NE(p, nullptr);
+  double mx = 0;
+  for (int i = 0; i < p->dataCount(); ++i) mx = std::max(mx, std::fabs(at(p, i)));
+  if (!p->valueAxis()->label().contains("robust scale")) {
+    EXPECT_GE(p->valueAxis()->range().upper, mx);
+  }
+}
+
 TEST(SsmDeltaView, HeatmapIsSsmDelta_BarsAreMeans_MarksFollowTheMedian) {
   const int step = 12, layer = 3;
   auto v = make<SsmDeltaView>(demoState(step, layer));
