@@ -5,11 +5,23 @@
 # --json` run, and prints every figure and target ratio from that one run.
 #
 # usage: tools/bench_cpu.sh [BUILD_DIR] [TOKENS] [ROUNDS]   (defaults: build, 64, 3)
+#        tools/bench_cpu.sh --against OLD [BUILD_DIR] [TOKENS] [ROUNDS]
+#   --against OLD: instead, compare this build's CPU decode (instruments on and off) and prefill with
+#   another build's (OLD: its build folder or its hybridlens binary) on the same two checkpoints,
+#   the two binaries' `bench --rounds 1` runs interleaved ROUNDS times (order alternating), and
+#   print new / old speed as the median and range of the per-pair ratios (a change's speed check).
 # The demo model is resources/models/baseline when it exists, else a generated demo-random; it
 # decodes 8 × TOKENS per round, so a round lasts long enough that preemptions by other processes
 # average out (a demo token takes well under a millisecond).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OLD=""
+if [[ "${1:-}" == "--against" ]]; then
+  OLD=${2:?"--against needs a build folder or a hybridlens binary"}
+  shift 2
+  [[ -d "$OLD" ]] && OLD="$OLD/hybridlens"
+  [[ -x "$OLD" ]] || { echo "bench_cpu.sh: $OLD is not an executable hybridlens" >&2; exit 1; }
+fi
 BUILD=${1:-build}
 TOKENS=${2:-64}
 ROUNDS=${3:-3}
@@ -31,6 +43,40 @@ BIG=$(gen tiny-dev tiny-dev)
 if [[ -f "$ROOT/resources/models/baseline/config.json" ]]; then SMALL="$ROOT/resources/models/baseline"; else SMALL=$(gen demo-random demo-random); fi
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
+if [[ -n "$OLD" ]]; then
+  for ck in "$BIG" "$SMALL"; do
+    name=$(basename "$ck")
+    n=$TOKENS
+    [[ "$ck" == "$SMALL" ]] && n=$((8 * TOKENS))
+    echo "== $name: new $HL vs old $OLD, bench --backend cpu --tokens $n --rounds 1, $ROUNDS pairs"
+    : >"$OUT/$name.pairs"
+    for ((r = 0; r < ROUNDS; r++)); do
+      order=("$OLD" "$HL")
+      ((r % 2)) && order=("$HL" "$OLD")
+      for bin in "${order[@]}"; do
+        tag=new
+        [[ "$bin" == "$OLD" ]] && tag=old
+        echo "$tag $("$bin" bench --checkpoint "$ck" --backend cpu --tokens "$n" --rounds 1 --json | tr -d '\n')" >>"$OUT/$name.pairs"
+      done
+    done
+    "$PY" - "$OUT/$name.pairs" <<'EOF'
+import json, statistics, sys
+runs = {"old": [], "new": []}
+for line in open(sys.argv[1]):
+    tag, js = line.split(" ", 1)
+    runs[tag].append(json.loads(js))
+# Speed ratios new/old: old/new for step times, new/old for rates.
+for key, what in (("decode_ms_p50_on", "decode, instruments on (median step)"),
+                  ("decode_ms_p50_off", "decode, instruments off (median step)"),
+                  ("prefill_tok_s", "prefill (tokens/s)")):
+    r = [(o[key] / n[key]) if key.startswith("decode_ms") else (n[key] / o[key])
+         for o, n in zip(runs["old"], runs["new"])]
+    print("  %-40s new/old speed %.3f (range %.3f .. %.3f over %d pairs)" % (
+        what, statistics.median(r), min(r), max(r), len(r)))
+EOF
+  done
+  exit 0
+fi
 for ck in "$BIG" "$SMALL"; do
   name=$(basename "$ck")
   n=$TOKENS

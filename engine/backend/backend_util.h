@@ -20,7 +20,7 @@ namespace hl {
 // non-finite, else L + 1. Since |h_i · rsqrt(mean(h²) + eps)| ≤ √H, only a norm weight that is NaN,
 // Inf or above FLT_MAX / √H can; the CPU backend checks the norm's output itself and agrees.
 // Calls finish_record first (so the derived fields of the table are set as on every backend).
-void flag_nonfinite_head(TokenTrace& r, const Model& m);
+void flag_nonfinite_head(TokenTrace& r, const Model& m, const RunOptions& opts);
 
 // The register feed of a device backend's start(): n_reg register rows, the trained rows first, then
 // the mean embedding row (row `trained`), as ids -row-1, in blocks of at most block_limit() rows;

@@ -128,7 +128,7 @@ void read_device_records(const float* base, int64_t S, const DeviceRecordLayout<
         copy(r + l.at[i], t.*f.ivec);
       }
     }
-    flag_nonfinite_head(t, m);  // L: the final norm, L + 1: the LM head (after the logits are read)
+    flag_nonfinite_head(t, m, opts);  // L: the final norm, L + 1: the LM head (after the logits are read)
     if (!opts.instruments || !opts.full) continue;
     const size_t row = static_cast<size_t>(n_reg + t.position + 2);  // keys, then p_null
     for (size_t slot = 0; slot < an; ++slot)

@@ -48,6 +48,7 @@ void init_token_trace(TokenTrace& r, const JambaConfig& c, const LayerSchedule& 
   // record's capacity: no allocation once the record has held a token of this length).
   const TraceDims d = TraceDims::of(c, s);
   for (const TraceField& f : trace_fields()) {
+    if (f.f32) r.*f.f32 = 0;  // a derived scalar: set by finish_record when carried
     if (f.shape == FieldShape::Scalar || !carried(f, opts)) continue;
     int64_t n = token_size(f, d);
     if (f.shape == FieldShape::Ragged) n *= attn_row_len(registers, t);
@@ -78,14 +79,10 @@ void flag_nonfinite_logits(TokenTrace& r, int64_t L) {
   if (r.nonfinite_layer < 0 && first_nonfinite(r.logits) >= 0) r.nonfinite_layer = nonfinite_lm_head(L);
 }
 
-void finish_record(TokenTrace& r, int64_t L) {
+void finish_record(TokenTrace& r, int64_t L, const RunOptions& opts) {
   flag_nonfinite_logits(r, L);
-  derive_fields(r);
-}
-
-void derive_fields(TokenTrace& r) {
   for (const TraceField& f : trace_fields())
-    if (f.derive) f.derive(r);
+    if (f.derive && carried(f, opts)) f.derive(r);
 }
 
 void require_finite_logits(const TokenTrace& r, int64_t L) {

@@ -68,11 +68,10 @@ std::string nonfinite_where(int32_t nonfinite_layer, int64_t L);
 // Sets r.nonfinite_layer to L + 1 when it is still −1 and a logit is NaN or Inf.
 void flag_nonfinite_logits(TokenTrace& r, int64_t L);
 // The one step after the logits of a record are in, the same on every backend and the reference:
-// flag_nonfinite_logits, then derive_fields. A host-side instrument of the logits is a row of the
+// flag_nonfinite_logits, then the table's derived fields. A host-side instrument of the logits is a row of the
 // trace field table with its derive function, and needs no edit here or in any backend.
-void finish_record(TokenTrace& r, int64_t L);
-// Every host-derived field of the table (TraceField::derive) from r's logits.
-void derive_fields(TokenTrace& r);
+// The derived fields are instruments: computed when opts.instruments is on (0 otherwise).
+void finish_record(TokenTrace& r, int64_t L, const RunOptions& opts);
 // Generation samples the next token from r's logits: throws Error (one line: the position, the first
 // non-finite logit and where the values went non-finite) when any of them is NaN or Inf.
 void require_finite_logits(const TokenTrace& r, int64_t L);

@@ -184,7 +184,7 @@ TokenTrace ReferenceModel::step(int32_t token) {
     r.nonfinite_layer = nonfinite_final_norm(L);
   linear(model_->w.lm_head, h.data(), r.logits.data());  // (V,)
   observe("logits", -1, row, r.logits.data(), V);
-  finish_record(r, L);
+  finish_record(r, L, opts_);
   ++fed_;
   return r;
 }

@@ -49,9 +49,10 @@ TraceField scalar64(const char* name, int64_t TT::*m) {
   return {name, FieldType::Int64, FieldShape::Scalar, FieldSet::Always, false, true, nullptr, nullptr, nullptr, m,
           nullptr, 0, {S::V, S::V}, "()", false, nullptr};
 }
-// A float a token derived from its logits on the host (TraceField::derive); optional in trace files.
+// A float a token derived from its logits on the host (TraceField::derive) with the instruments;
+// optional in trace files.
 TraceField derived(const char* name, float TT::*m, void (*derive)(TokenTrace&)) {
-  return {name, FieldType::Float, FieldShape::Scalar, FieldSet::Always, false, true, nullptr, nullptr, nullptr, nullptr,
+  return {name, FieldType::Float, FieldShape::Scalar, FieldSet::Instruments, false, true, nullptr, nullptr, nullptr, nullptr,
           m, 0, {S::V, S::V}, "()", true, derive};
 }
 TraceField floats(const char* name, std::vector<float> TT::*m, FieldSet set, S d0, const char* text) {

@@ -29,7 +29,7 @@ enum class FieldType : uint8_t { Float, Int32, Int64 };  // a Float scalar is f3
 // axis grows with the token (record t: n_reg + t + 2 values a row, keys so far then p_null).
 enum class FieldShape : uint8_t { Scalar, Vector, Ragged };
 // Which records carry a vector field: always (logits), with RunOptions::instruments, or with
-// RunOptions::full too. Scalars are always set.
+// RunOptions::full too. Scalars are always set, except derived ones (set with the instruments).
 enum class FieldSet : uint8_t { Always, Instruments, Full };
 
 struct TraceField {

@@ -59,6 +59,10 @@ TEST(LogitEntropy, EveryFinishedRecordCarriesItsLogitsEntropy) {
       EXPECT_LT(r.logit_entropy, std::log(static_cast<double>(r.logits.size())) + 1e-5);
     }
   }
+  // An instrument: not computed when the instruments are off (bench's "off" figures pay nothing).
+  RunOptions off;
+  off.instruments = false;
+  for (const TokenTrace& r : golden_test::run_tokens(*cpu, ids, off, false)) EXPECT_EQ(r.logit_entropy, 0.0f);
 }
 
 TEST(LogitEntropy, TraceFilesWrittenBeforeItGetItOnImport) {

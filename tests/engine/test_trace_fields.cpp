@@ -65,7 +65,7 @@ TEST(TraceFields, EachMemberAndNameOnce) {
     EXPECT_EQ(members, 1) << f.name;
     const size_t at = span(f).first;
     // Derived fields are float scalars of the logits, optional in trace files (older ones lack them).
-    if (f.derive) EXPECT_TRUE(f.f32 && f.optional && f.set == FieldSet::Always) << f.name;
+    if (f.derive) EXPECT_TRUE(f.f32 && f.optional && f.set == FieldSet::Instruments) << f.name;
     EXPECT_EQ(f.f32 != nullptr, f.type == FieldType::Float && f.shape == FieldShape::Scalar) << f.name;
     EXPECT_TRUE(offsets.insert(at).second) << f.name << " reaches a member another row reaches";
     if (f.shape == FieldShape::Scalar) EXPECT_EQ(f.rank, 0) << f.name;  // a Vector of rank 0: one value a token

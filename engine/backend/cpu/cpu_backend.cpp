@@ -81,13 +81,16 @@ void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrac
   linear_to_rows(model_->w.lm_head, h, S, rows);
   if (run_.observer)
     for (int64_t s = 0; s < S; ++s) run_.observe("logits", -1, rows[s], 1, V, recs + s);
-  // nonfinite_layer L: the final norm's output, L + 1: the logits (token_trace.h).
+  // nonfinite_layer L: the final norm's output, L + 1: the logits (token_trace.h); then the fields
+  // derived from the logits, a prefill's records spread over the pool.
   const int64_t L = cfg_.num_hidden_layers;
-  for (int64_t s = 0; s < S; ++s) {
-    TokenTrace& r = *recs[s];
-    if (r.nonfinite_layer < 0 && !all_finite(h + s * H, H)) r.nonfinite_layer = nonfinite_final_norm(L);
-    finish_record(r, L);
-  }
+  ThreadPool::global().parallel_for(S, 1, [&](int64_t b, int64_t e) {
+    for (int64_t s = b; s < e; ++s) {
+      TokenTrace& r = *recs[s];
+      if (r.nonfinite_layer < 0 && !all_finite(h + s * H, H)) r.nonfinite_layer = nonfinite_final_norm(L);
+      finish_record(r, L, run_.opts);
+    }
+  });
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (int64_t s = 0; s < S; ++s) recs[s]->step_seconds = dt / static_cast<double>(S);
   position_ += S;
