@@ -53,8 +53,8 @@ class VulkanBackend final : public Backend {
     bool records = false;
     bool observing = false;             // recorded with the observation copies
     std::vector<Observation> observed;  // in recording order
-    uint32_t query0 = 0;          // HL_VULKAN_PROFILE: first timestamp query of this slot
-    std::vector<Kernel> kernels;  // the kernel after each timestamp
+    uint32_t query0 = 0;                // HL_VULKAN_PROFILE: first timestamp query of this slot
+    std::vector<Kernel> kernels;        // the kernel after each timestamp
   };
 
   // Capacity (vk_backend.cpp). Any reallocation makes descriptor sets and recordings stale.

@@ -2,7 +2,8 @@
 // order of cpu_backend.cpp (jamba-spec.md §3.1/§3.3 layer loop): embed, per layer the observed
 // norm, its mixer unit and its feed-forward unit (vk_module.h; the kinds' files record themselves),
 // the final norm and the head, and the records' one readback; and VkRecorder's launch helpers (S = 1:
-// matrix–vector kernels, S > 1: the matmul). Recorded once per (S, records, buffers, options).
+// matrix–vector kernels, S > 1: the matmul) and its observation copies (set_observer). Recorded once
+// per (S, records, observing, buffers, options).
 #include <algorithm>
 #include <cmath>
 
@@ -132,7 +133,9 @@ void VkRecorder::observe(const char* name, int64_t layer, uint32_t off, uint32_t
   b_.obs_need_ += static_cast<uint64_t>(S) * cols;
   b_.recording_->observed.push_back({name, layer, S, cols, at});
   if (b_.obs_need_ * 4 > b_.obs_.size()) return;  // recorded again once the buffer has grown
-  const VkBuffer src = from == From::Act ? b_.act_.handle() : from == From::Route ? b_.route_.handle() : b_.rec_.handle();
+  const VkBuffer src = from == From::Act     ? b_.act_.handle()
+                       : from == From::Route ? b_.route_.handle()
+                                             : b_.rec_.handle();
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
