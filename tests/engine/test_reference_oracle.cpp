@@ -30,84 +30,17 @@
 #include "engine/trace/trace_file.h"
 #include "tests/engine/golden_util.h"
 #include "tests/engine/nonfinite_test_util.h"
+#include "tests/engine/oracle_cases.h"
 #include "tests/engine/reference_test_util.h"
 #include "tests/engine/test_util.h"
 #include "tests/engine/trace_compare_util.h"
 
 using namespace hl;
 using namespace hl::reftest;
-using golden_test::GoldenRun;
 
 namespace {
 
 constexpr double kRel = 1e-5, kAbs = 2e-5;
-
-// OracleCase::dir of the generated demo checkpoint.
-const std::string kDemo = "@demo-random";
-
-// The folder of a case: the demo checkpoint is generated on first use (a few MB, deterministic).
-std::string case_dir(const std::string& dir) {
-  if (dir != kDemo) return dir;
-  static const test::TempDir tmp;
-  static const bool made = [] {
-    GenerateOptions g;
-    g.config = preset_config("demo-random");
-    g.seed = 7;
-    g.dtype = DType::BF16;
-    g.sinks = true;
-    g.trained_registers = 2;
-    generate_checkpoint(tmp.path, g);
-    return true;
-  }();
-  (void)made;
-  return tmp.path;
-}
-
-struct OracleCase {
-  std::string name, dir;
-  std::string golden_file;  // the NumPy reference's trace of this run (tests/golden), or empty
-  std::vector<int32_t> ids;
-  RunOptions opts;
-};
-
-void PrintTo(const OracleCase& c, std::ostream* os) {
-  *os << c.name;
-}
-
-std::vector<OracleCase> oracle_cases() {
-  std::vector<OracleCase> cases;
-  for (const GoldenRun& g : golden_test::golden_runs())
-    cases.push_back({std::filesystem::path(g.case_dir).filename().string() + "_" + g.name, g.case_dir,
-                     g.case_dir + "/expected/" + g.name + ".safetensors", g.ids, g.opts});
-  // The demo-random preset (bf16, 8 layers, E 8, V 4096) generated with learned sinks and 2 trained
-  // registers: as trained (sink), softmax without registers, softmax-1 with 3 (2 trained, 1 test-time).
-  const std::vector<int32_t> ids = {1, 17, 400, 4095, 9, 9, 2000, 33, 5};
-  auto demo = [&](const std::string& name, bool override, Normalizer n, int registers) {
-    OracleCase c{"demo_random_" + name, kDemo, "", ids, RunOptions{}};
-    c.opts.normalizer_override = override;
-    c.opts.normalizer = n;
-    c.opts.registers = registers;
-    c.opts.full = true;
-    cases.push_back(c);
-  };
-  demo("as_trained", false, Normalizer::Softmax, -1);
-  demo("softmax", true, Normalizer::Softmax, 0);
-  demo("softmax1_registers_3", true, Normalizer::Softmax1, 3);
-  return cases;
-}
-
-std::string case_name(const ::testing::TestParamInfo<OracleCase>& info) {
-  std::string n = info.param.name;
-  for (char& ch : n)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return n;
-}
-
-void report(const std::string& what, const std::map<std::string, Worst>& worst) {
-  if (!std::getenv("HL_REFERENCE_REPORT")) return;
-  for (const auto& [name, w] : worst)
-    std::printf("[ oracle ] %-40s %-14s max |diff|/scale %.3g\n", what.c_str(), name.c_str(), w.rel);
-}
 
 class ReferenceOracle : public ::testing::TestWithParam<OracleCase> {
  protected:

@@ -87,6 +87,7 @@ class VkAttention final : public VkMixer {
                    rl.arow_stride};
     r.dispatch(Kernel::Attention, kv, pc, nh, u32(S));
     r.barrier();
+    r.observe("attn_heads", layer_, al.o, qw, qw, S);
     r.linear(d_.o, al.o, nh * hd, S, al.h, H, true, -1);  // h += o Woᵀ
     r.barrier();
   }

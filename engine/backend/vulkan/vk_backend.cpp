@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 #include "engine/backend/backend_util.h"
 #include "engine/backend/run_plan.h"
@@ -264,7 +265,16 @@ void VulkanBackend::run_block(const int32_t* ids, int64_t S, bool records) {
   std::memcpy(p + 2, ids, static_cast<size_t>(S) * 4);
   VkCommandBuffer cmd = commands(S, records);
   ctx_->submit_wait(cmd, fence_, records ? "running the model" : "feeding the registers");
-  if (queries_) profile_collect(cmd == decode_.cmd ? decode_ : block_);
+  const Recorded& slot = cmd == decode_.cmd ? decode_ : block_;
+  if (queries_) profile_collect(slot);
+  if (observer_) report_observations(slot);
+}
+
+void VulkanBackend::report_observations(const Recorded& r) const {
+  const float* base = static_cast<const float*>(obs_.mapped());
+  // The block's first run row: registers 0.., token t at n_reg + t (model/intermediates.h).
+  for (const Observation& o : r.observed)
+    observer_(Intermediate{o.name, o.layer, kv_len_, o.rows, o.cols, o.cols, base + o.at});
 }
 
 void VulkanBackend::profile_collect(const Recorded& r) {
@@ -304,6 +314,12 @@ namespace hl {
 
 std::unique_ptr<Backend> make_vulkan_backend(std::shared_ptr<const Model> model, const VulkanOptions& opts) {
   return std::make_unique<vk::VulkanBackend>(std::move(model), opts);
+}
+
+void set_vulkan_observer(Backend& b, IntermediateObserver f) {
+  auto* v = dynamic_cast<vk::VulkanBackend*>(&b);
+  if (!v) throw std::invalid_argument("set_vulkan_observer: backend '" + b.name() + "' is not the Vulkan backend");
+  v->set_observer(std::move(f));
 }
 
 bool vulkan_available(bool gpu_only) {

@@ -17,6 +17,7 @@
 #include "engine/backend/vulkan/vk_module.h"
 #include "engine/backend/vulkan/vk_weights.h"
 #include "engine/backend/vulkan/vulkan_backend.h"
+#include "engine/model/intermediates.h"
 #include "engine/probes/rank1.h"
 
 namespace hl::vk {
@@ -32,16 +33,28 @@ class VulkanBackend final : public Backend {
   const Model& model() const override { return *model_; }
   const RunOptions& options() const override { return opts_; }
   int registers() const override { return n_reg_; }
+  // Reports the named intermediates (model/intermediates.h) the kernels materialise, after each block,
+  // in forward order; mixer_out and ffn_out are not among them (the kernels add into h). Setting or
+  // clearing it re-records the commands; an empty function: nothing observed, decode cost unchanged.
+  void set_observer(IntermediateObserver f) { observer_ = std::move(f); }
 
  private:
   friend class VkRecorder;  // records through the buffers, descriptor sets and command buffer below
+  // One observed tensor of a recording: S rows of `cols` floats at float `at` of the observation buffer.
+  struct Observation {
+    const char* name;
+    int64_t layer, rows, cols;
+    uint64_t at;
+  };
   struct Recorded {
     VkCommandBuffer cmd = VK_NULL_HANDLE;
     uint64_t gen = 0;  // 0: nothing recorded
     int64_t S = 0;
     bool records = false;
-    uint32_t query0 = 0;          // HL_VULKAN_PROFILE: first timestamp query of this slot
-    std::vector<Kernel> kernels;  // the kernel after each timestamp
+    bool observing = false;             // recorded with the observation copies
+    std::vector<Observation> observed;  // in recording order
+    uint32_t query0 = 0;                // HL_VULKAN_PROFILE: first timestamp query of this slot
+    std::vector<Kernel> kernels;        // the kernel after each timestamp
   };
 
   // Capacity (vk_backend.cpp). Any reallocation makes descriptor sets and recordings stale.
@@ -56,6 +69,7 @@ class VulkanBackend final : public Backend {
   // Runs S positions (token ids, or register rows as -row-1) and leaves their records mapped.
   void run_block(const int32_t* ids, int64_t S, bool records);
   void read_records(int64_t S, TokenTrace* recs);
+  void report_observations(const Recorded& r) const;  // the observer on each, rows from kv_len_
 
   // Recording (vk_record.cpp).
   VkCommandBuffer commands(int64_t S, bool records);
@@ -92,6 +106,11 @@ class VulkanBackend final : public Backend {
   ActLayout al_;
   RouteLayout ro_;
   bool tiled_ = true;  // prefill products: matmul.comp (else matmul_rows.comp)
+  // Observation (set_observer): host-visible copies of the observed rows; obs_need_ floats the
+  // recording in progress asked for (above obs_'s size: re-recorded after growing it).
+  IntermediateObserver observer_;
+  Buffer obs_;
+  uint64_t obs_need_ = 0;
 
   // Vulkan objects of this backend.
   VkCommandPool pool_ = VK_NULL_HANDLE;

@@ -49,7 +49,7 @@ class VkDense final : public VkFeedForward {
 
 class VkMoe final : public VkFeedForward {
  public:
-  VkMoe(const DLayer& d, int64_t moe_index) : VkFeedForward(d), xi_(moe_index) {}
+  VkMoe(const DLayer& d, int64_t layer, int64_t moe_index) : VkFeedForward(d), layer_(layer), xi_(moe_index) {}
 
   void record(VkRecorder& r, int64_t S, bool records) override {
     const JambaConfig& cfg = r.config();
@@ -80,6 +80,7 @@ class VkMoe final : public VkFeedForward {
                   ro.out};
     r.dispatch(Kernel::MoeRoute, r.binds(), rp, 1);
     r.barrier();
+    r.observe("router_probs", layer_, ro.prob, E, E, S, VkRecorder::From::Route);
     if (S == 1) {
       record_gate_up_one(r, static_cast<int32_t>(ro.sel), K);
       uint32_t hx, hy;
@@ -108,6 +109,7 @@ class VkMoe final : public VkFeedForward {
   }
 
  private:
+  int64_t layer_;
   int64_t xi_;  // this layer's index among the MoE layers (the X_n axis)
 };
 
@@ -118,7 +120,7 @@ std::unique_ptr<VkFfn> make_vk_dense(const VkModuleContext& c, int64_t layer) {
 }
 
 std::unique_ptr<VkFfn> make_vk_moe(const VkModuleContext& c, int64_t layer) {
-  return std::make_unique<VkMoe>(c.weights.layers[layer], c.model.schedule[layer].moe_index);
+  return std::make_unique<VkMoe>(c.weights.layers[layer], layer, c.model.schedule[layer].moe_index);
 }
 
 }  // namespace hl::vk

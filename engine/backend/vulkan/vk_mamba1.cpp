@@ -12,7 +12,7 @@ namespace {
 class VkMamba1 final : public VkMixer {
  public:
   VkMamba1(const VkModuleContext& c, int64_t layer)
-      : d_(c.weights.layers[layer]), m_(c.model.schedule[layer].ssm_index) {
+      : d_(c.weights.layers[layer]), layer_(layer), m_(c.model.schedule[layer].ssm_index) {
     const JambaConfig& cfg = c.model.config;
     if (cfg.mamba_d_state > 256)
       throw BackendFailure("vulkan: mamba_d_state " + std::to_string(cfg.mamba_d_state) +
@@ -36,9 +36,11 @@ class VkMamba1 final : public VkMixer {
     const Binds st = r.binds(-1, state_.handle());
     r.linear(d.in_proj, al.x, H, S, al.xz, 2 * Di, false, d.in_bias);  // (S, 2Di): u0 | z
     r.barrier();
+    r.observe("ssm_in", layer_, al.xz, 2 * Di, 2 * Di, S);
     r.dispatch(Kernel::Conv, st, ConvPC{Di, W, u32(S), al.xz, 2 * Di, al.u, win, u32(d.conv_w), d.conv_b},
                ceil_div(Di, 64));
     r.barrier();
+    r.observe("ssm_conv", layer_, al.u, Di, Di, S);
     r.linear(d.x_proj, al.u, Di, S, al.p, P, false, -1);  // (S, R + 2N): dt | B | C
     r.barrier();
     const bool instr = records && opts.instruments;
@@ -87,6 +89,8 @@ class VkMamba1 final : public VkMixer {
       r.dispatch(Kernel::ScanPrefill, st, pc, Di);
     }
     r.barrier();
+    r.observe("ssm_delta", layer_, al.dt, Di, Di, S);  // the scans write Δ = softplus(·) back into dt
+    r.observe("ssm_y", layer_, al.gated, Di, Di, S);
     if (instr) r.dispatch(Kernel::RowMean, r.binds(), RowMeanPC{Di, al.dt, Di, rl.stride, rl.dmean + u32(m_)}, u32(S));
     r.linear(d.out_proj, al.gated, Di, S, al.h, H, true, d.out_bias);  // h += out Woutᵀ
     r.barrier();
@@ -94,6 +98,7 @@ class VkMamba1 final : public VkMixer {
 
  private:
   const DLayer& d_;
+  int64_t layer_;
   int64_t m_;     // this layer's index among the SSM layers (the M_n axis)
   Buffer state_;  // window (Di, W), then h (Di, N)
 };

@@ -81,6 +81,13 @@ class VkRecorder {
     raw(k, dtype, b, &pc, sizeof(PC), gx, gy, gz);
   }
   void barrier();  // every later kernel sees every earlier kernel's writes
+  // Where an observed tensor lives: the activations, the MoE routing (router_probs) or the records (logits).
+  enum class From { Act, Route, Records };
+  // With an observer set (VulkanBackend::set_observer): copies S rows of `cols` floats, row s at float
+  // `off` + s·`stride` of `from`, into the observation buffer as intermediate `name` of `layer`
+  // (model/intermediates.h; −1: model-level). Records nothing without an observer.
+  void observe(const char* name, int64_t layer, uint32_t off, uint32_t stride, uint32_t cols, int64_t S,
+               From from = From::Act);
 
   const JambaConfig& config() const;
   const RunOptions& options() const;

@@ -2,7 +2,8 @@
 // order of cpu_backend.cpp (jamba-spec.md §3.1/§3.3 layer loop): embed, per layer the observed
 // norm, its mixer unit and its feed-forward unit (vk_module.h; the kinds' files record themselves),
 // the final norm and the head, and the records' one readback; and VkRecorder's launch helpers (S = 1:
-// matrix–vector kernels, S > 1: the matmul). Recorded once per (S, records, buffers, options).
+// matrix–vector kernels, S > 1: the matmul) and its observation copies (set_observer). Recorded once
+// per (S, records, observing, buffers, options).
 #include <algorithm>
 #include <cmath>
 
@@ -83,25 +84,76 @@ void VkRecorder::barrier() {
 
 VkCommandBuffer VulkanBackend::commands(int64_t S, bool records) {
   Recorded& slot = (S == 1 && records) ? decode_ : block_;
-  if (slot.gen == gen_ && slot.S == S && slot.records == records) return slot.cmd;
-  ctx_->check(vkResetCommandBuffer(slot.cmd, 0), "recording commands");
-  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  ctx_->check(vkBeginCommandBuffer(slot.cmd, &bi), "recording commands");
-  slot.gen = 0;
-  slot.kernels.clear();
-  slot.query0 = &slot == &decode_ ? 0 : 2048;
-  if (queries_) {
-    vkCmdResetQueryPool(slot.cmd, queries_, slot.query0, 2048);
-    vkCmdWriteTimestamp(slot.cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, slot.query0);
+  const bool observing = static_cast<bool>(observer_);
+  if (slot.gen == gen_ && slot.S == S && slot.records == records && slot.observing == observing) return slot.cmd;
+  for (;;) {
+    ctx_->check(vkResetCommandBuffer(slot.cmd, 0), "recording commands");
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    ctx_->check(vkBeginCommandBuffer(slot.cmd, &bi), "recording commands");
+    slot.gen = 0;
+    slot.kernels.clear();
+    slot.observed.clear();
+    slot.query0 = &slot == &decode_ ? 0 : 2048;
+    if (queries_) {
+      vkCmdResetQueryPool(slot.cmd, queries_, slot.query0, 2048);
+      vkCmdWriteTimestamp(slot.cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, slot.query0);
+    }
     recording_ = &slot;
+    obs_need_ = 0;
+    record_block(slot.cmd, S, records);
+    recording_ = nullptr;
+    if (obs_need_ * 4 > obs_.size()) {  // copies were left out: grow, then record again
+      ctx_->check(vkEndCommandBuffer(slot.cmd), "recording commands");
+      obs_ = Buffer();
+      obs_ = Buffer(ctx_, obs_need_ * 4, MemKind::Readback, "the observed intermediates");
+      invalidate();  // the other slot's copies went to the old buffer
+      continue;
+    }
+    if (observing) {
+      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+      vkCmdPipelineBarrier(slot.cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr,
+                           0, nullptr);
+    }
+    break;
   }
-  record_block(slot.cmd, S, records);
-  recording_ = nullptr;
   ctx_->check(vkEndCommandBuffer(slot.cmd), "recording commands");
   slot.gen = gen_;
   slot.S = S;
   slot.records = records;
+  slot.observing = observing;
   return slot.cmd;
+}
+
+void VkRecorder::observe(const char* name, int64_t layer, uint32_t off, uint32_t stride, uint32_t cols, int64_t S,
+                         From from) {
+  if (!b_.observer_ || !b_.recording_) return;
+  const uint64_t at = b_.obs_need_;
+  b_.obs_need_ += static_cast<uint64_t>(S) * cols;
+  b_.recording_->observed.push_back({name, layer, S, cols, at});
+  if (b_.obs_need_ * 4 > b_.obs_.size()) return;  // recorded again once the buffer has grown
+  const VkBuffer src = from == From::Act     ? b_.act_.handle()
+                       : from == From::Route ? b_.route_.handle()
+                                             : b_.rec_.handle();
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+  vkCmdPipelineBarrier(b_.cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
+                       nullptr, 0, nullptr);
+  std::vector<VkBufferCopy> rows;  // one region per row: the source rows are strided, the copies packed
+  if (stride == cols)
+    rows.push_back({static_cast<VkDeviceSize>(off) * 4, at * 4, static_cast<VkDeviceSize>(S) * cols * 4});
+  else
+    for (int64_t s = 0; s < S; ++s)
+      rows.push_back({(static_cast<VkDeviceSize>(off) + static_cast<VkDeviceSize>(s) * stride) * 4,
+                      (at + static_cast<uint64_t>(s) * cols) * 4, static_cast<VkDeviceSize>(cols) * 4});
+  vkCmdCopyBuffer(b_.cmd_, src, b_.obs_.handle(), static_cast<uint32_t>(rows.size()), rows.data());
+  // Later kernels overwrite the source only after the copy has read it.
+  mb.srcAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT;
+  vkCmdPipelineBarrier(b_.cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                       nullptr, 0, nullptr);
 }
 
 void VkRecorder::linear(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, uint32_t y_off, uint32_t y_stride,
@@ -164,20 +216,27 @@ void VulkanBackend::record_block(VkCommandBuffer cmd, int64_t S, bool records) {
   EmbedPC pe{w.embed.off, H, u32(w.registers), al_.h};
   r.dispatch_w(Kernel::Embed, w.embed.dtype, r.binds(w.embed.chunk), pe, ceil_div(H, 64), u32(S));
   r.barrier();
+  r.observe("embed", -1, al_.h, H, H, S);
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     const DLayer& d = w.layers[i];
     record_norm_observe(r, d.input_norm, S, i, records);  // residual point i: what enters layer i
     r.barrier();
+    r.observe("attn_norm", i, al_.x, H, H, S);
     mixers_[i]->record(r, S, records);  // h += mixer(x)
-    if (!ffns_[i]) continue;            // a layer without a feed-forward
-    r.rmsnorm(al_.h, H, al_.x, H, H, d.pre_ff_norm, S);
-    r.barrier();
-    ffns_[i]->record(r, S, records);  // h += ffn(x)
+    if (ffns_[i]) {                     // else a layer without a feed-forward
+      r.rmsnorm(al_.h, H, al_.x, H, H, d.pre_ff_norm, S);
+      r.barrier();
+      r.observe("ffn_norm", i, al_.x, H, H, S);
+      ffns_[i]->record(r, S, records);  // h += ffn(x)
+    }
+    r.observe("layer_out", i, al_.h, H, H, S);
   }
   if (!records) return;                                                      // registers: no logits, no records
   record_norm_observe(r, w.final_norm, S, cfg_.num_hidden_layers, records);  // point L: before the final norm
   r.barrier();
+  r.observe("final_norm", -1, al_.x, H, H, S);
   r.linear(w.lm_head, al_.x, H, S, rl_.logits, rl_.stride, false, -1, true);
+  r.observe("logits", -1, rl_.logits, rl_.stride, u32(cfg_.vocab_size), S, VkRecorder::From::Records);
   // The one device→host transfer of the step: the S records.
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;

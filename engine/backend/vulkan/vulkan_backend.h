@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/backend/backend.h"
+#include "engine/model/intermediates.h"
 
 namespace hl {
 
@@ -23,6 +24,10 @@ struct VulkanOptions {
 // Throws BackendFailure with the reason: no usable device, not enough device memory, a tensor
 // larger than the device's largest buffer binding, a failed or lost device.
 std::unique_ptr<Backend> make_vulkan_backend(std::shared_ptr<const Model> model, const VulkanOptions& opts = {});
+// The named intermediates (model/intermediates.h) of the Vulkan backend `b` from its next block on
+// (VulkanBackend::set_observer; an empty function stops them). Throws std::invalid_argument when
+// `b` is not a Vulkan backend.
+void set_vulkan_observer(Backend& b, IntermediateObserver f);
 // Whether a usable device exists (a GPU when gpu_only). Cheap after the first call; never throws.
 bool vulkan_available(bool gpu_only);
 // Test hook: on every Vulkan device in use, the submission after the next `submissions` ones fails
