@@ -10,17 +10,15 @@
 namespace hl {
 
 const std::vector<BackendEntry>& backend_registry() {
-  // One line per backend. A backend whose toolchain is optional (CMake HL_HAVE_*) is listed only
-  // in builds that compile its folder.
-  static const std::vector<BackendEntry> table = {
-      cpu_backend_entry(),
-#ifdef HL_HAVE_VULKAN
-      vulkan_backend_entry(),
-#endif
-#ifdef HL_HAVE_CUDA
-      cuda_backend_entry(),
-#endif
-  };
+  // The lines the entry files added (a backend whose toolchain is optional is compiled, and so
+  // registered, only in builds that have it), in menu order.
+  static const std::vector<BackendEntry> table = [] {
+    std::vector<BackendEntry> t = BackendTable::entries();
+    std::stable_sort(t.begin(), t.end(), [](const BackendEntry& a, const BackendEntry& b) {
+      return a.menu_order != b.menu_order ? a.menu_order < b.menu_order : std::string(a.name) < b.name;
+    });
+    return t;
+  }();
   return table;
 }
 

@@ -1,18 +1,22 @@
 // The backends of this build as a table (issue 14 item 5): one entry per backend, {name, available,
 // make, describe}; make_backend, available_backends, the CLI's --backend and the app's backend menu
-// all read it. Not the backends themselves: each lives in its own folder with its entry function.
+// all read it. Not the backends themselves: each lives in its own folder, whose entry file adds its
+// line to the table (BackendTable), and whose build rule, when its toolchain is optional, is that
+// folder's backend.cmake (engine/CMakeLists.txt includes every one it finds).
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/core/registry.h"
 
 namespace hl {
 
 struct BackendEntry {
   const char* name = "";   // what --backend, sessions and traces say: "cpu", "vulkan", "cuda"
   const char* label = "";  // in messages: "using the Vulkan backend"
+  int menu_order = 0;      // where menus and lists put it (lowest first: the CPU is 0)
   int auto_rank = 0;       // the order `auto` tries the backends in (lowest first)
   // Whether make() can run here; native: on a device that is not an emulation of another (a Vulkan
   // GPU, not lavapipe on the CPU), which is what `auto` asks for. Cheap after the first call; never throws.
@@ -25,7 +29,9 @@ struct BackendEntry {
   std::string (*describe)() = nullptr;
 };
 
-// Every backend built here, in menu order (the CPU first). The table is backend_registry.cpp.
+// Where each backend's entry file adds its line: `static const BackendTable::Add reg{entry};`.
+using BackendTable = Registry<BackendEntry, struct BackendTag>;
+// Every backend built here, in menu order (the CPU first).
 const std::vector<BackendEntry>& backend_registry();
 // The entry named `name`, or nullptr.
 const BackendEntry* find_backend(const std::string& name);
@@ -33,10 +39,5 @@ const BackendEntry* find_backend(const std::string& name);
 bool backend_is_emulated(const std::string& name);
 // "auto, cpu, vulkan, cuda": what --backend accepts in this build.
 std::string backend_choices();
-
-// The entry functions, one per backend folder (cpu/cpu_entry.cpp, vulkan/vulkan_entry.cpp, ...).
-BackendEntry cpu_backend_entry();
-BackendEntry vulkan_backend_entry();
-BackendEntry cuda_backend_entry();
 
 }  // namespace hl

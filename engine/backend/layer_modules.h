@@ -1,14 +1,16 @@
 // Layer modules (issue 14 item 2): on each backend, one unit per mixer kind and per FFN kind behind
 // that backend's small interface (cpu/cpu_module.h, vulkan/vk_module.h, cuda/cuda_module.h), found
-// through a table with one line per kind (cpu_modules.cpp, ...). Adding a kind adds its files and one
-// line to each table; the model-level loop of a backend names no kind. This header is the lookup
-// every table shares. Shape after llama.cpp's per-architecture graph builders over shared blocks.
+// through that backend's module table, to which each unit's own file adds its line
+// (HL_REGISTER_MODULE). Adding a kind adds its files and edits no table and no model loop. This
+// header is the lookup every table shares. Shape after llama.cpp's per-architecture graph builders.
 #pragma once
 #include <cstddef>
+#include <iterator>
 #include <string>
 #include <type_traits>
 
 #include "engine/backend/backend.h"
+#include "engine/core/registry.h"
 #include "engine/model/layer_schedule.h"
 
 namespace hl {
@@ -19,6 +21,15 @@ struct ModuleEntry {
   Kind kind;
   Make make;
 };
+// A backend's table of the units of one part (mixers or feed-forwards); Tag tells the tables apart.
+template <class Kind, class Make, class Tag>
+using ModuleTable = Registry<ModuleEntry<Kind, Make>, Tag>;
+
+#define HL_MODULE_CONCAT2(a, b) a##b
+#define HL_MODULE_CONCAT(a, b) HL_MODULE_CONCAT2(a, b)
+// At namespace scope in a unit's own file: adds {kind, make} to the ModuleTable `Table`.
+#define HL_REGISTER_MODULE(Table, kind, make) \
+  static const Table::Add HL_MODULE_CONCAT(hl_module_line_, __LINE__) { {kind, make} }
 
 inline const char* kind_name(MixerKind k) {
   return mixer_name(k);
@@ -30,9 +41,10 @@ inline const char* kind_name(FfnKind k) {
 // The maker of `kind` in `table`. A kind the backend has no unit for throws BackendFailure, one
 // line naming the backend, the kind and the layer ("vulkan: no module for mixer kind 'mamba2'
 // (layer 3)"), so the caller can fall back to another backend as for any device failure.
-template <class Kind, class Make, size_t N>
-Make find_module(const ModuleEntry<Kind, Make> (&table)[N], Kind kind, const char* backend, int64_t layer) {
-  for (const ModuleEntry<Kind, Make>& e : table)
+// The first line of a kind wins (a test checks that no table holds a kind twice).
+template <class Table, class Kind>
+auto find_module(const Table& table, Kind kind, const char* backend, int64_t layer) -> decltype(std::begin(table)->make) {
+  for (const auto& e : table)
     if (e.kind == kind) return e.make;
   const char* what = std::is_same_v<Kind, MixerKind> ? "mixer" : "feed-forward";
   throw BackendFailure(std::string(backend) + ": no module for " + what + " kind '" + kind_name(kind) +

@@ -18,6 +18,7 @@
 #include "engine/core/thread_pool.h"
 #include "engine/io/json_util.h"
 #include "engine/io/safetensors.h"
+#include "engine/model/mixer_ops.h"
 
 namespace hl {
 namespace {
@@ -202,17 +203,7 @@ std::vector<LinearModule> linear_modules(const Model& m, bool include_lm_head) {
       if (mat.empty()) return;
       out.push_back({static_cast<int>(i), module, prefix + module, &mat, bias && !bias->empty() ? bias : nullptr});
     };
-    if (m.schedule[static_cast<int64_t>(i)].has_attention()) {
-      add("self_attn.q_proj", L.attn.q, nullptr);
-      add("self_attn.k_proj", L.attn.k, nullptr);
-      add("self_attn.v_proj", L.attn.v, nullptr);
-      add("self_attn.o_proj", L.attn.o, nullptr);
-    } else {
-      add("mamba.in_proj", L.mamba.in_proj, &L.mamba.in_bias);
-      add("mamba.x_proj", L.mamba.x_proj, nullptr);
-      add("mamba.dt_proj", L.mamba.dt_proj, &L.mamba.dt_bias);
-      add("mamba.out_proj", L.mamba.out_proj, &L.mamba.out_bias);
-    }
+    mixer_ops(m.schedule[static_cast<int64_t>(i)].mixer).each_matrix(L, add);  // model/mixer_<kind>.cpp
     if (m.schedule[static_cast<int64_t>(i)].is_moe()) {
       add("feed_forward.router", L.moe.router, nullptr);
       for (size_t e = 0; e < L.moe.experts.size(); ++e) {

@@ -4,6 +4,7 @@
 #include "engine/model/layer_schedule.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cstdlib>
 #include <string>
 
@@ -11,12 +12,51 @@
 
 namespace hl {
 
-const char* mixer_name(MixerKind k) {
-  switch (k) {
-    case MixerKind::Attention: return "attention";
-    case MixerKind::Mamba1: return "mamba";
+namespace {
+
+struct MixerKindRow {
+  MixerKind kind;
+  const char* name;
+  char letter;
+  bool attention, ssm;
+};
+constexpr MixerKindRow kMixerKindRows[] = {
+#define HL_MIXER_KIND(e, name, letter, attn, ssm) {MixerKind::e, name, letter, attn, ssm},
+#include "engine/model/mixer_kinds.def"
+#undef HL_MIXER_KIND
+};
+
+const MixerKindRow* mixer_row(MixerKind k) {
+  const auto i = static_cast<size_t>(k);
+  return i < std::size(kMixerKindRows) ? &kMixerKindRows[i] : nullptr;
+}
+
+// "attention (0) or mamba (1)": the kinds a message may expect ("a (0), b (1) or c (2)" for three).
+std::string mixer_kind_list() {
+  std::string s;
+  const size_t n = std::size(kMixerKindRows);
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0) s += i + 1 == n ? " or " : ", ";
+    s += std::string(kMixerKindRows[i].name) + " (" + std::to_string(i) + ")";
   }
-  return "?";
+  return s;
+}
+
+}  // namespace
+
+const char* mixer_name(MixerKind k) {
+  const MixerKindRow* r = mixer_row(k);
+  return r ? r->name : "?";
+}
+
+bool mixer_has_attention(MixerKind k) {
+  const MixerKindRow* r = mixer_row(k);
+  return r && r->attention;
+}
+
+bool mixer_has_ssm(MixerKind k) {
+  const MixerKindRow* r = mixer_row(k);
+  return r && r->ssm;
 }
 
 const char* ffn_name(FfnKind k) {
@@ -29,7 +69,8 @@ const char* ffn_name(FfnKind k) {
 }
 
 char mixer_letter(MixerKind k) {
-  return k == MixerKind::Attention ? 'A' : 'M';
+  const MixerKindRow* r = mixer_row(k);
+  return r ? r->letter : '?';
 }
 
 char ffn_letter(FfnKind k) {
@@ -37,9 +78,9 @@ char ffn_letter(FfnKind k) {
 }
 
 bool parse_mixer_kind(const std::string& s, MixerKind* out) {
-  for (MixerKind k : {MixerKind::Attention, MixerKind::Mamba1})
-    if (s == mixer_name(k)) {
-      *out = k;
+  for (const MixerKindRow& r : kMixerKindRows)
+    if (s == r.name) {
+      *out = r.kind;
       return true;
     }
   return false;
@@ -87,19 +128,17 @@ LayerSchedule LayerSchedule::from_lists(const std::vector<MixerKind>& mixers, co
     LayerSpec& l = s.layers_[i];
     l.mixer = mixers[i];
     l.ffn = ffns[i];
-    switch (l.mixer) {
-      case MixerKind::Attention:
-        l.attn_index = s.num_attention();
-        l.attn = params.attn;
-        s.attn_layers_.push_back(li);
-        break;
-      case MixerKind::Mamba1:
-        l.ssm_index = s.num_ssm();
-        l.ssm = params.ssm;
-        s.ssm_layers_.push_back(li);
-        break;
-      default:
-        fail(at + "mixer kind " + std::to_string(static_cast<int>(l.mixer)) + ", expected attention (0) or mamba (1)");
+    if (!mixer_row(l.mixer))
+      fail(at + "mixer kind " + std::to_string(static_cast<int>(l.mixer)) + ", expected " + mixer_kind_list());
+    if (mixer_has_attention(l.mixer)) {
+      l.attn_index = s.num_attention();
+      l.attn = params.attn;
+      s.attn_layers_.push_back(li);
+    }
+    if (mixer_has_ssm(l.mixer)) {
+      l.ssm_index = s.num_ssm();
+      l.ssm = params.ssm;
+      s.ssm_layers_.push_back(li);
     }
     switch (l.ffn) {
       case FfnKind::MoE:

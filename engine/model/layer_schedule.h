@@ -12,16 +12,27 @@
 
 namespace hl {
 
-// What mixes the tokens in a layer. A new kind (a Mamba-2 SSM, a layer running attention and an SSM
-// in parallel) is one more value here plus its letter and name in layer_schedule.cpp; LayerSpec
-// already numbers a layer's attention part and its SSM part separately, so one layer can hold both.
-enum class MixerKind : uint8_t { Attention, Mamba1 };
+// What mixes the tokens in a layer: the kinds of mixer_kinds.def (a new kind, such as a Mamba-2 SSM
+// or a layer running attention and an SSM in parallel, is one line there). LayerSpec numbers a
+// layer's attention part and its SSM part separately, so one layer can hold both.
+enum class MixerKind : uint8_t {
+#define HL_MIXER_KIND(e, name, letter, attn, ssm) e,
+#include "engine/model/mixer_kinds.def"
+#undef HL_MIXER_KIND
+};
+inline constexpr int kMixerKinds = 0
+#define HL_MIXER_KIND(e, name, letter, attn, ssm) +1
+#include "engine/model/mixer_kinds.def"
+#undef HL_MIXER_KIND
+    ;
 // What follows the mixer: one dense MLP, a mixture of experts, or nothing.
 enum class FfnKind : uint8_t { Dense, MoE, None };
 
 const char* mixer_name(MixerKind k);  // "attention", "mamba" (info --json, the session manifest words)
 const char* ffn_name(FfnKind k);      // "dense", "moe", "none"
 char mixer_letter(MixerKind k);       // 'A', 'M' (the ribbon strip)
+bool mixer_has_attention(MixerKind k);  // the layer is numbered on the A_n axis
+bool mixer_has_ssm(MixerKind k);        // ... on the M_n axis
 char ffn_letter(FfnKind k);           // 'D', 'E', '-'
 bool parse_mixer_kind(const std::string& s, MixerKind* out);  // inverse of mixer_name
 bool parse_ffn_kind(const std::string& s, FfnKind* out);      // inverse of ffn_name

@@ -7,10 +7,11 @@
 
 #include <cmath>
 #include <cstring>
-#include <set>
 
 #include "engine/core/error.h"
 #include "engine/core/sys_memory.h"
+#include "engine/model/mixer_ops.h"
+#include "engine/model/weight_binder.h"
 
 namespace hl {
 namespace {
@@ -31,188 +32,13 @@ std::string format_bytes(uint64_t b) {
 // Bytes of the float copies that binding makes (norms, biases, conv, A, D, registers, mean row):
 // known from the config alone, so the budget check can run before anything is allocated.
 uint64_t widened_bytes(const JambaConfig& c, const LayerSchedule& sched) {
-  const uint64_t H = c.hidden_size, Di = c.mamba_inner(), N = c.mamba_d_state, W = c.mamba_d_conv;
-  const uint64_t R = c.mamba_dt_rank, nh = c.num_attention_heads;
+  const uint64_t H = c.hidden_size;
   uint64_t floats = H /* final norm */ + H /* mean embedding */ + c.num_register_tokens * H;
-  for (const LayerSpec& l : sched.layers()) {
-    floats += 2 * H;
-    if (l.has_attention()) {
-      floats += nh;
-    } else {
-      floats += Di * W + R + 2 * N + Di /* dt bias */ + Di * N + Di;
-      if (c.mamba_conv_bias) floats += Di;
-      if (c.mamba_proj_bias) floats += 2 * Di + H;
-    }
-  }
+  for (const LayerSpec& l : sched.layers()) floats += 2 * H /* the two norms */ + mixer_ops(l.mixer).widened_floats(c);
   return floats * sizeof(float);
 }
 
-bool is_float_dtype(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
-}
-
-// Index of the first NaN/Inf element, or -1.
-int64_t first_nonfinite(DType t, const void* data, int64_t n, bool* is_nan) {
-  for (int64_t i = 0; i < n; ++i) {
-    float v;
-    if (t == DType::F32)
-      std::memcpy(&v, static_cast<const uint8_t*>(data) + 4 * i, 4);
-    else {
-      uint16_t h;
-      std::memcpy(&h, static_cast<const uint8_t*>(data) + 2 * i, 2);
-      v = t == DType::F16 ? f16_to_float(h) : bf16_to_float(h);
-    }
-    if (!std::isfinite(v)) {
-      *is_nan = std::isnan(v);
-      return i;
-    }
-  }
-  return -1;
-}
-
-std::string unravel(const std::vector<int64_t>& shape, int64_t idx) {
-  std::vector<int64_t> pos(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    pos[d] = shape[d] > 0 ? idx % shape[d] : 0;
-    idx = shape[d] > 0 ? idx / shape[d] : 0;
-  }
-  return shape_to_string(pos);
-}
-
-class Binder {
- public:
-  Binder(const Checkpoint& ck, const LoadOptions& o, Model& m) : ck_(ck), opts_(o), m_(m) {}
-
-  const TensorInfo* optional(const std::string& name, const std::vector<int64_t>& shape) {
-    const TensorInfo* t = ck_.find(name);
-    if (!t) return nullptr;
-    used_.insert(name);
-    if (t->shape != shape) {
-      throw LoadError(base_name(t->file) + ": tensor '" + name + "': shape " + shape_to_string(t->shape) +
-                      ", expected " + shape_to_string(shape) + " from config.json");
-    }
-    if (!is_float_dtype(t->dtype)) {
-      throw LoadError(base_name(t->file) + ": tensor '" + name + "': dtype " + dtype_name(t->dtype) +
-                      ", expected F32, F16 or BF16");
-    }
-    if (opts_.scan_values) scan(*t);
-    return t;
-  }
-  const TensorInfo& need(const std::string& name, const std::vector<int64_t>& shape) {
-    const TensorInfo* t = optional(name, shape);
-    if (!t) {
-      throw LoadError(m_.name + ": missing tensor '" + name + "' with shape " + shape_to_string(shape) +
-                      " (expected from config.json)");
-    }
-    return *t;
-  }
-  // A tensor the config says must not exist (e.g. a bias with mamba_proj_bias false).
-  void forbid(const std::string& name, const std::string& why) {
-    if (const TensorInfo* t = ck_.find(name)) {
-      throw LoadError(base_name(t->file) + ": tensor '" + name + "' is present, but " + why);
-    }
-  }
-  bool has(const std::string& name) const { return ck_.find(name) != nullptr; }
-
-  Mat mat(const TensorInfo& t, const std::string& name) {
-    Mat m;
-    m.dtype = t.dtype;
-    m.data = aligned(t);
-    m.rows = t.shape.empty() ? 1 : t.shape[0];
-    m.cols = t.shape.empty() ? 1 : t.numel() / (m.rows > 0 ? m.rows : 1);
-    m.name = name;
-    return m;
-  }
-  Mat mat(const std::string& name, int64_t rows, int64_t cols) { return mat(need(name, {rows, cols}), name); }
-  // A (rows, cols) view starting at element `first` of a tensor (one expert of a fused tensor).
-  Mat view(const TensorInfo& t, int64_t first, int64_t rows, int64_t cols, const std::string& name) {
-    Mat m;
-    m.dtype = t.dtype;
-    m.data = static_cast<const uint8_t*>(aligned(t)) + first * dtype_size(t.dtype);
-    m.rows = rows;
-    m.cols = cols;
-    m.name = name;
-    return m;
-  }
-  std::vector<float> vec(const TensorInfo& t) {
-    std::vector<float> v(static_cast<size_t>(t.numel()));
-    if (reinterpret_cast<uintptr_t>(t.data) % static_cast<uintptr_t>(dtype_size(t.dtype)) == 0) {
-      to_float(t.dtype, t.data, v.data(), v.size());
-    } else {  // to_float loads whole elements: give it an aligned copy
-      std::vector<uint64_t> tmp((t.nbytes() + 7) / 8);
-      std::memcpy(tmp.data(), t.data, t.nbytes());
-      to_float(t.dtype, tmp.data(), v.data(), v.size());
-    }
-    return v;
-  }
-  std::vector<float> vec(const std::string& name, const std::vector<int64_t>& shape) { return vec(need(name, shape)); }
-  std::vector<float> opt_vec(const std::string& name, const std::vector<int64_t>& shape) {
-    const TensorInfo* t = optional(name, shape);
-    return t ? vec(*t) : std::vector<float>();
-  }
-
-  void check_all_used() const {
-    for (const TensorInfo* t : ck_.all_tensors()) {
-      if (!used_.count(t->name)) {
-        throw LoadError(
-            base_name(t->file) + ": unexpected tensor '" + t->name + "' " + shape_to_string(t->shape) +
-            ": not part of a Jamba model with this config.json (misspelt name, or a layer of another kind?)");
-      }
-    }
-  }
-
- private:
-  // The tensor's data, copied into an owned buffer when the file leaves it misaligned for its dtype.
-  const void* aligned(const TensorInfo& t) {
-    if (reinterpret_cast<uintptr_t>(t.data) % static_cast<uintptr_t>(dtype_size(t.dtype)) == 0) return t.data;
-    auto buf = std::make_shared<std::vector<uint64_t>>((t.nbytes() + 7) / 8);
-    std::memcpy(buf->data(), t.data, t.nbytes());
-    m_.keep_alive.push_back(buf);
-    return buf->data();
-  }
-  void scan(const TensorInfo& t) const {
-    bool is_nan = false;
-    int64_t i = first_nonfinite(t.dtype, t.data, t.numel(), &is_nan);
-    if (i >= 0) {
-      throw LoadError(base_name(t.file) + ": tensor '" + t.name + "': element " + std::to_string(i) + " at " +
-                      unravel(t.shape, i) + " is " + (is_nan ? "NaN" : "Inf") + " (value scan)");
-    }
-  }
-
-  const Checkpoint& ck_;
-  const LoadOptions& opts_;
-  Model& m_;
-  std::set<std::string> used_;
-};
-
-void bind_mamba(Binder& b, const JambaConfig& c, const std::string& p, MambaWeights& w) {
-  const int64_t H = c.hidden_size, Di = c.mamba_inner(), N = c.mamba_d_state, W = c.mamba_d_conv, R = c.mamba_dt_rank;
-  w.in_proj = b.mat(p + "in_proj.weight", 2 * Di, H);  // (2*Di, H)
-  if (c.mamba_proj_bias) {
-    w.in_bias = b.vec(p + "in_proj.bias", {2 * Di});  // (2*Di,)
-    w.out_bias = b.vec(p + "out_proj.bias", {H});     // (H,)
-  } else {
-    b.forbid(p + "in_proj.bias", "config.json has mamba_proj_bias: false");
-    b.forbid(p + "out_proj.bias", "config.json has mamba_proj_bias: false");
-  }
-  w.conv_w = b.vec(p + "conv1d.weight", {Di, 1, W});  // (Di, 1, W) → (Di, W)
-  if (c.mamba_conv_bias)
-    w.conv_b = b.vec(p + "conv1d.bias", {Di});
-  else
-    b.forbid(p + "conv1d.bias", "config.json has mamba_conv_bias: false");
-  w.x_proj = b.mat(p + "x_proj.weight", R + 2 * N, Di);  // (R + 2N, Di)
-  w.dt_norm = b.vec(p + "dt_layernorm.weight", {R});
-  w.b_norm = b.vec(p + "b_layernorm.weight", {N});
-  w.c_norm = b.vec(p + "c_layernorm.weight", {N});
-  w.dt_proj = b.mat(p + "dt_proj.weight", Di, R);  // (Di, R)
-  w.dt_bias = b.vec(p + "dt_proj.bias", {Di});
-  w.A = b.vec(p + "A_log", {Di, N});      // (Di, N)
-  for (float& a : w.A) a = -std::exp(a);  // A = -exp(A_log), fp32
-  w.D = b.vec(p + "D", {Di});
-  w.out_proj = b.mat(p + "out_proj.weight", H, Di);  // (H, Di)
-}
-
-void bind_moe(Binder& b, const JambaConfig& c, const std::string& p, MoeWeights& w) {
+void bind_moe(WeightBinder& b, const JambaConfig& c, const std::string& p, MoeWeights& w) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, E = c.num_experts;
   w.router = b.mat(p + "router.weight", E, H);  // (E, H)
   w.experts.resize(static_cast<size_t>(E));
@@ -278,9 +104,9 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
   m.files = ck.stamps();
   for (const auto& map : ck.mappings()) m.keep_alive.push_back(map);
 
-  Binder b(ck, opts, m);
-  const int64_t H = c.hidden_size, V = c.vocab_size, hd = c.head_dim();
-  const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, I = c.intermediate_size;
+  WeightBinder b(ck, opts.scan_values, m);
+  const int64_t H = c.hidden_size, V = c.vocab_size;
+  const int64_t I = c.intermediate_size;
   ModelWeights& w = m.w;
   w.embed = b.mat("model.embed_tokens.weight", V, H);  // (V, H)
   if (c.tie_word_embeddings) {
@@ -309,15 +135,7 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
     LayerWeights& lw = w.layers[static_cast<size_t>(i)];
     lw.input_norm = b.vec(p + "input_layernorm.weight", {H});
     lw.pre_ff_norm = b.vec(p + "pre_ff_layernorm.weight", {H});
-    if (m.schedule[i].has_attention()) {
-      lw.attn.q = b.mat(p + "self_attn.q_proj.weight", nh * hd, H);   // (nh*hd, H)
-      lw.attn.k = b.mat(p + "self_attn.k_proj.weight", nkv * hd, H);  // (nkv*hd, H)
-      lw.attn.v = b.mat(p + "self_attn.v_proj.weight", nkv * hd, H);  // (nkv*hd, H)
-      lw.attn.o = b.mat(p + "self_attn.o_proj.weight", H, nh * hd);   // (H, nh*hd)
-      lw.attn.sinks = b.opt_vec(p + "self_attn.sinks", {nh});         // (nh,)
-    } else {
-      bind_mamba(b, c, p + "mamba.", lw.mamba);
-    }
+    mixer_ops(m.schedule[i].mixer).bind(b, c, p, lw);  // the kind's own file (model/mixer_<kind>.cpp)
     if (m.schedule[i].is_moe()) {
       bind_moe(b, c, p + "feed_forward.", lw.moe);
     } else {

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "engine/model/weights.h"
+#include "engine/model/mixer_ops.h"
 
 namespace hl {
 namespace {
@@ -32,24 +33,20 @@ int64_t top_k_sum(const MoeWeights& moe, int64_t k, const std::function<int64_t(
 
 // Widened float vectors of one layer (norms, biases, conv, A, D, sinks): parameters, 4 bytes each.
 int64_t layer_vector_params(const LayerWeights& l, const LayerSpec& s) {
-  int64_t n = static_cast<int64_t>(l.input_norm.size() + l.pre_ff_norm.size());
-  if (s.has_attention()) return n + static_cast<int64_t>(l.attn.sinks.size());
-  const MambaWeights& m = l.mamba;
-  return n + static_cast<int64_t>(m.in_bias.size() + m.conv_w.size() + m.conv_b.size() + m.dt_norm.size() +
-                                  m.b_norm.size() + m.c_norm.size() + m.dt_bias.size() + m.A.size() + m.D.size() +
-                                  m.out_bias.size());
+  return static_cast<int64_t>(l.input_norm.size() + l.pre_ff_norm.size()) + mixer_ops(s.mixer).vector_floats(l);
 }
 
+// The mixer's matrices: parameters, and bytes at their stored dtype.
 int64_t layer_mixer_params(const LayerWeights& l, const LayerSpec& s) {
-  if (s.has_attention()) return numel(l.attn.q) + numel(l.attn.k) + numel(l.attn.v) + numel(l.attn.o);
-  const MambaWeights& m = l.mamba;
-  return numel(m.in_proj) + numel(m.x_proj) + numel(m.dt_proj) + numel(m.out_proj);
+  int64_t n = 0;
+  mixer_ops(s.mixer).each_matrix(l, [&](const char*, const Mat& m, const std::vector<float>*) { n += numel(m); });
+  return n;
 }
 
 int64_t layer_mixer_bytes(const LayerWeights& l, const LayerSpec& s) {
-  if (s.has_attention()) return l.attn.q.bytes() + l.attn.k.bytes() + l.attn.v.bytes() + l.attn.o.bytes();
-  const MambaWeights& m = l.mamba;
-  return m.in_proj.bytes() + m.x_proj.bytes() + m.dt_proj.bytes() + m.out_proj.bytes();
+  int64_t n = 0;
+  mixer_ops(s.mixer).each_matrix(l, [&](const char*, const Mat& m, const std::vector<float>*) { n += m.bytes(); });
+  return n;
 }
 
 bool head_is_embed(const ModelWeights& w) {
@@ -66,17 +63,10 @@ std::vector<Mat*> Model::matrices() {
   add(w.embed);
   for (size_t i = 0; i < w.layers.size(); ++i) {
     LayerWeights& l = w.layers[i];
-    if (schedule[static_cast<int64_t>(i)].has_attention()) {
-      add(l.attn.q);
-      add(l.attn.k);
-      add(l.attn.v);
-      add(l.attn.o);
-    } else {
-      add(l.mamba.in_proj);
-      add(l.mamba.x_proj);
-      add(l.mamba.dt_proj);
-      add(l.mamba.out_proj);
-    }
+    // The matrices are this model's own (this function is not const): the const view the kind's ops
+    // give is cast back for the adapter merge, which rewrites them.
+    mixer_ops(schedule[static_cast<int64_t>(i)].mixer)
+        .each_matrix(l, [&](const char*, const Mat& m, const std::vector<float>*) { add(const_cast<Mat&>(m)); });
     if (schedule[static_cast<int64_t>(i)].is_moe()) {
       add(l.moe.router);
       for (MlpWeights& x : l.moe.experts) {

@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include "engine/model/mixer_ops.h"
+
 namespace hl {
 
 int64_t kv_cache_bytes(const JambaConfig& c, int64_t attention_layers, int64_t tokens, int64_t bytes_per_element) {
@@ -23,7 +25,8 @@ MemoryReport memory_report(const JambaConfig& c, const LayerSchedule& s, int64_t
   r.kv_bytes = kv_cache_bytes(c, s.num_attention(), context, bytes_per_element);
   r.kv_bytes_all_attention = kv_cache_bytes(c, L, context, bytes_per_element);
   r.kv_bytes_all_mamba = 0;
-  r.state_bytes = ssm_state_bytes(c, s.num_ssm(), bytes_per_element);
+  r.state_bytes = 0;  // each layer's own state, as its kind keeps it (model/mixer_<kind>.cpp)
+  for (const LayerSpec& l : s.layers()) r.state_bytes += mixer_ops(l.mixer).state_elements(c) * bytes_per_element;
   r.state_bytes_all_mamba = ssm_state_bytes(c, L, bytes_per_element);
   return r;
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/reference/ref_mixer.h"
 #include "engine/reference/ref_ops.h"
 
 namespace hl::ref {
@@ -92,5 +93,58 @@ void attention_token(const AttentionWeights& w, const JambaConfig& c, Normalizer
                   probs ? probs->data() : nullptr);
   linear(w.o, heads, y);  // (H,)
 }
+
+namespace {
+
+// The attention layer of the reference forward: its KV cache, normalizer and null logits s_h
+// (the trained sinks when the plan uses them, else 0) for one run.
+class RefAttention final : public RefMixer {
+ public:
+  RefAttention(const Model& m, int64_t layer, const RunPlan& plan)
+      : w_(m.w.layers[static_cast<size_t>(layer)].attn),
+        c_(m.config),
+        ai_(m.schedule[layer].attn_index),
+        norm_(plan.normalizer[static_cast<size_t>(layer)]),
+        null_(plan.sinks[static_cast<size_t>(layer)] ? w_.sinks
+                                                      : std::vector<float>(static_cast<size_t>(c_.num_attention_heads), 0)) {}
+
+  void token(const float* x, float* y, const RefRow& at) override {
+    const int64_t nh = c_.num_attention_heads, hd = c_.head_dim();
+    std::vector<float> heads(static_cast<size_t>(nh * hd)), probs;  // (nh*hd,)
+    std::vector<AttnRow> rows(static_cast<size_t>(nh));
+    attention_token(w_, c_, norm_, null_.data(), x, kv_, heads.data(), y, rows.data(), &probs);
+    at.observe("attn_heads", heads.data(), nh * hd);
+    if (!at.instruments) return;
+    TokenTrace* r = at.rec;
+    const int64_t n = kv_.len;
+    for (int64_t q = 0; q < nh; ++q) {
+      const int64_t slot = ai_ * nh + q;
+      r->attn_entropy[slot] = rows[q].entropy;
+      r->attn_entropy_norm[slot] = rows[q].entropy_norm;
+      r->attn_mass[slot] = rows[q].mass;
+      r->attn_max_logit[slot] = rows[q].max_abs_logit;
+      if (!at.full) continue;
+      float* dst = &r->attn_rows[slot * (n + 1)];  // (n + 1,): the keys, then p_null
+      std::copy(probs.begin() + q * n, probs.begin() + (q + 1) * n, dst);
+      dst[n] = rows[q].p_null;
+    }
+  }
+
+ private:
+  const AttentionWeights& w_;
+  const JambaConfig& c_;
+  int64_t ai_;  // among the attention layers
+  Normalizer norm_;
+  std::vector<float> null_;  // (nh,)
+  KvCache kv_;
+};
+
+std::unique_ptr<RefMixer> make_ref_attention(const Model& m, int64_t layer, const RunPlan& plan) {
+  return std::make_unique<RefAttention>(m, layer, plan);
+}
+
+}  // namespace
+
+HL_REGISTER_MODULE(RefMixerTable, MixerKind::Attention, make_ref_attention);
 
 }  // namespace hl::ref

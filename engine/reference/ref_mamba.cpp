@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/reference/ref_mixer.h"
 #include "engine/reference/ref_ops.h"
 
 namespace hl::ref {
@@ -75,5 +76,45 @@ void mamba_token(const MambaWeights& w, const JambaConfig& c, const float* x, Ma
             Di, N, o.gated.data(), o.retained.data());
   linear(w.out_proj, o.gated.data(), y, w.out_bias.empty() ? nullptr : w.out_bias.data());  // (H,)
 }
+
+namespace {
+
+// The Mamba-1 layer of the reference forward: its conv window and SSM state for one run.
+class RefMamba1 final : public RefMixer {
+ public:
+  RefMamba1(const Model& m, int64_t layer)
+      : w_(m.w.layers[static_cast<size_t>(layer)].mamba), c_(m.config), mi_(m.schedule[layer].ssm_index),
+        cache_(make_mamba_cache(c_)) {}
+
+  void token(const float* x, float* y, const RefRow& at) override {
+    const int64_t Di = c_.mamba_inner();
+    MambaOut m;
+    mamba_token(w_, c_, x, cache_, y, &m);
+    at.observe("ssm_in", m.xz.data(), 2 * Di);
+    at.observe("ssm_conv", m.u.data(), Di);
+    at.observe("ssm_delta", m.delta.data(), Di);
+    at.observe("ssm_y", m.gated.data(), Di);
+    if (!at.instruments) return;
+    TokenTrace* r = at.rec;
+    r->ssm_delta_mean[mi_] = m.delta_mean;
+    if (!at.full) return;
+    std::copy(m.delta.begin(), m.delta.end(), r->ssm_delta.begin() + mi_ * Di);
+    std::copy(m.retained.begin(), m.retained.end(), r->ssm_retained.begin() + mi_ * Di);
+  }
+
+ private:
+  const MambaWeights& w_;
+  const JambaConfig& c_;
+  int64_t mi_;  // among the SSM layers
+  MambaCache cache_;
+};
+
+std::unique_ptr<RefMixer> make_ref_mamba1(const Model& m, int64_t layer, const RunPlan&) {
+  return std::make_unique<RefMamba1>(m, layer);
+}
+
+}  // namespace
+
+HL_REGISTER_MODULE(RefMixerTable, MixerKind::Mamba1, make_ref_mamba1);
 
 }  // namespace hl::ref

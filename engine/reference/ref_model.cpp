@@ -37,7 +37,7 @@ void ReferenceModel::observe(const char* name, int64_t layer, int64_t row, const
 }
 
 void ReferenceModel::start(const RunOptions& opts) {
-  const int64_t H = cfg_.hidden_size, nh = cfg_.num_attention_heads, L = cfg_.num_hidden_layers;
+  const int64_t H = cfg_.hidden_size, L = cfg_.num_hidden_layers;
   // The run-start rules (registers, each attention layer's normalizer and sinks) are policy, not
   // math: the backends' own plan_run, so that the oracle checks the forward, not a second copy.
   const RunPlan plan = plan_run(*model_, opts);
@@ -45,20 +45,9 @@ void ReferenceModel::start(const RunOptions& opts) {
   opts_ = opts;
   n_reg_ = plan.registers;
   fed_ = 0;
-  kv_.clear();
-  norm_.clear();
-  null_.clear();
-  ssm_.clear();
-  for (int64_t i = 0; i < L; ++i) {
-    const LayerWeights& lw = model_->w.layers[i];
-    if (!model_->schedule[i].has_attention()) {
-      ssm_.push_back(make_mamba_cache(cfg_));
-      continue;
-    }
-    norm_.push_back(plan.normalizer[i]);
-    null_.push_back(plan.sinks[i] ? lw.attn.sinks : std::vector<float>(static_cast<size_t>(nh), 0));
-    kv_.emplace_back();
-  }
+  mixers_.clear();  // each kind's unit, its state empty (ref_attention.cpp, ref_mamba.cpp, ...)
+  for (int64_t i = 0; i < L; ++i)
+    mixers_.push_back(find_module(RefMixerTable::entries(), model_->schedule[i].mixer, "reference", i)(*model_, i, plan));
   columns_.assign(static_cast<size_t>(L + 1), {});
   std::vector<float> x(static_cast<size_t>(H));  // (H,)
   for (int64_t r = 0; r < n_reg_; ++r) {
@@ -89,55 +78,25 @@ void ReferenceModel::residual_column(int64_t column, const float* x, TokenTrace*
 }
 
 void ReferenceModel::layers(float* h, int64_t row, TokenTrace* r) {
-  const int64_t H = cfg_.hidden_size, nh = cfg_.num_attention_heads, hd = cfg_.head_dim(), Di = cfg_.mamba_inner();
-  const int64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
+  const int64_t H = cfg_.hidden_size, E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
   const double eps = cfg_.rms_norm_eps;
   const bool instr = r && opts_.instruments;
   std::vector<float> x(static_cast<size_t>(H)), y(static_cast<size_t>(H));  // (H,) each
   observe("embed", -1, row, h, H);
   if (r) residual_column(0, h, r);
-  int64_t ai = 0, mi = 0, xi = 0;  // this layer's index among attention, Mamba, MoE layers
+  int64_t xi = 0;  // this layer's index among the MoE layers
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     const LayerWeights& lw = model_->w.layers[i];
     rmsnorm(h, lw.input_norm.data(), H, eps, x.data());
     observe("attn_norm", i, row, x.data(), H);
-    if (model_->schedule[i].has_attention()) {
-      std::vector<float> heads(static_cast<size_t>(nh * hd)), probs;
-      std::vector<AttnRow> rows(static_cast<size_t>(nh));
-      attention_token(lw.attn, cfg_, norm_[ai], null_[ai].data(), x.data(), kv_[ai], heads.data(), y.data(),
-                      rows.data(), &probs);
-      observe("attn_heads", i, row, heads.data(), nh * hd);
-      if (instr) {
-        const int64_t n = kv_[ai].len;
-        for (int64_t q = 0; q < nh; ++q) {
-          const int64_t slot = ai * nh + q;
-          r->attn_entropy[slot] = rows[q].entropy;
-          r->attn_entropy_norm[slot] = rows[q].entropy_norm;
-          r->attn_mass[slot] = rows[q].mass;
-          r->attn_max_logit[slot] = rows[q].max_abs_logit;
-          if (!opts_.full) continue;
-          float* dst = &r->attn_rows[slot * (n + 1)];  // (n + 1,): the keys, then p_null
-          std::copy(probs.begin() + q * n, probs.begin() + (q + 1) * n, dst);
-          dst[n] = rows[q].p_null;
-        }
-      }
-      ++ai;
-    } else {
-      MambaOut m;
-      mamba_token(lw.mamba, cfg_, x.data(), ssm_[mi], y.data(), &m);
-      observe("ssm_in", i, row, m.xz.data(), 2 * Di);
-      observe("ssm_conv", i, row, m.u.data(), Di);
-      observe("ssm_delta", i, row, m.delta.data(), Di);
-      observe("ssm_y", i, row, m.gated.data(), Di);
-      if (instr) {
-        r->ssm_delta_mean[mi] = m.delta_mean;
-        if (opts_.full) {
-          std::copy(m.delta.begin(), m.delta.end(), r->ssm_delta.begin() + mi * Di);
-          std::copy(m.retained.begin(), m.retained.end(), r->ssm_retained.begin() + mi * Di);
-        }
-      }
-      ++mi;
-    }
+    RefRow at;
+    at.layer = i;
+    at.row = row;
+    at.rec = r;
+    at.instruments = instr;
+    at.full = instr && opts_.full;
+    at.observer = &observer_;
+    mixers_[static_cast<size_t>(i)]->token(x.data(), y.data(), at);
     observe("mixer_out", i, row, y.data(), H);
     for (int64_t c = 0; c < H; ++c) h[c] += y[c];  // residual
     if (model_->schedule[i].ffn == FfnKind::None) {  // a mixer-only layer (Nemotron-H's M, *)

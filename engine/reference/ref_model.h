@@ -13,6 +13,7 @@
 #include "engine/model/weights.h"
 #include "engine/reference/ref_attention.h"
 #include "engine/reference/ref_mamba.h"
+#include "engine/reference/ref_mixer.h"
 
 namespace hl::ref {
 
@@ -39,10 +40,7 @@ class ReferenceModel {
   RunOptions opts_;
   int n_reg_ = 0;
   int64_t fed_ = 0;                          // tokens fed since start()
-  std::vector<KvCache> kv_;                  // per attention layer
-  std::vector<Normalizer> norm_;             // per attention layer
-  std::vector<std::vector<float>> null_;     // per attention layer: (nh,) s_h (0 for softmax-1)
-  std::vector<MambaCache> ssm_;              // per Mamba layer
+  std::vector<std::unique_ptr<RefMixer>> mixers_;  // per layer, its kind's unit (ref_mixer.h)
   std::vector<std::vector<float>> columns_;  // (L+1) residual columns: (tokens so far, H) each
   IntermediateObserver observer_;
 };

@@ -112,4 +112,6 @@ std::unique_ptr<CpuMixer> make_cpu_attention(CpuRun& run, int64_t layer) {
   return std::make_unique<CpuAttention>(run, layer);
 }
 
+HL_REGISTER_MODULE(CpuMixerTable, MixerKind::Attention, make_cpu_attention);
+
 }  // namespace hl::cpu

@@ -29,6 +29,7 @@ std::string cpu_model_name() {
 
 BackendEntry cpu_backend_entry() {
   BackendEntry e;
+  e.menu_order = 0;
   e.name = "cpu";
   e.label = "CPU";
   e.auto_rank = 100;  // the last resort of `auto`
@@ -43,5 +44,7 @@ BackendEntry cpu_backend_entry() {
   };
   return e;
 }
+
+static const BackendTable::Add kRegistered{cpu_backend_entry()};
 
 }  // namespace hl

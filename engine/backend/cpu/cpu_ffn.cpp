@@ -173,4 +173,7 @@ std::unique_ptr<CpuFfn> make_cpu_moe(CpuRun& run, int64_t layer) {
   return std::make_unique<CpuMoe>(run, layer);
 }
 
+HL_REGISTER_MODULE(CpuFfnTable, FfnKind::Dense, make_cpu_dense);
+HL_REGISTER_MODULE(CpuFfnTable, FfnKind::MoE, make_cpu_moe);
+
 }  // namespace hl::cpu

@@ -139,4 +139,6 @@ std::unique_ptr<CpuMixer> make_cpu_mamba1(CpuRun& run, int64_t layer) {
   return std::make_unique<CpuMamba1>(run, layer);
 }
 
+HL_REGISTER_MODULE(CpuMixerTable, MixerKind::Mamba1, make_cpu_mamba1);
+
 }  // namespace hl::cpu

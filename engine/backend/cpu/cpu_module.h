@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/backend/layer_modules.h"
 #include "engine/backend/run_plan.h"
 #include "engine/model/intermediates.h"
 #include "engine/model/layer_schedule.h"
@@ -79,6 +80,9 @@ class CpuFfn {
 
 using MakeCpuMixer = std::unique_ptr<CpuMixer> (*)(CpuRun& run, int64_t layer);
 using MakeCpuFfn = std::unique_ptr<CpuFfn> (*)(CpuRun& run, int64_t layer);
+// The CPU's module tables: each unit's file adds its line with HL_REGISTER_MODULE.
+using CpuMixerTable = ModuleTable<MixerKind, MakeCpuMixer, struct CpuMixerTag>;
+using CpuFfnTable = ModuleTable<FfnKind, MakeCpuFfn, struct CpuFfnTag>;
 
 // The unit of layer `layer`'s mixer / feed-forward by its kind in the schedule (cpu_modules.cpp);
 // make_ffn gives null for FfnKind::None. A kind without a CPU unit throws BackendFailure.

@@ -126,4 +126,6 @@ std::unique_ptr<CudaMixer> make_cuda_attention(const CudaModuleContext& c, int64
   return std::make_unique<CudaAttention>(c, layer);
 }
 
+HL_REGISTER_MODULE(CudaMixerTable, MixerKind::Attention, make_cuda_attention);
+
 }  // namespace hl::cuda

@@ -11,6 +11,7 @@ namespace hl {
 
 BackendEntry cuda_backend_entry() {
   BackendEntry e;
+  e.menu_order = 2;
   e.name = "cuda";
   e.label = "CUDA";
   e.auto_rank = 10;  // `auto` tries it first
@@ -24,5 +25,7 @@ BackendEntry cuda_backend_entry() {
   e.describe = [] { return cuda_describe_device(); };
   return e;
 }
+
+static const BackendTable::Add kRegistered{cuda_backend_entry()};
 
 }  // namespace hl

@@ -207,4 +207,7 @@ std::unique_ptr<CudaFfn> make_cuda_moe_ffn(const CudaModuleContext& c, int64_t l
   return std::make_unique<CudaMoeFfn>(c, layer);
 }
 
+HL_REGISTER_MODULE(CudaFfnTable, FfnKind::Dense, make_cuda_dense_ffn);
+HL_REGISTER_MODULE(CudaFfnTable, FfnKind::MoE, make_cuda_moe_ffn);
+
 }  // namespace hl::cuda

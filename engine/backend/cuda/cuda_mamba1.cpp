@@ -184,4 +184,6 @@ std::unique_ptr<CudaMixer> make_cuda_mamba1(const CudaModuleContext& c, int64_t 
   return std::make_unique<CudaMamba1>(c, layer);
 }
 
+HL_REGISTER_MODULE(CudaMixerTable, MixerKind::Mamba1, make_cuda_mamba1);
+
 }  // namespace hl::cuda

@@ -17,6 +17,7 @@
 #include "engine/backend/cuda/cuda_device.h"
 #include "engine/backend/cuda/cuda_kernels.h"
 #include "engine/backend/device_record.h"
+#include "engine/backend/layer_modules.h"
 #include "engine/backend/run_plan.h"
 #include "engine/model/layer_schedule.h"
 
@@ -146,6 +147,9 @@ struct CudaModuleContext {
 };
 using MakeCudaMixer = std::unique_ptr<CudaMixer> (*)(const CudaModuleContext&, int64_t layer);
 using MakeCudaFfn = std::unique_ptr<CudaFfn> (*)(const CudaModuleContext&, int64_t layer);
+// The CUDA module tables: each unit's file adds its line with HL_REGISTER_MODULE.
+using CudaMixerTable = ModuleTable<MixerKind, MakeCudaMixer, struct CudaMixerTag>;
+using CudaFfnTable = ModuleTable<FfnKind, MakeCudaFfn, struct CudaFfnTag>;
 
 // The units of every layer (cuda_modules.cpp): mixers[i], and ffns[i] (null where the layer has no
 // FFN). Every mixer is made before the first FFN. Throws BackendFailure for a kind without a unit

@@ -109,4 +109,6 @@ std::unique_ptr<VkMixer> make_vk_attention(const VkModuleContext& c, int64_t lay
   return std::make_unique<VkAttention>(c, layer);
 }
 
+HL_REGISTER_MODULE(VkMixerTable, MixerKind::Attention, make_vk_attention);
+
 }  // namespace hl::vk

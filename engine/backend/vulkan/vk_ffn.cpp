@@ -123,4 +123,7 @@ std::unique_ptr<VkFfn> make_vk_moe(const VkModuleContext& c, int64_t layer) {
   return std::make_unique<VkMoe>(c.weights.layers[layer], layer, c.model.schedule[layer].moe_index);
 }
 
+HL_REGISTER_MODULE(VkFfnTable, FfnKind::Dense, make_vk_dense);
+HL_REGISTER_MODULE(VkFfnTable, FfnKind::MoE, make_vk_moe);
+
 }  // namespace hl::vk

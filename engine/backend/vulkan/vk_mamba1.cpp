@@ -109,4 +109,6 @@ std::unique_ptr<VkMixer> make_vk_mamba1(const VkModuleContext& c, int64_t layer)
   return std::make_unique<VkMamba1>(c, layer);
 }
 
+HL_REGISTER_MODULE(VkMixerTable, MixerKind::Mamba1, make_vk_mamba1);
+
 }  // namespace hl::vk

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/backend/device_record.h"
+#include "engine/backend/layer_modules.h"
 #include "engine/backend/run_plan.h"
 #include "engine/backend/vulkan/vk_context.h"
 #include "engine/backend/vulkan/vk_weights.h"
@@ -140,6 +141,9 @@ class VkFfn {
 
 using MakeVkMixer = std::unique_ptr<VkMixer> (*)(const VkModuleContext&, int64_t layer);
 using MakeVkFfn = std::unique_ptr<VkFfn> (*)(const VkModuleContext&, int64_t layer);
+// The Vulkan module tables: each unit's file adds its line with HL_REGISTER_MODULE.
+using VkMixerTable = ModuleTable<MixerKind, MakeVkMixer, struct VkMixerTag>;
+using VkFfnTable = ModuleTable<FfnKind, MakeVkFfn, struct VkFfnTag>;
 
 // The units of layer `layer` through the tables (vk_modules.cpp); a kind without a unit throws
 // the one-line BackendFailure of find_module. make_vk_ffn returns null for FfnKind::None.

@@ -134,11 +134,12 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
     DLayer& d = layers[i];
     add_vec(lw.input_norm, &d.input_norm);
     add_vec(lw.pre_ff_norm, &d.pre_ff_norm);
-    if (m.schedule[i].has_attention()) {
+    // The weights of the kinds this upload knows; a unit of another kind uploads its own.
+    if (m.schedule[i].mixer == MixerKind::Attention) {
       add_block({&lw.attn.q, &lw.attn.k, &lw.attn.v}, &d.qkv);
       add_block({&lw.attn.o}, &d.o);
       add_vec(lw.attn.sinks, &d.sinks);
-    } else {
+    } else if (m.schedule[i].mixer == MixerKind::Mamba1) {
       const MambaWeights& mw = lw.mamba;
       add_block({&mw.in_proj}, &d.in_proj);
       add_block({&mw.x_proj}, &d.x_proj);

@@ -28,6 +28,7 @@ VulkanOptions vulkan_options(bool gpu_only) {
 
 BackendEntry vulkan_backend_entry() {
   BackendEntry e;
+  e.menu_order = 1;
   e.name = "vulkan";
   e.label = "Vulkan";
   e.auto_rank = 20;  // after CUDA, before the CPU; never a CPU-emulated device (lavapipe)
@@ -38,5 +39,7 @@ BackendEntry vulkan_backend_entry() {
   e.describe = [] { return vk::Context::describe_device(); };
   return e;
 }
+
+static const BackendTable::Add kRegistered{vulkan_backend_entry()};
 
 }  // namespace hl
