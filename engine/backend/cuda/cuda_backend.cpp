@@ -322,16 +322,18 @@ void CudaBackend::capture_decode() {
   cudaGraph_t graph = nullptr;
   bool ok = cudaStreamBeginCapture(st_, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
   if (ok) {
-    capturing_ = true;  // no observation copies in the graph
+    struct Capturing {  // no observation copies in the graph (a capture runs nothing)
+      bool& on;
+      explicit Capturing(bool& b) : on(b) { on = true; }
+      ~Capturing() { on = false; }
+    } capturing(capturing_);
     try {
       enqueue(1, true);
     } catch (const BackendFailure&) {
-      capturing_ = false;
       cudaStreamEndCapture(st_, &graph);
       if (graph) cudaGraphDestroy(graph);
       throw;
     }
-    capturing_ = false;
     ok = cudaStreamEndCapture(st_, &graph) == cudaSuccess && graph;
   }
   if (ok) ok = cudaGraphInstantiate(&graph_exec_, graph, 0) == cudaSuccess;
