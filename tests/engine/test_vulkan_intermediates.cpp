@@ -30,7 +30,8 @@ constexpr double kRel = 1e-5, kAbs = 1e-5;
 // Every name but kAccumulatedIntermediates, whatever the block.
 ObservedBackend vulkan() {
   return {"vulkan", [](std::shared_ptr<const Model> m) { return make_vulkan_backend(std::move(m)); },
-          set_vulkan_observer, [](const std::string& name, int64_t) {
+          set_vulkan_observer,
+          [](const std::string& name, int64_t) {
             for (const char* n : kAccumulatedIntermediates)
               if (name == n) return false;
             return true;
