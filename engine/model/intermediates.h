@@ -46,9 +46,9 @@ inline constexpr IntermediateName kIntermediates[] = {
 };
 
 // The names a backend whose kernels add the mixer's and the feed-forward's outputs straight into h
-// never materialises (the Vulkan backend: o_proj, out_proj and the down projections accumulate). It
-// reports every other name its layers reach; its tests compare the names both sides report and
-// check that exactly these are missing.
+// never materialises (the Vulkan backend: o_proj, out_proj and the down projections accumulate; the
+// CUDA backend in one-row blocks only, cuda_reports_intermediate). It reports every other name its
+// layers reach; its tests compare the names both sides report and check that exactly these are missing.
 inline constexpr const char* kAccumulatedIntermediates[] = {"mixer_out", "ffn_out"};
 
 }  // namespace hl

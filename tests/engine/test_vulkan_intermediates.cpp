@@ -1,7 +1,8 @@
 // The Vulkan backend against the plain-loop reference forward (engine/reference) layer by layer: every
 // named intermediate it reports (model/intermediates.h; not mixer_out / ffn_out, which its kernels add
 // straight into h) of every layer and row, by decode steps and by one prefill, on every golden run and
-// the demo-random preset (oracle_cases.h). A mismatch names the tensor, the layer and the row.
+// the demo-random preset (oracle_cases.h), through the body shared with CUDA (intermediates_test_util.h).
+// A mismatch names the tensor, the layer and the row.
 //
 // Tolerance (scale = max(1, max |ref|) over all rows of one tensor of one layer): |Δ| ≤ kRel·|ref| +
 // kAbs·scale. Why: the kernels compute in fp32 (lavapipe here) in their own summation orders (8-lane
@@ -14,18 +15,9 @@
 #ifdef HL_VULKAN_TESTS
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cstring>
-#include <memory>
-#include <set>
 #include <string>
-#include <vector>
 
-#include "engine/model/loader.h"
-#include "engine/reference/ref_model.h"
-#include "tests/engine/golden_util.h"
-#include "tests/engine/oracle_cases.h"
-#include "tests/engine/reference_test_util.h"
+#include "tests/engine/intermediates_test_util.h"
 #include "tests/engine/vulkan_test_util.h"
 
 using namespace hl;
@@ -35,85 +27,34 @@ namespace {
 
 constexpr double kRel = 1e-5, kAbs = 1e-5;
 
-bool accumulated(const std::string& name) {
-  for (const char* n : kAccumulatedIntermediates)
-    if (name == n) return true;
-  return false;
+// Every name but kAccumulatedIntermediates, whatever the block.
+ObservedBackend vulkan() {
+  return {"vulkan", [](std::shared_ptr<const Model> m) { return make_vulkan_backend(std::move(m)); },
+          set_vulkan_observer,
+          [](const std::string& name, int64_t) {
+            for (const char* n : kAccumulatedIntermediates)
+              if (name == n) return false;
+            return true;
+          }};
 }
 
-std::set<std::string> names_of(const Recording& r) {
-  std::set<std::string> s;
-  for (const auto& [k, v] : r) s.insert(std::get<0>(k));
-  return s;
-}
-
-class VulkanIntermediates : public ::testing::TestWithParam<OracleCase> {
- protected:
-  // The reference's intermediates without those the Vulkan kernels never materialise.
-  Recording reference() const {
-    Recording all;
-    ref::ReferenceModel r(load_model(case_dir(GetParam().dir)));
-    r.set_observer(recorder(&all));
-    r.run(GetParam().ids, GetParam().opts);
-    Recording kept;
-    for (auto& [k, v] : all)
-      if (!accumulated(std::get<0>(k))) kept.emplace(k, std::move(v));
-    return kept;
-  }
-  // The Vulkan backend's, by decode steps or one prefill, with its records.
-  Recording vulkan(bool prefill, std::vector<TokenTrace>* recs = nullptr) const {
-    Recording got;
-    std::unique_ptr<Backend> b = make_vulkan_backend(load_model(case_dir(GetParam().dir)));
-    set_vulkan_observer(*b, recorder(&got));
-    std::vector<TokenTrace> t = golden_test::run_tokens(*b, GetParam().ids, GetParam().opts, prefill);
-    if (recs) *recs = std::move(t);
-    return got;
-  }
-  void expect_close(bool prefill) {
-    const Recording want = reference();
-    const Recording got = vulkan(prefill);
-    const std::string what = std::string("vulkan ") + (prefill ? "prefill" : "decode") + " vs reference";
-    ASSERT_FALSE(want.empty());
-    // Exactly the reference's names less the accumulated ones: a name the recording loses fails here.
-    EXPECT_EQ(names_of(got), names_of(want)) << what;
-    report(GetParam().name + (prefill ? " prefill" : " decode"), expect_recordings_close(got, want, kRel, kAbs, what));
-  }
-};
+class VulkanIntermediates : public ::testing::TestWithParam<OracleCase> {};
 
 TEST_P(VulkanIntermediates, Decode_EveryReportedIntermediateMatchesTheReference) {
   if (!vktest::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
-  expect_close(false);
+  expect_intermediates_match_reference(vulkan(), GetParam(), false, kRel, kAbs);
 }
 
 TEST_P(VulkanIntermediates, Prefill_EveryReportedIntermediateMatchesTheReference) {
   if (!vktest::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
-  expect_close(true);
+  expect_intermediates_match_reference(vulkan(), GetParam(), true, kRel, kAbs);
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, VulkanIntermediates, ::testing::ValuesIn(oracle_cases()), case_name);
 
-// Observing changes no result: the records with an observer are bit for bit those without, and
-// clearing the observer stops the reports.
 TEST(VulkanObserver, ObservingLeavesTheRecordsUnchanged_ClearingStopsTheReports) {
   if (!vktest::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
-  const OracleCase c = oracle_cases().back();  // the demo with softmax-1 and registers
-  auto model = load_model(case_dir(c.dir));
-  for (bool prefill : {false, true}) {
-    std::unique_ptr<Backend> b = make_vulkan_backend(model);
-    const std::vector<TokenTrace> plain = golden_test::run_tokens(*b, c.ids, c.opts, prefill);
-    Recording rec;
-    set_vulkan_observer(*b, recorder(&rec));
-    const std::vector<TokenTrace> seen = golden_test::run_tokens(*b, c.ids, c.opts, prefill);
-    ASSERT_FALSE(rec.empty());
-    ASSERT_EQ(seen.size(), plain.size());
-    for (size_t t = 0; t < plain.size(); ++t)
-      EXPECT_EQ(0, std::memcmp(seen[t].logits.data(), plain[t].logits.data(), plain[t].logits.size() * 4))
-          << "token " << t << (prefill ? " prefill" : " decode");
-    set_vulkan_observer(*b, {});
-    rec.clear();
-    golden_test::run_tokens(*b, c.ids, c.opts, prefill);
-    EXPECT_TRUE(rec.empty());
-  }
+  expect_observing_leaves_records_unchanged(vulkan(), oracle_cases().back());  // softmax-1, 3 registers
 }
 
 }  // namespace

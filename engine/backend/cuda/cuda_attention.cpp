@@ -99,6 +99,7 @@ class CudaAttention final : public CudaMixer {
     a.full = opts.instruments && opts.full;
     launch_attention(a, r.stream());
     r.counted(1);
+    r.observe("attn_heads", layer_, o_buf_, nh * hd, nh * hd, S);
     if (S == 1) {
       r.gemv({{o_, r.h(), 0, nullptr}}, o_buf_, 1, r.tail());  // h += o·Woᵀ, then the norm
     } else {

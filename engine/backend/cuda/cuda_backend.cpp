@@ -11,7 +11,8 @@
 // cuBLAS GemmEx in fp32 (16-bit weights widened in panels first, so results match the CPU's fp32
 // products), the chunked parallel scan, and one host read of the routing per MoE layer. Mirrors cpu_backend.cpp's
 // contract; a BackendFailure (no device, out of memory, a sticky device error) poisons the backend
-// and leaves the caller's records as they were, so the caller can rebuild the run on the CPU.
+// and leaves the caller's records as they were, so the caller can rebuild the run on the CPU. With
+// an observer (set_cuda_observer) the named intermediates are copied back too, decode by plain launches.
 #include <stdexcept>
 
 #include "engine/backend/cuda/cuda_backend_impl.h"
@@ -321,6 +322,11 @@ void CudaBackend::capture_decode() {
   cudaGraph_t graph = nullptr;
   bool ok = cudaStreamBeginCapture(st_, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
   if (ok) {
+    struct Capturing {  // no observation copies in the graph (a capture runs nothing)
+      bool& on;
+      explicit Capturing(bool& b) : on(b) { on = true; }
+      ~Capturing() { on = false; }
+    } capturing(capturing_);
     try {
       enqueue(1, true);
     } catch (const BackendFailure&) {
@@ -350,7 +356,7 @@ void CudaBackend::run_block(const int32_t* ids, int64_t S, bool records) {
   p[1] = static_cast<int32_t>(S);
   std::memcpy(p + 2, ids, static_cast<size_t>(S) * 4);
   const int64_t before = launches_;
-  if (S == 1 && records && copts_.graphs) {
+  if (S == 1 && records && copts_.graphs && !observer_) {  // observed: plain launches, copies between them
     capture_decode();
     if (graph_exec_) {
       check(cudaGraphLaunch(graph_exec_, st_), "launching the decode graph");
@@ -433,6 +439,19 @@ std::string cuda_describe_device() {
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Model> model, const CudaOptions& opts) {
   if (!cuda_available()) throw BackendFailure("cuda: " + cuda_unavailable_reason());
   return std::make_unique<cuda::CudaBackend>(std::move(model), opts);
+}
+
+void set_cuda_observer(Backend& b, IntermediateObserver f) {
+  auto* c = dynamic_cast<cuda::CudaBackend*>(&b);
+  if (!c) throw std::invalid_argument("set_cuda_observer: backend '" + b.name() + "' is not the CUDA backend");
+  c->set_observer(std::move(f));
+}
+
+bool cuda_reports_intermediate(const char* name, int64_t rows) {
+  if (rows > 1) return true;
+  for (const char* n : kAccumulatedIntermediates)
+    if (std::strcmp(name, n) == 0) return false;
+  return true;
 }
 
 bool cuda_step_info(const Backend& b, CudaStepInfo* out) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/backend/backend.h"
+#include "engine/model/intermediates.h"
 
 namespace hl {
 
@@ -20,6 +21,16 @@ struct CudaOptions {
 // Throws BackendFailure with the reason: no CUDA device or driver, not enough device memory, a
 // shape beyond the kernels' limits, a failed device.
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Model> model, const CudaOptions& opts = {});
+// The named intermediates (model/intermediates.h) of the CUDA backend `b` from its next block on: at
+// each one the stream is synchronised and its rows copied to the host for the call (observation only:
+// the decode step then runs as plain launches, not its graph). An empty function stops them; without
+// one nothing is copied and nothing changes. Throws std::invalid_argument when `b` is not CUDA.
+void set_cuda_observer(Backend& b, IntermediateObserver f);
+// Whether the CUDA observer reports `name` for a block of `rows` rows. A one-row block (decode, or a
+// block of one register or token) adds the mixer's and the feed-forward's outputs straight into h, so
+// kAccumulatedIntermediates are missing there; a longer block writes them to a buffer first (the
+// prefill products) and reports every name of kIntermediates its layers reach.
+bool cuda_reports_intermediate(const char* name, int64_t rows);
 // Whether a CUDA device exists (cudaGetDeviceCount > 0). Cheap after the first call; never throws.
 bool cuda_available();
 // Why no device is usable ("" when one is).

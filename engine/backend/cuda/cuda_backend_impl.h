@@ -39,6 +39,9 @@ class CudaBackend final : public Backend {
   const RunOptions& options() const override { return opts_; }
   int registers() const override { return n_reg_; }
 
+  // The named intermediates from the next block on (set_cuda_observer); empty: none.
+  void set_observer(IntermediateObserver f) { observer_ = std::move(f); }
+
   CudaStepInfo step_info() const {
     return {kernels_per_token_, graph_exec_ != nullptr && copts_.graphs, pdl_, device_};
   }
@@ -71,6 +74,11 @@ class CudaBackend final : public Backend {
     return t;
   }
   void sync(const char* what);
+  // With an observer and outside a graph capture: S rows of `cols` floats, row s at dev + s·stride,
+  // copied to the host after the stream's work and reported as `name` of `layer` (−1: model-level).
+  void observe(const char* name, int64_t layer, const float* dev, int64_t stride, int64_t cols, int64_t S);
+  // The half-layer's output y as `name` (mixer_out, ffn_out) where the block materialises it.
+  void observe_output(const char* name, int64_t layer, int64_t S);
   void read_records(int64_t S, TokenTrace* recs) const;
   void drop_graph();
 
@@ -126,6 +134,12 @@ class CudaBackend final : public Backend {
   CudaScratch scratch_;
   float *h_ = nullptr, *x_ = nullptr, *y_ = nullptr, *rows_ = nullptr;
   float *dt_ = nullptr, *ret_ = nullptr;  // (M_n, cap, Di) each SSM layer's Δ and retained share, for the record
+
+  // Observation (set_cuda_observer): the observer, the host copy of one observed tensor, and whether
+  // the decode step is being captured (no copies then: a capture runs nothing).
+  IntermediateObserver observer_;
+  std::vector<float> obs_host_;
+  bool capturing_ = false;
 
   // The decode step as a graph.
   cudaGraphExec_t graph_exec_ = nullptr;

@@ -74,7 +74,8 @@ class CudaDenseFfn final : public CudaMlps {
 
 class CudaMoeFfn final : public CudaMlps {
  public:
-  CudaMoeFfn(const CudaModuleContext& c, int64_t layer) : CudaMlps(c, layer), xi_(c.schedule[layer].moe_index) {
+  CudaMoeFfn(const CudaModuleContext& c, int64_t layer)
+      : CudaMlps(c, layer), layer_(layer), xi_(c.schedule[layer].moe_index) {
     if (cfg_.num_experts > 256 || cfg_.num_experts_per_tok > 64)
       throw BackendFailure("cuda: the router kernel takes at most 256 experts and 64 per token");
   }
@@ -137,6 +138,7 @@ class CudaMoeFfn final : public CudaMlps {
     // The router ran in the norm before (fuse_into_norm): probs_, sel_, selw_ and the record.
     const int64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
     cudaStream_t st = r.stream();
+    r.observe("router_probs", layer_, probs_, E, E, S);
     if (S == 1) {  // experts chosen on the device, in ascending index, weighted by their probabilities
       launch_glu(table_, sel_, static_cast<int>(K), I, H, r.x(), g_, st);
       launch_down(table_, sel_, selw_, static_cast<int>(K), H, I, g_, r.h(), r.tail(), st);
@@ -189,7 +191,7 @@ class CudaMoeFfn final : public CudaMlps {
   }
 
  private:
-  const int64_t xi_;  // index among the MoE layers (X_n slot)
+  const int64_t layer_, xi_;  // the layer, its index among the MoE layers (X_n slot)
   DW router_;
   float *g_ = nullptr, *uf_ = nullptr, *xe_ = nullptr, *ye_ = nullptr, *probs_ = nullptr, *selw_ = nullptr;
   int32_t* sel_ = nullptr;

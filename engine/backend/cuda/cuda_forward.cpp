@@ -1,7 +1,8 @@
 // The CUDA backend's model loop (see cuda_backend_impl.h) for one block of S tokens, decode (S = 1)
 // or prefill: embed, per layer its mixer unit and its FFN unit (cuda_module.h) each followed by the
 // residual add and the next norm, the head, and the records' statistics (rank-to-1, the SSM
-// layers' Δ). Also CudaRun, the units' view of the backend: the matrix-vector and cuBLAS products.
+// layers' Δ). Also CudaRun, the units' view of the backend: the matrix-vector and cuBLAS products,
+// and the observation copies of the named intermediates (set_cuda_observer; model/intermediates.h).
 #include "engine/backend/cuda/cuda_backend_impl.h"
 
 namespace hl::cuda {
@@ -24,6 +25,26 @@ float* CudaRun::ssm_retained(int64_t m) const { return b_.ret_ + m * b_.cap_ * b
 const Tail& CudaRun::tail() const { return b_.tail_; }
 void CudaRun::counted(int64_t kernels) { b_.launches_ += kernels; }
 void CudaRun::sync(const char* what) { b_.sync(what); }
+void CudaRun::observe(const char* name, int64_t layer, const float* dev, int64_t stride, int64_t cols, int64_t S) {
+  b_.observe(name, layer, dev, stride, cols, S);
+}
+
+// The copy goes on the stream after the work that wrote `dev` and is waited for, so the rows are
+// final; later kernels may overwrite `dev` only after the observer has returned.
+void CudaBackend::observe(const char* name, int64_t layer, const float* dev, int64_t stride, int64_t cols, int64_t S) {
+  if (!observer_ || capturing_) return;
+  obs_host_.resize(static_cast<size_t>(S * cols));
+  check(cudaMemcpy2DAsync(obs_host_.data(), static_cast<size_t>(cols * 4), dev, static_cast<size_t>(stride * 4),
+                          static_cast<size_t>(cols * 4), static_cast<size_t>(S), cudaMemcpyDeviceToHost, st_),
+        std::string("copying the observed ") + name);
+  sync("copying an observed intermediate");
+  // The block's first run row: registers 0.., token t at n_reg + t (model/intermediates.h).
+  observer_(Intermediate{name, layer, kv_len_, S, cols, cols, obs_host_.data()});
+}
+
+void CudaBackend::observe_output(const char* name, int64_t layer, int64_t S) {
+  if (observer_ && cuda_reports_intermediate(name, S)) observe(name, layer, y_, cfg_.hidden_size, cfg_.hidden_size, S);
+}
 
 void CudaRun::gemv(std::initializer_list<GemvSeg> segs, const float* x, int epi, const Tail& t) {
   GemvArgs a;
@@ -114,16 +135,27 @@ void CudaBackend::enqueue(int64_t S, bool records) {
     ++launches_;
     resid(S, false, 0, layers_[0].in_norm, rec);
   }
+  observe("embed", -1, h_, H, H, S);  // the norm after the embedding leaves h as it is
+  observe("attn_norm", 0, x_, H, H, S);
   for (int64_t i = 0; i < L; ++i) {
     const float* next_norm = i + 1 < L ? layers_[i + 1].in_norm : final_norm_;
     const int end = static_cast<int>(i + 1);  // the residual point after layer i
     CudaFfn* ffn = ffns_[i].get();
     if (!ffn) {  // no feed-forward: the layer ends after its mixer
       half_layer(*mixers_[i], S, fused, end, next_norm, rec, nullptr);
-      continue;
+      observe_output("mixer_out", i, S);
+    } else {
+      half_layer(*mixers_[i], S, fused, -1, layers_[i].ff_norm, rec, ffn);
+      observe_output("mixer_out", i, S);
+      observe("ffn_norm", i, x_, H, H, S);
+      half_layer(*ffn, S, fused, end, next_norm, rec, nullptr);
+      observe_output("ffn_out", i, S);
     }
-    half_layer(*mixers_[i], S, fused, -1, layers_[i].ff_norm, rec, ffn);
-    half_layer(*ffn, S, fused, end, next_norm, rec, nullptr);
+    observe("layer_out", i, h_, H, H, S);
+    if (i + 1 < L)
+      observe("attn_norm", i + 1, x_, H, H, S);
+    else if (records)  // registers: the final norm runs, but the reference has no final_norm for them
+      observe("final_norm", -1, x_, H, H, S);
   }
   tail_ = Tail{};
   if (!records) return;
@@ -131,6 +163,7 @@ void CudaBackend::enqueue(int64_t S, bool records) {
     run_.gemv({{lm_head_, rec + rl_.logits, 0, nullptr}}, x_, 0);
   else
     run_.gemm(lm_head_, x_, S, rec + rl_.logits, rl_.stride);
+  observe("logits", -1, rec + rl_.logits, rl_.stride, cfg_.vocab_size, S);
   if (opts_.instruments) {
     launch_rank1(rows_, static_cast<int>(L + 1), cap_, static_cast<int>(S), H, rank1_.as<double>(), rec, rl_.stride,
                  rl_.rank1, st_);

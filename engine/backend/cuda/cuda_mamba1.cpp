@@ -12,7 +12,7 @@ namespace {
 class CudaMamba1 final : public CudaMixer {
  public:
   CudaMamba1(const CudaModuleContext& c, int64_t layer)
-      : w_(c.model.w.layers[layer].mamba), cfg_(c.config), mi_(c.schedule[layer].ssm_index) {}
+      : w_(c.model.w.layers[layer].mamba), cfg_(c.config), layer_(layer), mi_(c.schedule[layer].ssm_index) {}
 
   void upload(CudaWeights& w) override {
     const int64_t Di = cfg_.mamba_inner(), N = cfg_.mamba_d_state;
@@ -82,6 +82,7 @@ class CudaMamba1 final : public CudaMixer {
       g.params = r.params();
       g.conv = ConvEpi{win_, conv_w_, conv_b_, u_, Di, static_cast<int>(W)};
       launch_gemv(g, r.stream());
+      observe_in(r, S);
       r.gemv({{x_proj_, p_, 0, nullptr}}, u_, 0);
       StepArgs m;
       m.p = p_;
@@ -104,6 +105,7 @@ class CudaMamba1 final : public CudaMixer {
       m.eps = cfg.rms_norm_eps;
       launch_mamba_step(m, r.stream());
       r.counted(2);
+      observe_scan(r, dt, S);
       r.gemv({{out_proj_, r.h(), 0, out_bias_}}, gated_, 1, r.tail());  // h += gated·Woutᵀ + bias, then the norm
       return;
     }
@@ -118,6 +120,7 @@ class CudaMamba1 final : public CudaMixer {
     }
     launch_conv(xz_, win_, conv_w_, conv_b_, u_, static_cast<int>(S), Di, static_cast<int>(W), r.stream());
     r.counted(1);
+    observe_in(r, S);
     if (S == 1)
       r.gemv({{x_proj_, p_, 0, nullptr}}, u_, 0);
     else
@@ -155,6 +158,7 @@ class CudaMamba1 final : public CudaMixer {
       launch_scan_chunked(a, chunk, sc_local_, sc_prod_, sc_carry_, r.stream());
       r.counted(3);
     }
+    observe_scan(r, dt, S);
     if (S == 1) {
       r.gemv({{out_proj_, r.h(), 0, out_bias_}}, gated_, 1, r.tail());  // h += gated·Woutᵀ + bias, then the norm
     } else {
@@ -167,9 +171,22 @@ class CudaMamba1 final : public CudaMixer {
   }
 
  private:
+  // The observed intermediates (CudaRun::observe): x|z after in_proj and u after the conv; Δ and the
+  // gated scan output after the scan (the scans leave x|z, u and Δ as they are).
+  void observe_in(CudaRun& r, int64_t S) const {
+    const int64_t Di = cfg_.mamba_inner();
+    r.observe("ssm_in", layer_, xz_, 2 * Di, 2 * Di, S);
+    r.observe("ssm_conv", layer_, u_, Di, Di, S);
+  }
+  void observe_scan(CudaRun& r, const float* dt, int64_t S) const {
+    const int64_t Di = cfg_.mamba_inner();
+    r.observe("ssm_delta", layer_, dt, Di, Di, S);
+    r.observe("ssm_y", layer_, gated_, Di, Di, S);
+  }
+
   const MambaWeights& w_;
   const JambaConfig& cfg_;
-  const int64_t mi_;  // index among the SSM layers (M_n slot)
+  const int64_t layer_, mi_;  // the layer, its index among the SSM layers (M_n slot)
   DW in_proj_, x_proj_, dt_proj_, out_proj_;
   const float *in_bias_ = nullptr, *conv_w_ = nullptr, *conv_b_ = nullptr, *dt_norm_ = nullptr, *b_norm_ = nullptr;
   const float *c_norm_ = nullptr, *dt_bias_ = nullptr, *A_ = nullptr, *D_ = nullptr, *out_bias_ = nullptr;

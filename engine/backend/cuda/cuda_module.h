@@ -72,6 +72,9 @@ class CudaRun {
   void gemm(const DW& W, const float* X, int64_t S, float* Y, int64_t ldy);
   void counted(int64_t kernels);  // kernels a unit launched itself (cuda_kernels.h launch_*)
   void sync(const char* what);    // waits for the stream; a device error becomes BackendFailure
+  // With an observer set (set_cuda_observer): after the work enqueued so far, S rows of `cols` floats,
+  // row s at dev + s·stride, reported as `name` of `layer` (model/intermediates.h). Nothing otherwise.
+  void observe(const char* name, int64_t layer, const float* dev, int64_t stride, int64_t cols, int64_t S);
 
  private:
   CudaBackend& b_;
