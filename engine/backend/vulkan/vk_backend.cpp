@@ -25,6 +25,7 @@ VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanOpt
   tiled_ = opts.matmul == VulkanOptions::Matmul::Tiled ||
            (opts.matmul == VulkanOptions::Matmul::Auto && !ctx_->cpu_device());
   try {
+    check_vk_modules(*model_);  // before the upload
     dw_ = std::make_unique<DeviceWeights>(ctx_, *model_, opts.f32_as_f16);
     // One unit per layer for its mixer and its feed-forward; a kind without a unit throws here.
     const VkModuleContext mc{*model_, *dw_, ctx_};

@@ -148,6 +148,9 @@ using VkFfnTable = ModuleTable<FfnKind, MakeVkFfn, struct VkFfnTag>;
 // The units of layer `layer` through the tables (vk_modules.cpp); a kind without a unit throws
 // the one-line BackendFailure of find_module. make_vk_ffn returns null for FfnKind::None.
 std::unique_ptr<VkMixer> make_vk_mixer(const VkModuleContext& c, int64_t layer);
+// Throws that same BackendFailure for the first layer of `m` whose kind has no unit here: called
+// before the weights go to the device, so a model this backend cannot run costs no upload.
+void check_vk_modules(const Model& m);
 std::unique_ptr<VkFfn> make_vk_ffn(const VkModuleContext& c, int64_t layer);
 
 }  // namespace hl::vk

@@ -7,6 +7,13 @@
 
 namespace hl::vk {
 
+void check_vk_modules(const Model& m) {
+  for (int64_t i = 0; i < m.schedule.size(); ++i) {
+    find_module(VkMixerTable::entries(), m.schedule[i].mixer, "vulkan", i);
+    if (m.schedule[i].ffn != FfnKind::None) find_module(VkFfnTable::entries(), m.schedule[i].ffn, "vulkan", i);
+  }
+}
+
 std::unique_ptr<VkMixer> make_vk_mixer(const VkModuleContext& c, int64_t layer) {
   return find_module(VkMixerTable::entries(), c.model.schedule[layer].mixer, "vulkan", layer)(c, layer);
 }
