@@ -12,24 +12,12 @@
 #include "engine/io/config.h"
 #include "engine/io/file_stamp.h"
 #include "engine/model/layer_schedule.h"
+#include "engine/model/mat.h"
 
 namespace hl {
 
 class Checkpoint;
 class MappedFile;
-
-// A row-major (rows, cols) matrix view in its stored dtype: PyTorch nn.Linear layout (out, in).
-struct Mat {
-  DType dtype = DType::F32;
-  const void* data = nullptr;
-  int64_t rows = 0, cols = 0;
-  std::string name;  // tensor name, for messages and the DoRA view
-  bool empty() const { return data == nullptr; }
-  int64_t bytes() const { return rows * cols * dtype_size(dtype); }
-  const uint8_t* row_ptr(int64_t r) const {
-    return static_cast<const uint8_t*>(data) + r * cols * dtype_size(dtype);
-  }
-};
 
 struct AttentionWeights {
   Mat q, k, v, o;             // (nh*hd, H), (nkv*hd, H), (nkv*hd, H), (H, nh*hd)
@@ -62,7 +50,9 @@ struct MoeWeights {
   std::vector<MlpWeights> experts;  // E entries (views into fused tensors when stored fused)
 };
 
-// One layer's weights; which parts are bound is the layer's LayerSpec (Model::schedule).
+// One layer's weights; which parts are bound is the layer's LayerSpec (Model::schedule). A mixer
+// kind with weights of its own declares them in its header (model/mixer_<kind>.h, over mat.h),
+// included above, and adds its member here; its bind() fills it (model/mixer_ops.h).
 struct LayerWeights {
   std::vector<float> input_norm;   // (H,)
   std::vector<float> pre_ff_norm;  // (H,)

@@ -1,0 +1,25 @@
+// A matrix of the model as the kernels read it: a row-major (rows, cols) view in its stored dtype
+// with its tensor name. Its own header so that a mixer kind's weights header (model/mixer_<kind>.h)
+// can hold matrices without including weights.h, which includes those headers.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "engine/core/dtype.h"
+
+namespace hl {
+
+// A row-major (rows, cols) matrix view in its stored dtype: PyTorch nn.Linear layout (out, in).
+struct Mat {
+  DType dtype = DType::F32;
+  const void* data = nullptr;
+  int64_t rows = 0, cols = 0;
+  std::string name;  // tensor name, for messages and the DoRA view
+  bool empty() const { return data == nullptr; }
+  int64_t bytes() const { return rows * cols * dtype_size(dtype); }
+  const uint8_t* row_ptr(int64_t r) const {
+    return static_cast<const uint8_t*>(data) + r * cols * dtype_size(dtype);
+  }
+};
+
+}  // namespace hl
