@@ -42,7 +42,7 @@ void init_token_trace(TokenTrace& r, const JambaConfig& c, const LayerSchedule& 
   r.token_id = token;
   r.position = static_cast<int32_t>(t);
   r.kv_cache_bytes = kv_cache_bytes(c, s.num_attention(), registers + t + 1, 4);
-  r.ssm_state_bytes = ssm_state_bytes(c, s.num_ssm(), 4);
+  r.ssm_state_bytes = state_bytes(c, s, 4);
   r.nonfinite_layer = -1;
   // Every vector field the run carries, sized from the field table (assign keeps a reused
   // record's capacity: no allocation once the record has held a token of this length).

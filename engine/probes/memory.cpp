@@ -13,8 +13,13 @@ int64_t kv_cache_bytes(const JambaConfig& c, int64_t attention_layers, int64_t t
 }
 
 int64_t ssm_state_bytes(const JambaConfig& c, int64_t mamba_layers, int64_t bytes_per_element) {
-  const int64_t di = c.mamba_inner();
-  return mamba_layers * (di * c.mamba_d_conv + di * c.mamba_d_state) * bytes_per_element;
+  return mamba_layers * mixer_ops(MixerKind::Mamba1).state_elements(c) * bytes_per_element;  // mixer_mamba1.cpp
+}
+
+int64_t state_bytes(const JambaConfig& c, const LayerSchedule& s, int64_t bytes_per_element) {
+  int64_t n = 0;  // model/mixer_<kind>.cpp
+  for (const LayerSpec& l : s.layers()) n += mixer_ops(l.mixer).state_elements(c) * bytes_per_element;
+  return n;
 }
 
 MemoryReport memory_report(const JambaConfig& c, const LayerSchedule& s, int64_t context, int64_t bytes_per_element) {
@@ -25,8 +30,7 @@ MemoryReport memory_report(const JambaConfig& c, const LayerSchedule& s, int64_t
   r.kv_bytes = kv_cache_bytes(c, s.num_attention(), context, bytes_per_element);
   r.kv_bytes_all_attention = kv_cache_bytes(c, L, context, bytes_per_element);
   r.kv_bytes_all_mamba = 0;
-  r.state_bytes = 0;  // each layer's own state, as its kind keeps it (model/mixer_<kind>.cpp)
-  for (const LayerSpec& l : s.layers()) r.state_bytes += mixer_ops(l.mixer).state_elements(c) * bytes_per_element;
+  r.state_bytes = state_bytes(c, s, bytes_per_element);
   r.state_bytes_all_mamba = ssm_state_bytes(c, L, bytes_per_element);
   return r;
 }

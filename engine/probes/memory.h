@@ -13,6 +13,9 @@ namespace hl {
 int64_t kv_cache_bytes(const JambaConfig& c, int64_t attention_layers, int64_t tokens, int64_t bytes_per_element);
 // Per Mamba layer Di·d_conv + Di·d_state elements, times bytes.
 int64_t ssm_state_bytes(const JambaConfig& c, int64_t mamba_layers, int64_t bytes_per_element);
+// The state the layers of `s` keep besides their KV caches, each as its kind keeps it
+// (MixerOps::state_elements), times bytes.
+int64_t state_bytes(const JambaConfig& c, const LayerSchedule& s, int64_t bytes_per_element);
 
 struct MemoryReport {
   int64_t context = 0, bytes_per_element = 2;

@@ -14,6 +14,12 @@
 
 namespace hl::ref {
 
+// Hands the (n,) floats named `name` of `layer` at run row `row` to `f`, if set.
+inline void observe_row(const IntermediateObserver& f, const char* name, int64_t layer, int64_t row, const float* data,
+                        int64_t n) {
+  if (f) f(Intermediate{name, layer, row, 1, n, n, data});
+}
+
 // One row through one layer's mixer.
 struct RefRow {
   int64_t layer = 0, row = 0;  // decoder layer; run row (registers first)
@@ -23,7 +29,7 @@ struct RefRow {
   const IntermediateObserver* observer = nullptr;
   // Hands (n,) floats named `name` to the observer, if any.
   void observe(const char* name, const float* data, int64_t n) const {
-    if (observer && *observer) (*observer)(Intermediate{name, layer, row, 1, n, n, data});
+    if (observer) observe_row(*observer, name, layer, row, data, n);
   }
 };
 

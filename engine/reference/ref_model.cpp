@@ -33,7 +33,7 @@ float rank1_distance(const float* X, int64_t T, int64_t H) {
 ReferenceModel::ReferenceModel(std::shared_ptr<const Model> model) : model_(std::move(model)), cfg_(model_->config) {}
 
 void ReferenceModel::observe(const char* name, int64_t layer, int64_t row, const float* data, int64_t n) const {
-  if (observer_) observer_(Intermediate{name, layer, row, 1, n, n, data});
+  observe_row(observer_, name, layer, row, data, n);
 }
 
 void ReferenceModel::start(const RunOptions& opts) {
