@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (static_cast<int64_t>(r.rank1_distance.size()) != L + 1) std::abort();
       if (!r.attn_entropy.empty() && static_cast<int64_t>(r.attn_entropy.size()) != An * nh) std::abort();
       if (!r.attn_rows.empty() && static_cast<int64_t>(r.attn_rows.size()) != An * nh * (nReg + t + 2)) std::abort();
-      if (r.nonfinite_layer < -1 || r.nonfinite_layer >= L) std::abort();
+      if (r.nonfinite_layer < -1 || r.nonfinite_layer > L + 1) std::abort();  // L: final norm, L + 1: LM head
       for (int32_t e : r.router_topk)
         if (e < 0 || e >= c.num_experts) std::abort();
       ++t;
