@@ -372,6 +372,8 @@ def main():
     check_mixers_and_model()
     check_step_vs_prefill_and_golden()
     check_closed_forms()
+    import check_bamba                                                    # Bamba / Mamba-2 section
+    check_bamba.run_checks(check, close)
     total = "all checks passed" if not FAILS else f"{len(FAILS)} FAILED: {FAILS}"
     print(total)
     return 0 if not FAILS else 1

@@ -462,6 +462,10 @@ class JambaRef:
 
     # -- trace assembly (trace-format.md §3) -----------------------------------------------------
 
+    def ssm_state_elements(self):
+        """Elements of one Mamba layer's decode state: conv window (Di, W) + SSM state (Di, N)."""
+        return self.cfg.Di * self.cfg.W + self.cfg.Di * self.cfg.N
+
     def run(self, token_ids, normalizer=None, registers=None, path="sequence"):
         c = self.cfg
         ids = np.asarray(token_ids, np.int64)
@@ -515,7 +519,7 @@ class JambaRef:
         bad = ~np.all(np.isfinite(R[1:]), axis=2)                        # (L, T)
         out["nonfinite_layer"] = np.where(bad.any(axis=0), np.argmax(bad, axis=0), -1).astype(np.int32)
         out["kv_cache_bytes"] = (2 * A_n * c.nkv * c.hd * (n_reg + np.arange(T) + 1) * 4).astype(np.int64)
-        out["ssm_state_bytes"] = np.full(T, M_n * (c.Di * c.W + c.Di * c.N) * 4, np.int64)
+        out["ssm_state_bytes"] = np.full(T, M_n * self.ssm_state_elements() * 4, np.int64)
         if M_n:
             out["ssm_delta"] = np.stack([r["dt"][tok] for r in raw["mamba"]], axis=1)      # (T, M_n, Di)
             out["ssm_retained"] = np.stack([r["retained"][tok] for r in raw["mamba"]], axis=1)

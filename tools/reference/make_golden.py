@@ -20,6 +20,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bamba_ref  # noqa: E402
 import jamba_ref  # noqa: E402
 
 # ----------------------------------------------------------------------------------------------
@@ -235,6 +236,111 @@ def case_specs():
     ]
 
 
+# ----------------------------------------------------------------------------------------------
+# Bamba (Mamba-2 + attention; Hugging Face model_type "bamba", state-dict names of modeling_bamba.py)
+# ----------------------------------------------------------------------------------------------
+
+BAMBA_BASE_CONFIG = {
+    "architectures": ["BambaForCausalLM"], "model_type": "bamba", "attention_dropout": 0.0,
+    "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "hidden_act": "silu",
+    "initializer_range": 0.02, "max_position_embeddings": 4096, "num_logits_to_keep": 1,
+    "use_cache": True, "z_loss_coefficient": 0.0, "transformers_version": "4.56.0",
+}
+
+
+def make_bamba_config(**kw):
+    c = dict(BAMBA_BASE_CONFIG)
+    c.update(kw)
+    return dict(sorted(c.items()))
+
+
+def make_bamba_weights(cfg, rng):
+    """Ordered list of (name, float64 array) in BambaForCausalLM's state-dict names. dt_bias and A_log as
+    HF's Mamba-2 init: dt_bias = inverse softplus of dt ~ logU[time_step_min, time_step_max], A = U[1, 16]."""
+    c = bamba_ref.BambaConfig(cfg)
+    H, I, V, Di, nh = c.H, c.I, c.V, c.Di, c.mh
+    nrm = lambda *s, std: rng.normal(0.0, std, size=s)                     # noqa: E731
+    norm_w = lambda n: 1.0 + rng.uniform(-0.1, 0.1, size=n)                # noqa: E731
+    w = [("model.embed_tokens.weight", nrm(V, H, std=1.0))]
+    for i in range(c.L):
+        p = f"model.layers.{i}."
+        w.append((p + "input_layernorm.weight", norm_w(H)))
+        if c.is_attn[i]:
+            w += [(p + "self_attn.q_proj.weight", nrm(c.nh * c.hd, H, std=1.2 / math.sqrt(H))),
+                  (p + "self_attn.k_proj.weight", nrm(c.nkv * c.hd, H, std=1.2 / math.sqrt(H))),
+                  (p + "self_attn.v_proj.weight", nrm(c.nkv * c.hd, H, std=1.0 / math.sqrt(H))),
+                  (p + "self_attn.o_proj.weight", nrm(H, c.nh * c.hd, std=0.7 / math.sqrt(c.nh * c.hd)))]
+        else:
+            m = p + "mamba."
+            w.append((m + "in_proj.weight", nrm(Di + c.conv_dim + nh, H, std=1.0 / math.sqrt(H))))
+            if c.proj_bias:
+                w.append((m + "in_proj.bias", nrm(Di + c.conv_dim + nh, std=0.1)))
+            w.append((m + "conv1d.weight", nrm(c.conv_dim, 1, c.W, std=1.0 / math.sqrt(c.W))))
+            if c.conv_bias:
+                w.append((m + "conv1d.bias", nrm(c.conv_dim, std=0.1)))
+            lo, hi = math.log(cfg["time_step_min"]), math.log(cfg["time_step_max"])
+            dt = np.exp(rng.uniform(lo, hi, size=nh))
+            w += [(m + "dt_bias", inv_softplus(dt)),
+                  (m + "A_log", np.log(rng.uniform(1.0, 16.0, size=nh))),
+                  (m + "D", 1.0 + rng.uniform(-0.2, 0.2, size=nh)),
+                  (m + "norm.weight", norm_w(Di)),
+                  (m + "out_proj.weight", nrm(H, Di, std=0.7 / math.sqrt(Di)))]
+            if c.proj_bias:
+                w.append((m + "out_proj.bias", nrm(H, std=0.1)))
+        w.append((p + "pre_ff_layernorm.weight", norm_w(H)))
+        f = p + "feed_forward."
+        w += [(f + "gate_proj.weight", nrm(I, H, std=1.0 / math.sqrt(H))),
+              (f + "up_proj.weight", nrm(I, H, std=1.0 / math.sqrt(H))),
+              (f + "down_proj.weight", nrm(H, I, std=0.7 / math.sqrt(I)))]
+    w.append(("model.final_layernorm.weight", norm_w(H)))
+    if not c.tie:
+        w.append(("lm_head.weight", nrm(V, H, std=1.0 / math.sqrt(H))))
+    return w
+
+
+def bamba_case_specs():
+    """Like case_specs(), read with bamba_ref.BambaRef."""
+    common = dict(ref=bamba_ref.BambaRef, make_weights=make_bamba_weights, weights={}, shards=1)
+    return [
+        dict(common, name="bamba_basic", seed=606,
+             doc="Bamba: L 4, attention layer 2 only (nh 4 / nkv 2, hd 8, RoPE on the first 4 dims, "
+                 "rope_theta 10000 as a top-level field), Mamba-2 layers 0,1,3 with Di 64, 8 heads of P 8, "
+                 "G 2 groups of N 8 (heads 0-3 use group 0, heads 4-7 group 1), d_conv 4, chunk 8 (T 20 "
+                 "spans 3 chunks), conv bias, no proj bias, time_step_limit [0, Infinity] (bare Infinity in "
+                 "config.json), untied lm_head, all F32.",
+             config=make_bamba_config(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                                      num_attention_heads=4, num_key_value_heads=2, attn_layer_indices=[2],
+                                      mamba_n_heads=8, mamba_d_head="auto", mamba_n_groups=2, mamba_d_state=8,
+                                      mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=8, mamba_conv_bias=True,
+                                      mamba_proj_bias=False, time_step_min=0.001, time_step_max=0.1,
+                                      time_step_limit=[0.0, math.inf], rope_theta=10000.0, rms_norm_eps=1e-6,
+                                      tie_word_embeddings=False, torch_dtype="float32"),
+             dtype=lambda name, k: "F32",
+             runs=[("as_trained", 20, None, None), ("normalizer_softmax1", 20, "softmax1", None),
+                   ("registers_2", 20, None, 2)]),
+        dict(common, name="bamba_clamped", seed=707,
+             doc="Bamba: L 3, attention layers 0 and 2 (nh 4 / nkv 4 given as null, hd 12, RoPE on 6 dims, "
+                 "rope_parameters {default, theta 500000}), Mamba-2 layer 1 with H 48, Di 96, 6 heads of "
+                 "P 16 (d_head given), G 1, N 16, d_conv 3, chunk 4, mamba_conv_bias false, mamba_proj_bias "
+                 "true (in_proj.bias, out_proj.bias), time_step_limit [0.05, 0.3], which clamps at both ends: of "
+                 "the 6 x 16 head-token dt values of each run, the softplus output before the clamp is "
+                 "below 0.05 for 27-28 and above 0.3 for 17-18 (range 0.0016-1.40), time_step_min/max "
+                 "0.01/0.5 for the dt_bias init; tied "
+                 "embeddings (no lm_head tensor), eps 1e-5, every tensor BF16.",
+             config=make_bamba_config(vocab_size=128, hidden_size=48, intermediate_size=80, num_hidden_layers=3,
+                                      num_attention_heads=4, num_key_value_heads=None, attn_layer_indices=[0, 2],
+                                      mamba_n_heads=6, mamba_d_head=16, mamba_n_groups=1, mamba_d_state=16,
+                                      mamba_d_conv=3, mamba_expand=2, mamba_chunk_size=4, mamba_conv_bias=False,
+                                      mamba_proj_bias=True, time_step_min=0.01, time_step_max=0.5,
+                                      time_step_limit=[0.05, 0.3],
+                                      rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+                                      rms_norm_eps=1e-5, tie_word_embeddings=True, torch_dtype="bfloat16"),
+             dtype=lambda name, k: "BF16",
+             runs=[("as_trained", 16, None, None), ("normalizer_sink", 16, "sink", None),
+                   ("registers_1", 16, None, 1)]),
+    ]
+
+
 TRACE_DTYPES = {"token_ids": "I32", "router_topk": "I32", "nonfinite_layer": "I32",
                 "kv_cache_bytes": "I64", "ssm_state_bytes": "I64"}
 
@@ -245,7 +351,7 @@ def write_checkpoint(folder, spec):
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
         f.write("\n")
-    weights = make_weights(cfg, rng, **spec["weights"])
+    weights = spec.get("make_weights", make_weights)(cfg, rng, **spec["weights"])
     entries = [(name, spec["dtype"](name, k), arr) for k, (name, arr) in enumerate(weights)]
     if spec["shards"] == 1:
         write_safetensors(os.path.join(folder, "model.safetensors"), entries, {"format": "pt"})
@@ -303,14 +409,15 @@ def main():
     os.makedirs(out_root, exist_ok=True)
     spreads, min_margin = {}, np.inf
     summary = []
-    for spec in case_specs():
+    for spec in case_specs() + bamba_case_specs():
         folder = os.path.join(out_root, spec["name"])
         if os.path.isdir(folder):
             shutil.rmtree(folder)
         os.makedirs(os.path.join(folder, "expected"))
         write_checkpoint(folder, spec)
-        model = jamba_ref.JambaRef.load(folder)                         # read back: dtype rounding included
-        model32 = jamba_ref.JambaRef.load(folder, dtype=np.float32)
+        ref_cls = spec.get("ref", jamba_ref.JambaRef)
+        model = ref_cls.load(folder)                                    # read back: dtype rounding included
+        model32 = ref_cls.load(folder, dtype=np.float32)
         with open(os.path.join(folder, "config.json"), "rb") as f:
             import hashlib
             sha = hashlib.sha256(f.read()).hexdigest()
@@ -338,7 +445,8 @@ def main():
             write_safetensors(os.path.join(folder, "expected", rname + ".safetensors"), entries, {
                 "format_version": "1", "checkpoint": spec["name"], "config_sha256": sha,
                 "normalizer": norm or "as-trained", "registers": str(n_reg), "adapter": "",
-                "backend": "reference", "engine_version": "tools/reference/jamba_ref.py (float64)"})
+                "backend": "reference",
+                "engine_version": f"tools/reference/{ref_cls.__module__}.py (float64)"})
             run_list.append({"name": rname, "token_ids": ids, "normalizer": norm, "registers": regs})
             summary.append((spec["name"], rname, T, norm, regs, n_reg,
                             float(np.max(tr["resid_max_abs"])), float(np.std(tr["logits"])),
