@@ -134,12 +134,14 @@ def torch_attention(ref, ly, x, null):
     q = (x @ T(ly["q"]).T).view(b, S, c.nh, c.hd).transpose(1, 2)
     k = (x @ T(ly["k"]).T).view(b, S, c.nkv, c.hd).transpose(1, 2)
     v = (x @ T(ly["v"]).T).view(b, S, c.nkv, c.hd).transpose(1, 2)
-    inv = 1.0 / (c.theta ** (torch.arange(0, c.rd, 2, dtype=torch.float64) / c.rd))
+    rd = c.hd // 2                                                           # partial_rotary_factor 0.5
+    theta = (c.raw.get("rope_parameters") or {}).get("rope_theta", c.raw.get("rope_theta", 10000.0))
+    inv = 1.0 / (theta ** (torch.arange(0, rd, 2, dtype=torch.float64) / rd))
     freqs = torch.arange(S, dtype=torch.float64)[:, None] * inv[None, :]
     emb = torch.cat([freqs, freqs], dim=-1)
     cos, sin = emb.cos()[None, None], emb.sin()[None, None]
-    q = torch.cat([q[..., :c.rd] * cos + rotate_half(q[..., :c.rd]) * sin, q[..., c.rd:]], dim=-1)
-    k = torch.cat([k[..., :c.rd] * cos + rotate_half(k[..., :c.rd]) * sin, k[..., c.rd:]], dim=-1)
+    q = torch.cat([q[..., :rd] * cos + rotate_half(q[..., :rd]) * sin, q[..., rd:]], dim=-1)
+    k = torch.cat([k[..., :rd] * cos + rotate_half(k[..., :rd]) * sin, k[..., rd:]], dim=-1)
     rep = c.nh // c.nkv
     k = k[:, :, None].expand(b, c.nkv, rep, S, c.hd).reshape(b, c.nh, S, c.hd)   # repeat_kv
     v = v[:, :, None].expand(b, c.nkv, rep, S, c.hd).reshape(b, c.nh, S, c.hd)
