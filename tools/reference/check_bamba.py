@@ -5,9 +5,9 @@ What it is: (a) the chunked Mamba-2 scan against a direct O(T^2) evaluation of
 y_t = sum_{s<=t} (C_t . B_s) exp(A_h sum_{r=s+1..t} dt_r) dt_s x_s + D x_t, for several chunk sizes;
 (b) the mixer against a torch float64 version of Hugging Face's BambaMixer slow path (F.conv1d, the
 masked-cumsum segment sum and the four-term chunked SSD, the cached one-token update), and the whole
-model against a torch float64 model with HF's rotate_half RoPE and repeat_kv; (c) prefill vs
-one-token-at-a-time (1e-10) and the golden files reproduce; (d) closed forms: byte counters, the dt
-clamp, RoPE's relative-position property, the gated RMSNorm over all Di channels.
+model against a torch float64 model with HF's rotate_half RoPE and repeat_kv; (c) closed forms: byte
+counters, the dt clamp, RoPE's relative-position property, the gated RMSNorm over all Di channels.
+Prefill vs one-token-at-a-time (1e-10) and the golden files of the bamba_* cases: check_ref.py (b).
 What it is not: a test of the C++ engine, or HF's own code (not installed here; written from reading it).
 Usage: run by check_ref.py (run_checks(check, close)).
 """
@@ -218,9 +218,8 @@ def run_checks(check, close):
         ly = ref.layers[c.mamba_layers[0]]
         xx = rng.normal(size=(11, c.H))
         z, xbc0, dt_raw = ref.mamba_in(ly, xx)
-        pad = np.concatenate([np.zeros((c.W - 1, c.conv_dim)), xbc0])
-        conv = sum(pad[k:k + 11] * ly["conv_w"][:, k] for k in range(c.W))
-        conv = conv + (ly["conv_b"] if ly["conv_b"] is not None else 0.0)
+        conv = F.conv1d(T(xbc0).T[None], T(ly["conv_w"])[:, None, :], None if ly["conv_b"] is None else
+                        T(ly["conv_b"]), padding=c.W - 1, groups=c.conv_dim)[0, :, :11].T.numpy()
         xs, Bm, Cm, dtt = ref.mamba_split(ly, jr.silu(conv), dt_raw)
         yd = direct_scan(xs, dtt, ly["A"], Bm, Cm, ly["D"]).reshape(11, c.Di)
         g = yd * jr.silu(z)
@@ -228,22 +227,11 @@ def run_checks(check, close):
         by_hand = by_hand + (ly["out_b"] if ly["out_b"] is not None else 0.0)
         close(f"{tag}: mixer == direct form + gated RMSNorm over all Di by hand", ref.mamba_seq(ly, xx)[0], by_hand)
 
-        runs = json.load(open(os.path.join(folder, "expected", "runs.json")))["runs"]
-        worst_step, worst_file = 0.0, 0.0
-        for run in runs:
-            a = ref.run(run["token_ids"], run["normalizer"], run["registers"], path="sequence")
-            b = ref.run(run["token_ids"], run["normalizer"], run["registers"], path="step")
-            gold, dtypes, meta = jr.read_safetensors(os.path.join(folder, "expected", run["name"] + ".safetensors"))
+        for run in json.load(open(os.path.join(folder, "expected", "runs.json")))["runs"]:
+            a = ref.run(run["token_ids"], run["normalizer"], run["registers"])   # == step, == file: check (b)
+            gold, _, meta = jr.read_safetensors(os.path.join(folder, "expected", run["name"] + ".safetensors"))
             rt = f"{tag}/{run['name']}"
-            check(f"{rt}: same tensor names", set(a) == set(b) == set(gold), f"{sorted(set(a) ^ set(gold))}")
             check(f"{rt}: no router tensors", not any(k.startswith("router") for k in gold))
-            for name in a:
-                d = np.max(np.abs(a[name].astype(np.float64) - b[name].astype(np.float64)), initial=0.0)
-                worst_step = max(worst_step, d / max(1.0, float(np.max(np.abs(a[name])))))
-                if name in gold:
-                    d = np.max(np.abs(a[name].astype(np.float32).astype(np.float64) - gold[name].astype(np.float64)),
-                               initial=0.0)
-                    worst_file = max(worst_file, float(d) / max(1.0, float(np.max(np.abs(gold[name]), initial=0.0))))
             # whole model in torch
             regs = ref.register_rows(run["registers"])
             n_reg = regs.shape[0]
@@ -271,8 +259,6 @@ def run_checks(check, close):
                 check(f"{rt}: dt clamped to [{c.dt_min}, {c.dt_max}], both bounds reached",
                       d.min() >= c.dt_min and d.max() <= c.dt_max and np.any(d == c.dt_min) and np.any(d == c.dt_max),
                       f"min {d.min():.4g} max {d.max():.4g}")
-        check(f"{tag}: step == prefill", worst_step <= 1e-10, f"max rel {worst_step:.2e}")
-        check(f"{tag}: golden files == reference", worst_file <= 2.0 ** -21, f"max rel {worst_file:.2e}")
 
     # RoPE: q.k after rotation depends only on the position difference; dims past rd pass through
     cfg = br.BambaConfig(mg.bamba_case_specs()[0]["config"])

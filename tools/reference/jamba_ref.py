@@ -106,17 +106,9 @@ class JambaConfig:
         v = dict(self.DEFAULTS)
         v.update(d)
         self.raw = d
-        self.V = int(v["vocab_size"])
-        self.tie = bool(v["tie_word_embeddings"])
-        self.H = int(v["hidden_size"])
-        self.I = int(v["intermediate_size"])
-        self.L = int(v["num_hidden_layers"])
-        self.nh = int(v["num_attention_heads"])
-        self.nkv = self.nh if v["num_key_value_heads"] is None else int(v["num_key_value_heads"])
-        assert self.H % self.nh == 0 and self.nh % self.nkv == 0
+        self.read_shared(v)
+        assert self.H % self.nh == 0
         self.hd = self.H // self.nh
-        assert v["hidden_act"] == "silu"
-        self.eps = float(v["rms_norm_eps"])
         self.K = int(v["num_experts_per_tok"])
         self.E = int(v["num_experts"])
         self.N = int(v["mamba_d_state"])
@@ -124,25 +116,41 @@ class JambaConfig:
         self.Di = int(v["mamba_expand"]) * self.H
         r = v["mamba_dt_rank"]
         self.R = math.ceil(self.H / 16) if r == "auto" else int(r)
+        ap, ao = int(v["attn_layer_period"]), int(v["attn_layer_offset"])
+        ep, eo = int(v["expert_layer_period"]), int(v["expert_layer_offset"])
+        assert ao < ap and eo < ep
+        # jamba-spec.md §1.2
+        self.set_schedule([i % ap == ao for i in range(self.L)], [self.E > 1 and i % ep == eo for i in range(self.L)])
+
+    def read_shared(self, v):
+        """The fields every family here reads alike (HF names), and the trace-format.md §1 extensions."""
+        self.V = int(v["vocab_size"])
+        self.tie = bool(v["tie_word_embeddings"])
+        self.H = int(v["hidden_size"])
+        self.I = int(v["intermediate_size"])
+        self.L = int(v["num_hidden_layers"])
+        self.nh = int(v["num_attention_heads"])
+        self.nkv = self.nh if v["num_key_value_heads"] is None else int(v["num_key_value_heads"])
+        assert self.nh % self.nkv == 0
+        assert v["hidden_act"] == "silu"
+        self.eps = float(v["rms_norm_eps"])
         self.conv_bias = bool(v["mamba_conv_bias"])
         self.proj_bias = bool(v["mamba_proj_bias"])
         self.normalizer = v["attention_normalizer"] or "softmax"
         assert self.normalizer in ("softmax", "softmax1")
         self.n_reg_trained = int(v["num_register_tokens"] or 0)
-        ap, ao = int(v["attn_layer_period"]), int(v["attn_layer_offset"])
-        ep, eo = int(v["expert_layer_period"]), int(v["expert_layer_offset"])
-        assert ao < ap and eo < ep
-        # jamba-spec.md §1.2
-        self.is_attn = [i % ap == ao for i in range(self.L)]
-        self.is_moe = [self.E > 1 and i % ep == eo for i in range(self.L)]
+
+    def set_schedule(self, is_attn, is_moe):
+        """Per-layer kinds (lists of L bools) and the layer lists of each kind, in increasing index."""
+        self.is_attn, self.is_moe = is_attn, is_moe
         self.attn_layers = [i for i in range(self.L) if self.is_attn[i]]
         self.mamba_layers = [i for i in range(self.L) if not self.is_attn[i]]
         self.moe_layers = [i for i in range(self.L) if self.is_moe[i]]
 
-    @staticmethod
-    def from_file(path):
+    @classmethod
+    def from_file(cls, path):
         with open(path) as f:
-            return JambaConfig(json.load(f))
+            return cls(json.load(f))                                     # json reads a bare Infinity too
 
 
 # ----------------------------------------------------------------------------------------------
@@ -163,6 +171,17 @@ def rmsnorm(x, w, eps):
     # jamba-spec.md §3.2: mean over the last dim, eps inside the rsqrt, then times the weight
     var = np.mean(x * x, axis=-1, keepdims=True)
     return w * (x / np.sqrt(var + eps))
+
+
+def causal_conv(u, w, b):
+    """Depthwise causal conv1d over the rows of u (S, C) with weight w (C, W), bias b (C,) or None:
+    row t sees rows t-W+1..t (zeros before the start), w[:, W-1] hits row t (causal_conv1d_ref)."""
+    S, W = u.shape[0], w.shape[1]
+    pad = np.concatenate([np.zeros((W - 1, u.shape[1]), u.dtype), u])   # (S+W-1, C)
+    conv = np.zeros_like(u)
+    for k in range(W):
+        conv += pad[k:k + S] * w[:, k]
+    return conv + b if b is not None else conv
 
 
 def xlogx(p):
@@ -192,49 +211,16 @@ class JambaRef:
         c = cfg
         g = lambda name: np.asarray(tensors[name], dtype=dtype)  # noqa: E731
         has = lambda name: name in tensors  # noqa: E731
-        self.embed = g("model.embed_tokens.weight")                      # (V, H)
-        assert self.embed.shape == (c.V, c.H), self.embed.shape
-        if has("lm_head.weight"):
-            self.head = g("lm_head.weight")                              # (V, H)
-        else:
-            assert c.tie, "lm_head.weight absent and tie_word_embeddings is false"
-            self.head = self.embed
-        self.final_norm = g("model.final_layernorm.weight")             # (H,)
-        self.registers_trained = (g("model.register_tokens") if has("model.register_tokens")
-                                  else np.zeros((0, c.H), dtype))        # (R, H)
-        assert self.registers_trained.shape[0] == c.n_reg_trained
-        self.mean_row = np.mean(self.embed, axis=0)                     # (H,)
+        self.load_shared(g, has)
         self.layers = []
         for i in range(c.L):
             p = f"model.layers.{i}."
             ly = dict(attn=c.is_attn[i], moe=c.is_moe[i],
                       in_norm=g(p + "input_layernorm.weight"), ff_norm=g(p + "pre_ff_layernorm.weight"))
             if c.is_attn[i]:
-                ly["q"] = g(p + "self_attn.q_proj.weight")               # (nh*hd, H)
-                ly["k"] = g(p + "self_attn.k_proj.weight")               # (nkv*hd, H)
-                ly["v"] = g(p + "self_attn.v_proj.weight")               # (nkv*hd, H)
-                ly["o"] = g(p + "self_attn.o_proj.weight")               # (H, nh*hd)
-                assert ly["q"].shape == (c.nh * c.hd, c.H) and ly["k"].shape == (c.nkv * c.hd, c.H)
-                ly["sinks"] = g(p + "self_attn.sinks") if has(p + "self_attn.sinks") else None  # (nh,)
+                ly.update(self.load_attention(p, g, has))
             else:
-                m = p + "mamba."
-                ly["in_w"] = g(m + "in_proj.weight")                     # (2Di, H)
-                ly["in_b"] = g(m + "in_proj.bias") if has(m + "in_proj.bias") else None
-                ly["conv_w"] = g(m + "conv1d.weight")[:, 0, :]           # (Di, W)
-                ly["conv_b"] = g(m + "conv1d.bias") if has(m + "conv1d.bias") else None
-                ly["x_w"] = g(m + "x_proj.weight")                       # (R+2N, Di)
-                ly["dt_norm"] = g(m + "dt_layernorm.weight")             # (R,)
-                ly["b_norm"] = g(m + "b_layernorm.weight")               # (N,)
-                ly["c_norm"] = g(m + "c_layernorm.weight")               # (N,)
-                ly["dt_w"] = g(m + "dt_proj.weight")                     # (Di, R)
-                ly["dt_b"] = g(m + "dt_proj.bias")                       # (Di,)
-                ly["A"] = -np.exp(g(m + "A_log"))                        # (Di, N)
-                ly["D"] = g(m + "D")                                     # (Di,)
-                ly["out_w"] = g(m + "out_proj.weight")                   # (H, Di)
-                ly["out_b"] = g(m + "out_proj.bias") if has(m + "out_proj.bias") else None
-                assert ly["in_w"].shape == (2 * c.Di, c.H) and ly["conv_w"].shape == (c.Di, c.W)
-                assert ly["x_w"].shape == (c.R + 2 * c.N, c.Di) and ly["A"].shape == (c.Di, c.N)
-                assert (ly["in_b"] is not None) == c.proj_bias and (ly["conv_b"] is not None) == c.conv_bias
+                ly.update(self.load_mamba(p + "mamba.", g, has))
             f = p + "feed_forward."
             if c.is_moe[i]:
                 ly["router"] = g(f + "router.weight")                    # (E, H)
@@ -250,11 +236,63 @@ class JambaRef:
                 ly["mlp"] = (g(f + "gate_proj.weight"), g(f + "up_proj.weight"), g(f + "down_proj.weight"))
             self.layers.append(ly)
 
-    @staticmethod
-    def load(folder, dtype=np.float64):
-        cfg = JambaConfig.from_file(os.path.join(folder, "config.json"))
+    def load_shared(self, g, has):
+        """Embeddings, head (or tied), final norm, trained registers and their mean row."""
+        c = self.cfg
+        self.embed = g("model.embed_tokens.weight")                      # (V, H)
+        assert self.embed.shape == (c.V, c.H), self.embed.shape
+        if has("lm_head.weight"):
+            self.head = g("lm_head.weight")                              # (V, H)
+        else:
+            assert c.tie, "lm_head.weight absent and tie_word_embeddings is false"
+            self.head = self.embed
+        self.final_norm = g("model.final_layernorm.weight")             # (H,)
+        self.registers_trained = (g("model.register_tokens") if has("model.register_tokens")
+                                  else np.zeros((0, c.H), self.dt))      # (R, H)
+        assert self.registers_trained.shape[0] == c.n_reg_trained
+        self.mean_row = np.mean(self.embed, axis=0)                     # (H,)
+
+    def load_attention(self, p, g, has):
+        """The self_attn weights of the layer with prefix p (no biases)."""
+        c = self.cfg
+        ly = dict(q=g(p + "self_attn.q_proj.weight"),                    # (nh*hd, H)
+                  k=g(p + "self_attn.k_proj.weight"),                    # (nkv*hd, H)
+                  v=g(p + "self_attn.v_proj.weight"),                    # (nkv*hd, H)
+                  o=g(p + "self_attn.o_proj.weight"))                    # (H, nh*hd)
+        assert ly["q"].shape == (c.nh * c.hd, c.H) and ly["k"].shape == (c.nkv * c.hd, c.H)
+        assert ly["v"].shape == (c.nkv * c.hd, c.H) and ly["o"].shape == (c.H, c.nh * c.hd)
+        ly["sinks"] = g(p + "self_attn.sinks") if has(p + "self_attn.sinks") else None  # (nh,)
+        return ly
+
+    def load_mamba(self, m, g, has):
+        """The Mamba (v1) mixer weights under prefix m (".mamba.")."""
+        c = self.cfg
+        ly = {"in_w": g(m + "in_proj.weight")}                           # (2Di, H)
+        ly["in_b"] = g(m + "in_proj.bias") if has(m + "in_proj.bias") else None
+        ly["conv_w"] = g(m + "conv1d.weight")[:, 0, :]                   # (Di, W)
+        ly["conv_b"] = g(m + "conv1d.bias") if has(m + "conv1d.bias") else None
+        ly["x_w"] = g(m + "x_proj.weight")                               # (R+2N, Di)
+        ly["dt_norm"] = g(m + "dt_layernorm.weight")                     # (R,)
+        ly["b_norm"] = g(m + "b_layernorm.weight")                       # (N,)
+        ly["c_norm"] = g(m + "c_layernorm.weight")                       # (N,)
+        ly["dt_w"] = g(m + "dt_proj.weight")                             # (Di, R)
+        ly["dt_b"] = g(m + "dt_proj.bias")                               # (Di,)
+        ly["A"] = -np.exp(g(m + "A_log"))                                # (Di, N)
+        ly["D"] = g(m + "D")                                             # (Di,)
+        ly["out_w"] = g(m + "out_proj.weight")                           # (H, Di)
+        ly["out_b"] = g(m + "out_proj.bias") if has(m + "out_proj.bias") else None
+        assert ly["in_w"].shape == (2 * c.Di, c.H) and ly["conv_w"].shape == (c.Di, c.W)
+        assert ly["x_w"].shape == (c.R + 2 * c.N, c.Di) and ly["A"].shape == (c.Di, c.N)
+        assert (ly["in_b"] is not None) == c.proj_bias and (ly["conv_b"] is not None) == c.conv_bias
+        return ly
+
+    CONFIG = JambaConfig
+
+    @classmethod
+    def load(cls, folder, dtype=np.float64):
+        cfg = cls.CONFIG.from_file(os.path.join(folder, "config.json"))
         tensors, _ = load_tensors(folder)
-        return JambaRef(cfg, tensors, dtype)
+        return cls(cfg, tensors, dtype)
 
     # -- per-run settings ------------------------------------------------------------------------
 
@@ -316,6 +354,10 @@ class JambaRef:
         dt = softplus(dt_r @ ly["dt_w"].T + ly["dt_b"])                  # (S, Di)
         return dt, Bm, Cm
 
+    def position(self, q, k, pos):
+        """Positional encoding of q (nh, S, hd) and k (nkv, S, hd) at positions pos (S,): none in Jamba."""
+        return q, k
+
     # -- sequence path ---------------------------------------------------------------------------
 
     def attention_seq(self, ly, x, null):                                # x (S, H), null (nh,)
@@ -324,6 +366,7 @@ class JambaRef:
         q = (x @ ly["q"].T).reshape(S, c.nh, c.hd).transpose(1, 0, 2)   # (nh, S, hd)
         k = (x @ ly["k"].T).reshape(S, c.nkv, c.hd).transpose(1, 0, 2)  # (nkv, S, hd)
         v = (x @ ly["v"].T).reshape(S, c.nkv, c.hd).transpose(1, 0, 2)  # (nkv, S, hd)
+        q, k = self.position(q, k, np.arange(S))                         # registers at 0..n_reg-1
         kv_of = np.arange(c.nh) // (c.nh // c.nkv)                       # GQA: kv = q_head // (nh/nkv)
         z = np.einsum("hqd,hkd->hqk", q, k[kv_of]) / math.sqrt(c.hd)     # (nh, S, S)
         causal = np.tril(np.ones((S, S), bool))
@@ -341,13 +384,7 @@ class JambaRef:
         if ly["in_b"] is not None:
             xz = xz + ly["in_b"]
         u0, z = xz[:, :c.Di], xz[:, c.Di:]                               # x branch first, gate second
-        pad = np.concatenate([np.zeros((c.W - 1, c.Di), self.dt), u0])   # (S+W-1, Di)
-        conv = np.zeros((S, c.Di), self.dt)
-        for k in range(c.W):                                             # conv_w[:, W-1] hits token t
-            conv += pad[k:k + S] * ly["conv_w"][:, k]
-        if ly["conv_b"] is not None:
-            conv = conv + ly["conv_b"]
-        u = silu(conv)                                                   # (S, Di)
+        u = silu(causal_conv(u0, ly["conv_w"], ly["conv_b"]))           # (S, Di)
         dt, Bm, Cm = self.mamba_post_conv(ly, u, z)
         A = ly["A"]                                                      # (Di, N)
         h = np.zeros((c.Di, c.N), self.dt)
@@ -390,14 +427,55 @@ class JambaRef:
 
     # -- step path (one position at a time with caches) ------------------------------------------
 
+    def attention_step(self, ly, x, t, cache, null):
+        """One query at position t (x (H,)), appending its k, v to cache. Returns o (H,), p (nh, t+1),
+        p_null (nh,), largest |z| (nh,)."""
+        c = self.cfg
+        kv_of = np.arange(c.nh) // (c.nh // c.nkv)
+        q, k = self.position((ly["q"] @ x).reshape(c.nh, 1, c.hd), (ly["k"] @ x).reshape(c.nkv, 1, c.hd), [t])
+        cache["k"].append(k[:, 0])
+        cache["v"].append((ly["v"] @ x).reshape(c.nkv, c.hd))
+        K = np.stack(cache["k"], axis=1)                                 # (nkv, t+1, hd)
+        Vv = np.stack(cache["v"], axis=1)
+        z = np.einsum("hd,hkd->hk", q[:, 0], K[kv_of]) / math.sqrt(c.hd)  # (nh, t+1)
+        p, p_null = normalize_attention(z, null[:, None])
+        o = np.einsum("hk,hkd->hd", p, Vv[kv_of]).reshape(c.nh * c.hd) @ ly["o"].T
+        return o, p, p_null, np.max(np.abs(z), axis=-1)
+
+    def mamba_state(self):
+        """A Mamba layer's decode state: conv window of raw u0 (Di, W), newest last; SSM state (Di, N)."""
+        c = self.cfg
+        return dict(conv=np.zeros((c.Di, c.W), self.dt), ssm=np.zeros((c.Di, c.N), self.dt))
+
+    def mamba_step(self, ly, x, st):
+        """One position x (H,) through a Mamba layer, updating st. Returns o (H,), dt (Di,), retained (Di,)."""
+        c = self.cfg
+        xz = ly["in_w"] @ x
+        if ly["in_b"] is not None:
+            xz = xz + ly["in_b"]
+        u0, zg = xz[:c.Di], xz[c.Di:]
+        cs = np.roll(st["conv"], -1, axis=1)                             # drop the oldest
+        cs[:, c.W - 1] = u0                                              # append the newest
+        st["conv"] = cs
+        cv = np.sum(cs * ly["conv_w"], axis=1)
+        if ly["conv_b"] is not None:
+            cv = cv + ly["conv_b"]
+        u = silu(cv)                                                     # (Di,)
+        dt, Bm, Cm = self.mamba_post_conv(ly, u[None], zg[None])
+        dt, Bm, Cm = dt[0], Bm[0], Cm[0]
+        dA = np.exp(dt[:, None] * ly["A"])                               # selective_state_update_ref
+        st["ssm"] = st["ssm"] * dA + (dt[:, None] * Bm[None, :]) * u[:, None]
+        y = st["ssm"] @ Cm + ly["D"] * u
+        o = ly["out_w"] @ (y * silu(zg))
+        if ly["out_b"] is not None:
+            o = o + ly["out_b"]
+        return o, dt, np.mean(dA, axis=1)
+
     def forward_steps(self, emb, override):
         c = self.cfg
         S = emb.shape[0]
-        kv_of = np.arange(c.nh) // (c.nh // c.nkv)
-        kcache = {i: [] for i in c.attn_layers}                          # lists of (nkv, hd)
-        vcache = {i: [] for i in c.attn_layers}
-        conv_state = {i: np.zeros((c.Di, c.W), self.dt) for i in c.mamba_layers}  # raw u0, newest last
-        ssm_state = {i: np.zeros((c.Di, c.N), self.dt) for i in c.mamba_layers}
+        cache = {i: dict(k=[], v=[]) for i in c.attn_layers}             # lists of (nkv, hd)
+        state = {i: self.mamba_state() for i in c.mamba_layers}
         resid = np.zeros((c.L + 1, S, c.H), self.dt)
         logits = np.zeros((S, c.V), self.dt)
         attn = [dict(p=np.zeros((S, c.nh, S), self.dt), p_null=np.zeros((S, c.nh), self.dt),
@@ -414,47 +492,18 @@ class JambaRef:
                 if ly["attn"]:
                     a = c.attn_layers.index(i)
                     _, null = self.layer_normalizer(i, override)
-                    q = (ly["q"] @ x).reshape(c.nh, c.hd)
-                    kcache[i].append((ly["k"] @ x).reshape(c.nkv, c.hd))
-                    vcache[i].append((ly["v"] @ x).reshape(c.nkv, c.hd))
-                    K = np.stack(kcache[i], axis=1)                      # (nkv, t+1, hd)
-                    Vv = np.stack(vcache[i], axis=1)
-                    z = np.einsum("hd,hkd->hk", q, K[kv_of]) / math.sqrt(c.hd)   # (nh, t+1)
-                    p, p_null = normalize_attention(z, null[:, None])
-                    o = np.einsum("hk,hkd->hd", p, Vv[kv_of]).reshape(c.nh * c.hd) @ ly["o"].T
+                    o, p, p_null, zmax = self.attention_step(ly, x, t, cache[i], null)
                     attn[a]["p"][t, :, :t + 1] = p
                     attn[a]["p_null"][t] = p_null
-                    attn[a]["zmax"][t] = np.max(np.abs(z), axis=-1)
+                    attn[a]["zmax"][t] = zmax
                 else:
                     m = c.mamba_layers.index(i)
-                    xz = ly["in_w"] @ x
-                    if ly["in_b"] is not None:
-                        xz = xz + ly["in_b"]
-                    u0, zg = xz[:c.Di], xz[c.Di:]
-                    cs = np.roll(conv_state[i], -1, axis=1)              # drop the oldest
-                    cs[:, c.W - 1] = u0                                  # append the newest
-                    conv_state[i] = cs
-                    cv = np.sum(cs * ly["conv_w"], axis=1)
-                    if ly["conv_b"] is not None:
-                        cv = cv + ly["conv_b"]
-                    u = silu(cv)                                         # (Di,)
-                    dt, Bm, Cm = self.mamba_post_conv(ly, u[None], zg[None])
-                    dt, Bm, Cm = dt[0], Bm[0], Cm[0]
-                    dA = np.exp(dt[:, None] * ly["A"])                   # selective_state_update_ref
-                    ssm_state[i] = ssm_state[i] * dA + (dt[:, None] * Bm[None, :]) * u[:, None]
-                    y = ssm_state[i] @ Cm + ly["D"] * u
-                    o = ly["out_w"] @ (y * silu(zg))
-                    if ly["out_b"] is not None:
-                        o = o + ly["out_b"]
-                    mamba[m]["dt"][t] = dt
-                    mamba[m]["retained"][t] = np.mean(dA, axis=1)
+                    o, mamba[m]["dt"][t], mamba[m]["retained"][t] = self.mamba_step(ly, x, state[i])
                 h = h + o
                 f, rinfo = self.feed_forward(ly, rmsnorm(h, ly["ff_norm"], c.eps)[None])
                 if rinfo is not None:
-                    x_ = c.moe_layers.index(i)
-                    moe[x_]["probs"][t] = rinfo["probs"][0]
-                    moe[x_]["topk"][t] = rinfo["topk"][0]
-                    moe[x_]["lse"][t] = rinfo["lse"][0]
+                    for key in ("probs", "topk", "lse"):
+                        moe[c.moe_layers.index(i)][key][t] = rinfo[key][0]
                 h = h + f[0]
                 resid[i + 1, t] = h
             logits[t] = self.head @ rmsnorm(h, self.final_norm, c.eps)
@@ -533,18 +582,22 @@ TRACE_ORDER = ["token_ids", "logits", "attn_entropy", "attn_entropy_norm", "attn
                "nonfinite_layer", "kv_cache_bytes", "ssm_state_bytes", "ssm_delta", "ssm_retained", "attn_rows"]
 
 
-if __name__ == "__main__":
+def cli(load, description):
+    """Command line of a reference module: run `load(folder)`'s model on --ids and print a trace summary."""
     import argparse
-    ap = argparse.ArgumentParser(description="Run the reference on a checkpoint and print a trace summary.")
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("checkpoint")
     ap.add_argument("--ids", required=True)
     ap.add_argument("--normalizer", choices=["softmax", "softmax1", "sink"])
     ap.add_argument("--registers", type=int)
     ap.add_argument("--path", choices=["sequence", "step"], default="sequence")
     a = ap.parse_args()
-    model = JambaRef.load(a.checkpoint)
-    tr = model.run([int(s) for s in a.ids.split(",")], a.normalizer, a.registers, a.path)
+    tr = load(a.checkpoint).run([int(s) for s in a.ids.split(",")], a.normalizer, a.registers, a.path)
     for name in TRACE_ORDER:
         if name in tr:
             v = tr[name]
             print(f"{name:18s} {str(v.shape):22s} {v.dtype}  min {v.min():.6g} max {v.max():.6g}")
+
+
+if __name__ == "__main__":
+    cli(JambaRef.load, "Run the Jamba reference on a checkpoint and print a trace summary.")

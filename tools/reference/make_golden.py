@@ -93,6 +93,23 @@ def inv_softplus(y):
     return y + np.log(-np.expm1(-y))
 
 
+def attention_weights(p, c, nrm):
+    """q/k: N(0, 1.2/sqrt(H)) (attention logits with std about 1.5), v: 1/sqrt(H), o: 0.7/sqrt(H)."""
+    H = c.H
+    return [(p + "self_attn.q_proj.weight", nrm(c.nh * c.hd, H, std=1.2 / math.sqrt(H))),
+            (p + "self_attn.k_proj.weight", nrm(c.nkv * c.hd, H, std=1.2 / math.sqrt(H))),
+            (p + "self_attn.v_proj.weight", nrm(c.nkv * c.hd, H, std=1.0 / math.sqrt(H))),
+            (p + "self_attn.o_proj.weight", nrm(H, c.nh * c.hd, std=0.7 / math.sqrt(H)))]
+
+
+def dense_mlp_weights(f, c, nrm):
+    """Gated-SiLU MLP under prefix f: gate/up 1/sqrt(H), down 0.7/sqrt(I)."""
+    H, I = c.H, c.I
+    return [(f + "gate_proj.weight", nrm(I, H, std=1.0 / math.sqrt(H))),
+            (f + "up_proj.weight", nrm(I, H, std=1.0 / math.sqrt(H))),
+            (f + "down_proj.weight", nrm(H, I, std=0.7 / math.sqrt(I)))]
+
+
 def make_weights(cfg, rng, fused_layers=(), sinks_layers=(), router_tie=None):
     """Ordered list of (name, float64 array). Scales keep activations O(1) with non-trivial attention."""
     c = jamba_ref.JambaConfig(cfg)
@@ -106,10 +123,7 @@ def make_weights(cfg, rng, fused_layers=(), sinks_layers=(), router_tie=None):
         p = f"model.layers.{i}."
         w.append((p + "input_layernorm.weight", norm_w(H)))
         if c.is_attn[i]:
-            w += [(p + "self_attn.q_proj.weight", nrm(c.nh * c.hd, H, std=1.2 / math.sqrt(H))),
-                  (p + "self_attn.k_proj.weight", nrm(c.nkv * c.hd, H, std=1.2 / math.sqrt(H))),
-                  (p + "self_attn.v_proj.weight", nrm(c.nkv * c.hd, H, std=1.0 / math.sqrt(H))),
-                  (p + "self_attn.o_proj.weight", nrm(H, c.nh * c.hd, std=0.7 / math.sqrt(H)))]
+            w += attention_weights(p, c, nrm)
             if i in sinks_layers:
                 s = rng.normal(0.0, 1.5, size=c.nh)
                 s[0] = 3.0                                                   # one strong sink head
@@ -151,9 +165,7 @@ def make_weights(cfg, rng, fused_layers=(), sinks_layers=(), router_tie=None):
                     w += [(f + f"experts.{e}.gate_proj.weight", g), (f + f"experts.{e}.up_proj.weight", u),
                           (f + f"experts.{e}.down_proj.weight", d)]
         else:
-            w += [(f + "gate_proj.weight", nrm(I, H, std=1.0 / math.sqrt(H))),
-                  (f + "up_proj.weight", nrm(I, H, std=1.0 / math.sqrt(H))),
-                  (f + "down_proj.weight", nrm(H, I, std=0.7 / math.sqrt(I)))]
+            w += dense_mlp_weights(f, c, nrm)
     w.append(("model.final_layernorm.weight", norm_w(H)))
     if not c.tie:
         w.append(("lm_head.weight", nrm(V, H, std=1.0 / math.sqrt(H))))
@@ -258,7 +270,7 @@ def make_bamba_weights(cfg, rng):
     """Ordered list of (name, float64 array) in BambaForCausalLM's state-dict names. dt_bias and A_log as
     HF's Mamba-2 init: dt_bias = inverse softplus of dt ~ logU[time_step_min, time_step_max], A = U[1, 16]."""
     c = bamba_ref.BambaConfig(cfg)
-    H, I, V, Di, nh = c.H, c.I, c.V, c.Di, c.mh
+    H, V, Di, nh = c.H, c.V, c.Di, c.mh
     nrm = lambda *s, std: rng.normal(0.0, std, size=s)                     # noqa: E731
     norm_w = lambda n: 1.0 + rng.uniform(-0.1, 0.1, size=n)                # noqa: E731
     w = [("model.embed_tokens.weight", nrm(V, H, std=1.0))]
@@ -266,10 +278,7 @@ def make_bamba_weights(cfg, rng):
         p = f"model.layers.{i}."
         w.append((p + "input_layernorm.weight", norm_w(H)))
         if c.is_attn[i]:
-            w += [(p + "self_attn.q_proj.weight", nrm(c.nh * c.hd, H, std=1.2 / math.sqrt(H))),
-                  (p + "self_attn.k_proj.weight", nrm(c.nkv * c.hd, H, std=1.2 / math.sqrt(H))),
-                  (p + "self_attn.v_proj.weight", nrm(c.nkv * c.hd, H, std=1.0 / math.sqrt(H))),
-                  (p + "self_attn.o_proj.weight", nrm(H, c.nh * c.hd, std=0.7 / math.sqrt(c.nh * c.hd)))]
+            w += attention_weights(p, c, nrm)
         else:
             m = p + "mamba."
             w.append((m + "in_proj.weight", nrm(Di + c.conv_dim + nh, H, std=1.0 / math.sqrt(H))))
@@ -289,9 +298,7 @@ def make_bamba_weights(cfg, rng):
                 w.append((m + "out_proj.bias", nrm(H, std=0.1)))
         w.append((p + "pre_ff_layernorm.weight", norm_w(H)))
         f = p + "feed_forward."
-        w += [(f + "gate_proj.weight", nrm(I, H, std=1.0 / math.sqrt(H))),
-              (f + "up_proj.weight", nrm(I, H, std=1.0 / math.sqrt(H))),
-              (f + "down_proj.weight", nrm(H, I, std=0.7 / math.sqrt(I)))]
+        w += dense_mlp_weights(f, c, nrm)
     w.append(("model.final_layernorm.weight", norm_w(H)))
     if not c.tie:
         w.append(("lm_head.weight", nrm(V, H, std=1.0 / math.sqrt(H))))
