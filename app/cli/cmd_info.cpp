@@ -3,6 +3,7 @@
 // tensor dtypes, memory needed, tokenizer, extensions and ignored config fields. Runs no model.
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "engine/core/error.h"
 #include "engine/io/checkpoint.h"
 #include "engine/model/loader.h"
+#include "engine/probes/memory.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace hl::cli {
@@ -65,6 +67,7 @@ nlohmann::json collect(const std::string& dir) {
   nlohmann::json j;
   j["checkpoint"] = ckpt.dir();
   j["name"] = model->name;
+  j["family"] = family_name(c.family);
   j["config_sha256"] = ckpt.config_sha256();
   j["files"] = ckpt.files();
 
@@ -98,8 +101,19 @@ nlohmann::json collect(const std::string& dir) {
                 {"mamba_d_state", c.mamba_d_state},
                 {"mamba_d_conv", c.mamba_d_conv},
                 {"mamba_inner", c.mamba_inner()},
-                {"mamba_dt_rank", c.mamba_dt_rank},
                 {"tie_word_embeddings", c.tie_word_embeddings}};
+  if (c.family == Family::Jamba) {
+    j["shape"]["mamba_dt_rank"] = c.mamba_dt_rank;
+  } else {
+    j["shape"]["mamba_n_heads"] = c.mamba_n_heads;
+    j["shape"]["mamba_d_head"] = c.mamba_d_head;
+    j["shape"]["mamba_n_groups"] = c.mamba_n_groups;
+    j["shape"]["time_step_limit"] = {c.time_step_limit_min, std::isinf(c.time_step_limit_max)
+                                                                ? nlohmann::json("Infinity")
+                                                                : nlohmann::json(c.time_step_limit_max)};
+    j["shape"]["rotary_dim"] = c.rotary_dim();
+    j["shape"]["rope_theta"] = c.rope_theta;
+  }
 
   j["params"] = model->param_count();
   j["active_params"] = model->active_param_count();
@@ -120,8 +134,7 @@ nlohmann::json collect(const std::string& dir) {
   const int64_t weightBytes = static_cast<int64_t>(ckpt.total_tensor_bytes());
   const int64_t kvPerToken =
       2 * sched.num_attention() * c.num_key_value_heads * c.head_dim() * kStateBytesPerElement;
-  const int64_t stateBytes =
-      sched.num_ssm() * c.mamba_inner() * (c.mamba_d_conv + c.mamba_d_state) * kStateBytesPerElement;
+  const int64_t stateBytes = state_bytes(c, sched, kStateBytesPerElement);
   const int64_t quoteContext = std::min<int64_t>(kQuoteContext, c.max_position_embeddings);
   j["memory"] = {{"weight_bytes", weightBytes}, {"kv_bytes_per_token", kvPerToken},
                  {"state_bytes", stateBytes},   {"state_dtype", "F32"},
@@ -226,7 +239,7 @@ void printText(const nlohmann::json& j) {
 
 int runInfo(const std::vector<std::string>& args) {
   ArgParser p("info", "--checkpoint DIR [--json]",
-              "Describes a Jamba checkpoint without running it: the layer ribbon, parameter counts, tensor\n"
+              "Describes a Jamba or Bamba checkpoint without running it: the layer ribbon, parameter counts, tensor\n"
               "dtypes, memory needed, tokenizer, extensions and the config fields HybridLens ignores.");
   p.option("checkpoint", "DIR", "checkpoint folder (config.json + safetensors)", true)
       .flag("json", "print one JSON object instead of text");

@@ -51,4 +51,12 @@ auto find_module(const Table& table, Kind kind, const char* backend, int64_t lay
                        "' (layer " + std::to_string(layer) + ")");
 }
 
+// Per-layer parameters a backend's units do not take yet, refused before anything is uploaded:
+// RoPE on the attention layers (Bamba) runs on the CPU backend only so far. One-line BackendFailure.
+inline void check_layer_params(const LayerSpec& l, const char* backend, int64_t layer) {
+  if (l.has_attention() && l.attn.rotary_dim > 0)
+    throw BackendFailure(std::string(backend) + ": no kernel for RoPE attention (layer " + std::to_string(layer) +
+                         ", rotary dims " + std::to_string(l.attn.rotary_dim) + "); use the cpu backend");
+}
+
 }  // namespace hl

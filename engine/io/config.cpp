@@ -2,7 +2,9 @@
 // plus the HybridLens extensions (trace-format.md §1). Every field is type- and range-checked; the
 // message names the file, the field and the allowed range. Mirrors HF JambaConfig.__init__.
 #include "engine/io/config.h"
+#include "engine/io/config_families.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -38,6 +40,10 @@ bool parse_normalizer(const std::string& s, Normalizer* out) {
   return false;
 }
 
+const char* family_name(Family f) {
+  return f == Family::Bamba ? "bamba" : "jamba";
+}
+
 bool JambaConfig::is_eos(int64_t id) const {
   for (int64_t e : eos_token_ids) {
     if (e == id) return true;
@@ -65,16 +71,50 @@ const std::set<std::string> kHarmless = {"architectures",
                                          "use_associative_scan",
                                          "num_local_experts"};
 
+// Jamba's experts, its period/offset schedule (jamba-spec.md §1.2) and its dt rank.
+void read_jamba_schedule(const JsonReader& r, JambaConfig& c) {
+  // Experts and schedules.
+  const json* ne = r.find("num_experts");
+  const json* nle = r.find("num_local_experts");  // v5 attribute_map alias
+  if (ne && nle && *ne != *nle) r.expected("num_local_experts", "num_experts " + ne->dump() + " (an alias)", *nle);
+  r.optional_integer(ne ? "num_experts" : "num_local_experts", &c.num_experts, 1, limits::kMaxExperts);
+  r.optional_integer("num_experts_per_tok", &c.num_experts_per_tok, 1, c.num_experts);
+  if (!r.find("num_experts_per_tok") && c.num_experts_per_tok > c.num_experts)
+    r.fail("num_experts_per_tok", "expected " + JsonReader::integer_range(1, c.num_experts) +
+                                      " (at most num_experts), got the default 2; set it");
+  r.optional_integer("expert_layer_period", &c.expert_layer_period, 1, 1024);
+  r.optional_integer("expert_layer_offset", &c.expert_layer_offset, 0, c.expert_layer_period - 1);
+  r.optional_integer("attn_layer_period", &c.attn_layer_period, 1, 1024);
+  r.optional_integer("attn_layer_offset", &c.attn_layer_offset, 0, c.attn_layer_period - 1);
+  if (!r.find("expert_layer_offset") && c.expert_layer_offset >= c.expert_layer_period)
+    r.fail("expert_layer_offset", "expected " + JsonReader::integer_range(0, c.expert_layer_period - 1) +
+                                      " (below expert_layer_period), got the default 1; set it");
+  if (!r.find("attn_layer_offset") && c.attn_layer_offset >= c.attn_layer_period)
+    r.fail("attn_layer_offset", "expected " + JsonReader::integer_range(0, c.attn_layer_period - 1) +
+                                    " (below attn_layer_period), got the default 4; set it");
+
+  c.mamba_dt_rank_auto = true;  // JambaConfig default is "auto"
+  if (const json* v = r.find("mamba_dt_rank")) {
+    if (v->is_string()) {
+      if (v->get<std::string>() != "auto") r.expected("mamba_dt_rank", "\"auto\" or an integer in [1, 65536]", *v);
+    } else {
+      c.mamba_dt_rank_auto = false;
+      r.optional_integer("mamba_dt_rank", &c.mamba_dt_rank, 1, 65536);
+    }
+  }
+  if (c.mamba_dt_rank_auto) c.mamba_dt_rank = (c.hidden_size + 15) / 16;  // math.ceil(H / 16)
+}
+
 }  // namespace
 
 JambaConfig parse_config(const std::string& json_text, const std::string& source) {
   json j = parse_json_checked(json_text, source, 16);
   const JsonReader r = JsonReader::top(j, source);
-  JambaConfig c;
-
-  const json& mt = r.require("model_type", "\"jamba\" (the only model type supported)");
-  if (!mt.is_string() || mt.get<std::string>() != "jamba")
-    r.expected("model_type", "\"jamba\" (the only model type supported)", mt);
+  const std::string kTypes = "\"jamba\" or \"bamba\" (the model types supported)";
+  const json& mt = r.require("model_type", kTypes);
+  const std::string type = mt.is_string() ? mt.get<std::string>() : "";
+  if (type != "jamba" && type != "bamba") r.expected("model_type", kTypes, mt);
+  JambaConfig c = type == "bamba" ? bamba_defaults() : JambaConfig{};
 
   // Sizes first: later checks refer to them.
   r.optional_integer("vocab_size", &c.vocab_size, 1, limits::kMaxVocab);
@@ -125,40 +165,14 @@ JambaConfig parse_config(const std::string& json_text, const std::string& source
   }
   r.optional_integer("max_position_embeddings", &c.max_position_embeddings, 1, INT64_MAX);
 
-  // Experts and schedules.
-  const json* ne = r.find("num_experts");
-  const json* nle = r.find("num_local_experts");  // v5 attribute_map alias
-  if (ne && nle && *ne != *nle) r.expected("num_local_experts", "num_experts " + ne->dump() + " (an alias)", *nle);
-  r.optional_integer(ne ? "num_experts" : "num_local_experts", &c.num_experts, 1, limits::kMaxExperts);
-  r.optional_integer("num_experts_per_tok", &c.num_experts_per_tok, 1, c.num_experts);
-  if (!r.find("num_experts_per_tok") && c.num_experts_per_tok > c.num_experts)
-    r.fail("num_experts_per_tok", "expected " + JsonReader::integer_range(1, c.num_experts) +
-                                      " (at most num_experts), got the default 2; set it");
-  r.optional_integer("expert_layer_period", &c.expert_layer_period, 1, 1024);
-  r.optional_integer("expert_layer_offset", &c.expert_layer_offset, 0, c.expert_layer_period - 1);
-  r.optional_integer("attn_layer_period", &c.attn_layer_period, 1, 1024);
-  r.optional_integer("attn_layer_offset", &c.attn_layer_offset, 0, c.attn_layer_period - 1);
-  if (!r.find("expert_layer_offset") && c.expert_layer_offset >= c.expert_layer_period)
-    r.fail("expert_layer_offset", "expected " + JsonReader::integer_range(0, c.expert_layer_period - 1) +
-                                      " (below expert_layer_period), got the default 1; set it");
-  if (!r.find("attn_layer_offset") && c.attn_layer_offset >= c.attn_layer_period)
-    r.fail("attn_layer_offset", "expected " + JsonReader::integer_range(0, c.attn_layer_period - 1) +
-                                    " (below attn_layer_period), got the default 4; set it");
-
   // Mamba.
   r.optional_integer("mamba_d_state", &c.mamba_d_state, 1, 1024);
   r.optional_integer("mamba_d_conv", &c.mamba_d_conv, 1, 64);
   r.optional_integer("mamba_expand", &c.mamba_expand, 1, limits::kMaxMambaExpand);
-  c.mamba_dt_rank_auto = true;  // JambaConfig default is "auto"
-  if (const json* v = r.find("mamba_dt_rank")) {
-    if (v->is_string()) {
-      if (v->get<std::string>() != "auto") r.expected("mamba_dt_rank", "\"auto\" or an integer in [1, 65536]", *v);
-    } else {
-      c.mamba_dt_rank_auto = false;
-      r.optional_integer("mamba_dt_rank", &c.mamba_dt_rank, 1, 65536);
-    }
-  }
-  if (c.mamba_dt_rank_auto) c.mamba_dt_rank = (c.hidden_size + 15) / 16;  // math.ceil(H / 16)
+  if (c.family == Family::Jamba)
+    read_jamba_schedule(r, c);
+  else
+    read_bamba_fields(r, c);
 
   // Type checks of fields that do not change the math.
   auto check_type = [&](const char* f, bool (*ok)(const json&), const char* expected) {
@@ -209,23 +223,14 @@ JambaConfig parse_config(const std::string& json_text, const std::string& source
   r.optional_integer("num_register_tokens", &c.num_register_tokens, 0, 1024);
 
   // Everything else: recorded for `info`, never acted on.
-  static const std::set<std::string> kRead = {"model_type",          "vocab_size",           "hidden_size",
-                                              "intermediate_size",   "num_hidden_layers",    "num_attention_heads",
-                                              "num_key_value_heads", "hidden_act",           "initializer_range",
-                                              "rms_norm_eps",        "router_aux_loss_coef", "tie_word_embeddings",
-                                              "mamba_conv_bias",     "mamba_proj_bias",      "pad_token_id",
-                                              "bos_token_id",        "eos_token_id",         "max_position_embeddings",
-                                              "num_experts",         "num_experts_per_tok",  "expert_layer_period",
-                                              "expert_layer_offset", "attn_layer_period",    "attn_layer_offset",
-                                              "mamba_d_state",       "mamba_d_conv",         "mamba_expand",
-                                              "mamba_dt_rank",       "attention_normalizer", "num_register_tokens"};
   for (const auto& [k, v] : j.items()) {
     (void)v;
-    if (kRead.count(k) || kHarmless.count(k)) continue;
+    if (r.read_keys().count(k) || kHarmless.count(k)) continue;
     // Legacy AI21 remote-code fields (auto_map, n_ctx, mamba_inner_layernorms,
     // calc_logits_for_entire_prompt) and unknown fields alike: remote code is never run.
     c.ignored_fields.push_back(k);
   }
+  std::sort(c.ignored_fields.begin(), c.ignored_fields.end());
   return c;
 }
 
@@ -236,8 +241,9 @@ JambaConfig load_config_file(const std::string& path) {
 
 std::string config_to_json(const JambaConfig& c) {
   nlohmann::ordered_json j;
-  j["architectures"] = {"JambaForCausalLM"};
-  j["model_type"] = "jamba";
+  const bool jamba = c.family == Family::Jamba;
+  j["architectures"] = {jamba ? "JambaForCausalLM" : "BambaForCausalLM"};
+  j["model_type"] = family_name(c.family);
   j["vocab_size"] = c.vocab_size;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["hidden_size"] = c.hidden_size;
@@ -257,29 +263,40 @@ std::string config_to_json(const JambaConfig& c) {
   else
     j["eos_token_id"] = c.eos_token_ids;
   j["max_position_embeddings"] = c.max_position_embeddings;
-  j["num_experts_per_tok"] = c.num_experts_per_tok;
-  j["num_experts"] = c.num_experts;
-  j["expert_layer_period"] = c.expert_layer_period;
-  j["expert_layer_offset"] = c.expert_layer_offset;
-  j["attn_layer_period"] = c.attn_layer_period;
-  j["attn_layer_offset"] = c.attn_layer_offset;
+  if (jamba) {
+    j["num_experts_per_tok"] = c.num_experts_per_tok;
+    j["num_experts"] = c.num_experts;
+    j["expert_layer_period"] = c.expert_layer_period;
+    j["expert_layer_offset"] = c.expert_layer_offset;
+    j["attn_layer_period"] = c.attn_layer_period;
+    j["attn_layer_offset"] = c.attn_layer_offset;
+  }
   j["mamba_d_state"] = c.mamba_d_state;
   j["mamba_d_conv"] = c.mamba_d_conv;
   j["mamba_expand"] = c.mamba_expand;
-  if (c.mamba_dt_rank_auto)
-    j["mamba_dt_rank"] = "auto";
-  else
-    j["mamba_dt_rank"] = c.mamba_dt_rank;
+  if (jamba) {
+    if (c.mamba_dt_rank_auto)
+      j["mamba_dt_rank"] = "auto";
+    else
+      j["mamba_dt_rank"] = c.mamba_dt_rank;
+  }
   j["mamba_conv_bias"] = c.mamba_conv_bias;
   j["mamba_proj_bias"] = c.mamba_proj_bias;
-  j["router_aux_loss_coef"] = c.router_aux_loss_coef;
-  j["use_mamba_kernels"] = false;
+  if (jamba) {
+    j["router_aux_loss_coef"] = c.router_aux_loss_coef;
+    j["use_mamba_kernels"] = false;
+  } else {
+    bamba_fields_to_json(c, j);
+  }
   if (!c.torch_dtype.empty()) j["torch_dtype"] = c.torch_dtype;
   // Extensions only when they differ from a standard Jamba checkpoint.
   if (c.attention_normalizer != Normalizer::Softmax)
     j["attention_normalizer"] = normalizer_name(c.attention_normalizer);
   if (c.num_register_tokens != 0) j["num_register_tokens"] = c.num_register_tokens;
-  return j.dump(2) + "\n";
+  std::string text = j.dump(2) + "\n";
+  const std::string marker = nlohmann::ordered_json(kJsonInfinityMarker).dump();  // "\u0001HL-Infinity\u0001"
+  for (size_t at; (at = text.find(marker)) != std::string::npos;) text.replace(at, marker.size(), "Infinity");
+  return text;
 }
 
 }  // namespace hl

@@ -4,6 +4,7 @@
 // weights (model/weights.h).
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,13 @@ enum class Normalizer : uint8_t { Softmax, Softmax1, Sink };
 const char* normalizer_name(Normalizer n);                     // "softmax", "softmax1", "sink"
 bool parse_normalizer(const std::string& s, Normalizer* out);  // inverse of normalizer_name
 
+// The families config.json may name in model_type. Jamba's fields and defaults are the struct's own;
+// Bamba (HF BambaConfig) starts from its defaults (bamba_defaults) and reads its own fields too.
+enum class Family : uint8_t { Jamba, Bamba };
+const char* family_name(Family f);  // the model_type: "jamba", "bamba"
+
 struct JambaConfig {
+  Family family = Family::Jamba;
   // jamba-spec.md §1.1 (defaults are JambaConfig's).
   int64_t vocab_size = 65536;
   bool tie_word_embeddings = false;
@@ -44,6 +51,15 @@ struct JambaConfig {
   bool mamba_proj_bias = false;
   double router_aux_loss_coef = 0.001;
   std::string torch_dtype;  // hint only
+  // Bamba (HF BambaConfig): the attention layers by index (the others are Mamba-2), the Mamba-2
+  // SSM's heads of mamba_d_head channels, B/C groups, the Δ clamp of time_step_limit (after the
+  // softplus; (0, ∞) is no clamp) and the chunk size of HF's prefill scan (kept for `info`); RoPE on
+  // the first head_dim · partial_rotary_factor dims of q and k (rope_theta 0: no positional encoding).
+  std::vector<int64_t> attn_layer_indices;
+  int64_t mamba_n_heads = 0, mamba_d_head = 0, mamba_n_groups = 1, mamba_chunk_size = 256;
+  double time_step_limit_min = 0.0, time_step_limit_max = std::numeric_limits<double>::infinity();
+  double time_step_min = 0.001, time_step_max = 0.1;  // HF's init range of dt_bias (not the math)
+  double rope_theta = 0.0, partial_rotary_factor = 0.0;
   // Extensions (trace-format.md §1).
   Normalizer attention_normalizer = Normalizer::Softmax;
   int64_t num_register_tokens = 0;
@@ -55,16 +71,24 @@ struct JambaConfig {
   // Derived.
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   int64_t mamba_inner() const { return mamba_expand * hidden_size; }  // Di
+  int64_t mamba2_conv_dim() const { return mamba_inner() + 2 * mamba_n_groups * mamba_d_state; }  // x|B|C
+  // The gated RMSNorm's group: Bamba normalises over all Di channels at once.
+  int64_t mamba2_norm_group() const { return mamba_inner(); }
+  int64_t rotary_dim() const {  // HF: int(head_dim * partial_rotary_factor); 0 without RoPE
+    return rope_theta > 0 ? static_cast<int64_t>(static_cast<double>(head_dim()) * partial_rotary_factor) : 0;
+  }
   bool is_eos(int64_t id) const;
 };
 
 // Parses config.json text. `source` names the file in messages. Throws LoadError: invalid UTF-8/JSON,
-// duplicate keys, nesting deeper than 16, model_type other than "jamba", a wrong JSON type or a value
+// duplicate keys, nesting deeper than 16, model_type other than "jamba" or "bamba", a wrong JSON type or a value
 // out of range (the message names the field and the allowed range).
 JambaConfig parse_config(const std::string& json_text, const std::string& source = "config.json");
 // Reads and parses a file (size-limited: a config.json larger than 1 MiB is refused).
 JambaConfig load_config_file(const std::string& path);
 // Serialises to config.json text (used by the checkpoint generator and tests).
 std::string config_to_json(const JambaConfig& c);
+// HF BambaConfig's defaults (model_type "bamba"), with RoPE θ 10000 and partial rotary 0.5.
+JambaConfig bamba_defaults();
 
 }  // namespace hl

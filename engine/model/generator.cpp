@@ -267,6 +267,19 @@ std::vector<TensorSpec> build_specs(const GenerateOptions& o) {
       add(p + "self_attn.v_proj.weight", {nkv * hd, H}, normal(lin(H)));
       add(p + "self_attn.o_proj.weight", {H, nh * hd}, normal(lin(nh * hd) * out_scale));
       if (o.sinks) add(p + "self_attn.sinks", {nh}, normal(1.0));
+    } else if (sched[i].mixer == MixerKind::Mamba2) {  // HF Bamba's BambaMixer (mixer_mamba2.h)
+      const std::string m = p + "mamba.";
+      const int64_t conv = c.mamba2_conv_dim(), heads = c.mamba_n_heads, proj = Di + conv + heads;
+      add(m + "in_proj.weight", {proj, H}, normal(lin(H)));
+      if (c.mamba_proj_bias) add(m + "in_proj.bias", {proj}, normal(0.02));
+      add(m + "conv1d.weight", {conv, 1, W}, uniform(lin(W)));
+      if (c.mamba_conv_bias) add(m + "conv1d.bias", {conv}, uniform(lin(W)));
+      add(m + "dt_bias", {heads}, InitSpec{Init::DtBias, 1.0});
+      add(m + "A_log", {heads}, InitSpec{Init::ALog, 1.0, 16});  // A = −(1..16) over the heads, as HF's U[1, 16]
+      add(m + "D", {heads}, one);
+      add(m + "norm.weight", {Di}, one);
+      add(m + "out_proj.weight", {H, Di}, normal(lin(Di) * out_scale));
+      if (c.mamba_proj_bias) add(m + "out_proj.bias", {H}, normal(0.02));
     } else {
       const std::string m = p + "mamba.";
       add(m + "in_proj.weight", {2 * Di, H}, normal(lin(H)));

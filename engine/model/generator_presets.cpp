@@ -1,4 +1,4 @@
-// Named Jamba configs for the generator, the random demo, benchmarks and memory math.
+// Named Jamba (and Bamba) configs for the generator, the random demo, benchmarks and memory math.
 // Not checkpoints: only the JambaConfig; generator.cpp draws the weights. The values the Hub
 // configs leave unverified (jamba-spec.md §1.3, §8: heads, intermediate size, vocab) are our choice.
 // Reference: jamba-spec.md §1.1 (fields), §1.3 (Jamba-v0.1 and the tiny checkpoints' schedules).
@@ -45,7 +45,7 @@ void schedule(JambaConfig* c, int64_t attn_period, int64_t attn_offset, int64_t 
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "tiny-dev", "demo-random", "3b", "jamba-v0.1"};
+  return {"tiny", "tiny-dev", "demo-random", "3b", "jamba-v0.1", "bamba-tiny"};
 }
 
 JambaConfig preset_config(const std::string& name) {
@@ -83,6 +83,27 @@ JambaConfig preset_config(const std::string& name) {
     schedule(&c, 8, 4, 16, 2);
     c.mamba_dt_rank_auto = false;
     c.mamba_dt_rank = 256;
+    return c;
+  }
+  if (name == "bamba-tiny") {
+    // A small HF Bamba (model_type "bamba"): H 128, I 256, 8 layers, attention at 2 and 6 with RoPE
+    // (θ 10000 on half of each head), Mamba-2 elsewhere with 8 heads of 32 channels, 2 B/C groups,
+    // d_state 16, d_conv 4, Δ unclamped; nh 4, nkv 2, V 4096, dense MLP on every layer. ≈ 3.4 M parameters.
+    JambaConfig c = bamba_defaults();
+    c.hidden_size = 128;
+    c.intermediate_size = 256;
+    c.num_hidden_layers = 8;
+    c.vocab_size = 4096;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.attn_layer_indices = {2, 6};
+    c.mamba_n_heads = 8;
+    c.mamba_d_head = 32;
+    c.mamba_n_groups = 2;
+    c.mamba_d_state = 16;
+    c.mamba_chunk_size = 64;
+    c.eos_token_ids = {2};
+    c.torch_dtype = "bfloat16";
     return c;
   }
   std::string known;

@@ -100,14 +100,21 @@ LayerSchedule LayerSchedule::from_config(const JambaConfig& c) {
   std::vector<MixerKind> mixers(static_cast<size_t>(L));
   std::vector<FfnKind> ffns(static_cast<size_t>(L));
   for (int64_t i = 0; i < L; ++i) {
-    const bool attn = c.attn_layer_period > 0 && i % c.attn_layer_period == c.attn_layer_offset;
-    const bool moe = c.num_experts > 1 && c.expert_layer_period > 0 && i % c.expert_layer_period == c.expert_layer_offset;
-    mixers[static_cast<size_t>(i)] = attn ? MixerKind::Attention : MixerKind::Mamba1;
+    const bool bamba = c.family == Family::Bamba;
+    const bool attn = bamba ? std::count(c.attn_layer_indices.begin(), c.attn_layer_indices.end(), i) > 0
+                            : c.attn_layer_period > 0 && i % c.attn_layer_period == c.attn_layer_offset;
+    const bool moe = !bamba && c.num_experts > 1 && c.expert_layer_period > 0 &&
+                     i % c.expert_layer_period == c.expert_layer_offset;
+    mixers[static_cast<size_t>(i)] = attn ? MixerKind::Attention : bamba ? MixerKind::Mamba2 : MixerKind::Mamba1;
     ffns[static_cast<size_t>(i)] = moe ? FfnKind::MoE : FfnKind::Dense;
   }
   LayerParams p;
-  p.attn = {c.num_attention_heads, c.num_key_value_heads, c.num_attention_heads > 0 ? c.head_dim() : 0};
-  p.ssm = {c.mamba_inner(), c.mamba_d_state, c.mamba_d_conv, c.mamba_dt_rank};
+  p.attn = {c.num_attention_heads, c.num_key_value_heads, c.num_attention_heads > 0 ? c.head_dim() : 0,
+            c.num_attention_heads > 0 ? c.rotary_dim() : 0, c.rope_theta};
+  if (c.family == Family::Bamba)
+    p.ssm = {c.mamba_inner(), c.mamba_d_state, c.mamba_d_conv, 0, c.mamba_n_heads, c.mamba_n_groups};
+  else
+    p.ssm = {c.mamba_inner(), c.mamba_d_state, c.mamba_d_conv, c.mamba_dt_rank};
   p.ffn = {c.intermediate_size, c.num_experts, c.num_experts_per_tok};
   return from_lists(mixers, ffns, p, "config.json");
 }

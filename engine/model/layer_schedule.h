@@ -39,10 +39,13 @@ bool parse_ffn_kind(const std::string& s, FfnKind* out);      // inverse of ffn_
 
 struct AttentionParams {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;  // nh, nkv, hd
+  int64_t rotary_dim = 0;                         // RoPE on q/k dims [0, rotary_dim); 0: no positional encoding
+  double rope_theta = 0;
   bool operator==(const AttentionParams&) const = default;
 };
 struct SsmParams {
-  int64_t d_inner = 0, d_state = 0, d_conv = 0, dt_rank = 0;  // Di, N, W, R
+  int64_t d_inner = 0, d_state = 0, d_conv = 0, dt_rank = 0;  // Di, N, W, R (R: Mamba-1)
+  int64_t heads = 0, groups = 0;                              // Mamba-2: nh heads of Di / nh channels, G B/C groups
   bool operator==(const SsmParams&) const = default;
 };
 struct FfnParams {
@@ -80,7 +83,8 @@ class LayerSchedule {
   LayerSchedule() = default;  // no layers
   // Jamba (jamba-spec.md §1): attention where i % attn_layer_period == attn_layer_offset, Mamba-1
   // elsewhere; MoE where num_experts > 1 and i % expert_layer_period == expert_layer_offset, dense
-  // elsewhere. The parameters come from the config's shared fields.
+  // elsewhere. Bamba: attention at attn_layer_indices, Mamba-2 elsewhere, dense everywhere. The
+  // parameters come from the config's shared fields.
   static LayerSchedule from_config(const JambaConfig& c);
   // One mixer and one FFN kind per layer, the parameters shared by all. Throws LoadError (one line
   // starting with `source`, naming the layer) for lists of different lengths, no layers, a kind out

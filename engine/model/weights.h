@@ -13,6 +13,7 @@
 #include "engine/io/file_stamp.h"
 #include "engine/model/layer_schedule.h"
 #include "engine/model/mat.h"
+#include "engine/model/mixer_mamba2.h"
 
 namespace hl {
 
@@ -57,7 +58,8 @@ struct LayerWeights {
   std::vector<float> input_norm;   // (H,)
   std::vector<float> pre_ff_norm;  // (H,)
   AttentionWeights attn;           // when the layer has attention
-  MambaWeights mamba;              // when it has an SSM
+  MambaWeights mamba;              // when it has a Mamba-1 SSM
+  Mamba2Weights mamba2;            // when it has a Mamba-2 SSM
   MlpWeights mlp;                  // when its FFN is dense
   MoeWeights moe;                  // when its FFN is MoE
 };

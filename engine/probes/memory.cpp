@@ -13,7 +13,9 @@ int64_t kv_cache_bytes(const JambaConfig& c, int64_t attention_layers, int64_t t
 }
 
 int64_t ssm_state_bytes(const JambaConfig& c, int64_t mamba_layers, int64_t bytes_per_element) {
-  return mamba_layers * mixer_ops(MixerKind::Mamba1).state_elements(c) * bytes_per_element;  // mixer_mamba1.cpp
+  // The family's SSM kind: Mamba-2 for Bamba (mixer_mamba2.cpp), Mamba-1 for Jamba (mixer_mamba1.cpp).
+  const MixerKind kind = c.family == Family::Bamba ? MixerKind::Mamba2 : MixerKind::Mamba1;
+  return mamba_layers * mixer_ops(kind).state_elements(c) * bytes_per_element;
 }
 
 int64_t state_bytes(const JambaConfig& c, const LayerSchedule& s, int64_t bytes_per_element) {

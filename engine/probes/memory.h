@@ -11,7 +11,8 @@ namespace hl {
 
 // 2 · A_n · nkv · head_dim · tokens · bytes.
 int64_t kv_cache_bytes(const JambaConfig& c, int64_t attention_layers, int64_t tokens, int64_t bytes_per_element);
-// Per Mamba layer Di·d_conv + Di·d_state elements, times bytes.
+// Per SSM layer of the family's kind its state elements (Mamba-1: Di·d_conv + Di·d_state; Mamba-2:
+// (Di + 2·G·N)·d_conv + Di·d_state), times bytes.
 int64_t ssm_state_bytes(const JambaConfig& c, int64_t mamba_layers, int64_t bytes_per_element);
 // The state the layers of `s` keep besides their KV caches, each as its kind keeps it
 // (MixerOps::state_elements), times bytes.

@@ -19,6 +19,23 @@ double xlnx(double x) {
   return x > 0 ? x * std::log(x) : 0.0;
 }
 
+// RoPE (Su et al. 2021) as HF's rotate_half applies it to the first `rot` dims of each of `heads`
+// vectors of hd at position pos: for i < rot/2, with θ_i = pos · base^(−2i/rot),
+// (v_i, v_{i+rot/2}) ← (v_i cos θ_i − v_{i+rot/2} sin θ_i, v_{i+rot/2} cos θ_i + v_i sin θ_i).
+void rope(float* v, int64_t heads, int64_t hd, int64_t rot, int64_t pos, double base) {
+  const int64_t half = rot / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(pos) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rot));
+    const double cs = std::cos(angle), sn = std::sin(angle);
+    for (int64_t h = 0; h < heads; ++h) {
+      float* a = v + h * hd;
+      const double x1 = a[i], x2 = a[i + half];
+      a[i] = static_cast<float>(x1 * cs - x2 * sn);
+      a[i + half] = static_cast<float>(x2 * cs + x1 * sn);
+    }
+  }
+}
+
 }  // namespace
 
 AttnRow attention_row(const float* z, int64_t n, Normalizer norm, float null_logit, float* p) {
@@ -85,8 +102,12 @@ void attention_token(const AttentionWeights& w, const JambaConfig& c, Normalizer
   linear(w.q, x, q.data());
   kv.k.resize(static_cast<size_t>((kv.len + 1) * kvw));
   kv.v.resize(static_cast<size_t>((kv.len + 1) * kvw));
-  linear(w.k, x, &kv.k[kv.len * kvw]);  // (nkv*hd,) no positional encoding (jamba-spec.md §3.1)
+  linear(w.k, x, &kv.k[kv.len * kvw]);  // (nkv*hd,) Jamba: no positional encoding (jamba-spec.md §3.1)
   linear(w.v, x, &kv.v[kv.len * kvw]);
+  if (const int64_t rot = c.rotary_dim(); rot > 0) {  // Bamba: RoPE; the row's position is its slot (registers first)
+    rope(q.data(), nh, hd, rot, kv.len, c.rope_theta);
+    rope(&kv.k[kv.len * kvw], nkv, hd, rot, kv.len, c.rope_theta);
+  }
   ++kv.len;  // keys: registers and tokens up to and including this one
   if (probs) probs->assign(static_cast<size_t>(nh * kv.len), 0.0f);
   attention_heads(q.data(), kv.k.data(), kv.v.data(), kv.len, nh, nkv, hd, norm, null_logits, heads, rows,

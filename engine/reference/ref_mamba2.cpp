@@ -1,10 +1,12 @@
 // Plain loops of ref_mamba2.h, in the order of HF's Bamba/Mamba-2 slow path: Δ = softplus(dt + bias),
-// clamped; the recurrence per head; the SSD chunked form; the gated RMSNorm; the hidden attention.
+// clamped; the recurrence per head; the SSD chunked form; the gated RMSNorm; the hidden attention;
+// and the reference forward's Mamba-2 unit over them.
 #include "engine/reference/ref_mamba2.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "engine/reference/ref_mixer.h"
 #include "engine/reference/ref_ops.h"
 
 namespace hl::ref {
@@ -109,5 +111,78 @@ void mamba2_hidden_attention_row(const Mamba2Dims& d, const float* delta, const 
     decay += static_cast<double>(A[h]) * delta[s * d.nh + h];
   }
 }
+
+namespace {
+
+// The Mamba-2 layer of the reference forward (HF BambaMixer.torch_forward for one token): in_proj →
+// z | x|B|C | dt; the causal conv over x|B|C (window of its last W raw rows) and SiLU; the step; the
+// gated RMSNorm; out_proj. Keeps the conv window and the state S (nh, P, N) for one run.
+class RefMamba2 final : public RefMixer {
+ public:
+  RefMamba2(const Model& m, int64_t layer)
+      : w_(m.w.layers[static_cast<size_t>(layer)].mamba2), c_(m.config), mi_(m.schedule[layer].ssm_index) {
+    d_.nh = c_.mamba_n_heads;
+    d_.P = c_.mamba_d_head;
+    d_.N = c_.mamba_d_state;
+    d_.G = c_.mamba_n_groups;
+    d_.dt_min = c_.time_step_limit_min;
+    d_.dt_max = c_.time_step_limit_max;
+    window_.assign(static_cast<size_t>(c_.mamba_d_conv * c_.mamba2_conv_dim()), 0.0f);
+    S_.assign(static_cast<size_t>(c_.mamba_inner() * d_.N), 0.0f);
+  }
+
+  void token(const float* x, float* y, const RefRow& at) override {
+    const int64_t Di = c_.mamba_inner(), conv = c_.mamba2_conv_dim(), W = c_.mamba_d_conv, GN = d_.G * d_.N;
+    std::vector<float> zxbcdt(static_cast<size_t>(Di + conv + d_.nh));  // z (Di) | x|B|C (conv) | dt (nh)
+    linear(w_.in_proj, x, zxbcdt.data(), w_.in_bias.empty() ? nullptr : w_.in_bias.data());
+    at.observe("ssm_in", zxbcdt.data(), Di + conv + d_.nh);
+    // The window drops its oldest row and takes this token's x|B|C; conv + bias, then SiLU.
+    std::copy(window_.begin() + conv, window_.end(), window_.begin());
+    std::copy(zxbcdt.begin() + Di, zxbcdt.begin() + Di + conv, window_.end() - conv);
+    std::vector<float> xbc(static_cast<size_t>(conv));  // (conv_dim,)
+    for (int64_t ch = 0; ch < conv; ++ch) {
+      double v = w_.conv_b.empty() ? 0.0 : w_.conv_b[ch];
+      for (int64_t k = 0; k < W; ++k) v += static_cast<double>(w_.conv_w[ch * W + k]) * window_[k * conv + ch];
+      xbc[ch] = silu(static_cast<float>(v));
+    }
+    at.observe("ssm_conv", xbc.data(), conv);
+    const float* dt = zxbcdt.data() + Di + conv;
+    std::vector<float> delta(static_cast<size_t>(d_.nh)), retained(static_cast<size_t>(d_.nh));
+    mamba2_delta(d_, dt, w_.dt_bias.data(), delta.data());
+    std::vector<float> out(static_cast<size_t>(Di));  // (Di,)
+    mamba2_step(d_, {xbc.data(), xbc.data() + Di, xbc.data() + Di + GN, dt}, w_.dt_bias.data(), w_.A.data(),
+                w_.D.data(), S_.data(), out.data(), retained.data());
+    gated_rmsnorm(out.data(), zxbcdt.data(), w_.norm_w.data(), Di, c_.mamba2_norm_group(), c_.rms_norm_eps);
+    at.observe("ssm_delta", delta.data(), d_.nh);
+    at.observe("ssm_y", out.data(), Di);
+    linear(w_.out_proj, out.data(), y, w_.out_bias.empty() ? nullptr : w_.out_bias.data());  // (H,)
+    if (!at.instruments) return;
+    TokenTrace* r = at.rec;
+    double sum = 0;  // ssm_delta_mean: the mean of Δ over the heads
+    for (float v : delta) sum += v;
+    r->ssm_delta_mean[mi_] = static_cast<float>(sum / static_cast<double>(d_.nh));
+    if (!at.full) return;
+    for (int64_t ch = 0; ch < Di; ++ch) {  // per channel: its head's Δ and exp(Δ A) (trace-format.md §3)
+      r->ssm_delta[mi_ * Di + ch] = delta[ch / d_.P];
+      r->ssm_retained[mi_ * Di + ch] = retained[ch / d_.P];
+    }
+  }
+
+ private:
+  const Mamba2Weights& w_;
+  const JambaConfig& c_;
+  int64_t mi_;  // among the SSM layers
+  Mamba2Dims d_;
+  std::vector<float> window_;  // (W, conv_dim), oldest row first
+  std::vector<float> S_;       // (nh, P, N)
+};
+
+std::unique_ptr<RefMixer> make_ref_mamba2(const Model& m, int64_t layer, const RunPlan&) {
+  return std::make_unique<RefMamba2>(m, layer);
+}
+
+}  // namespace
+
+HL_REGISTER_MODULE(RefMixerTable, MixerKind::Mamba2, make_ref_mamba2);
 
 }  // namespace hl::ref

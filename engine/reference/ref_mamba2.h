@@ -1,7 +1,7 @@
 // The Mamba-2 SSM as plain loops (Dao & Gu 2024, "Transformers are SSMs"; Hugging Face's Bamba /
 // Mamba-2 `torch_forward` slow path): the per-token recurrence, the chunked (SSD) scan over a block of
 // tokens, the gated RMSNorm, and the SSM's hidden attention matrix (Ali, Zimerman & Wolf 2024). The
-// building blocks of the Mamba-2 mixer kind of the Mamba-2 families issue; not yet a registered kind.
+// building blocks of the Mamba-2 mixer kind (its reference unit is in ref_mamba2.cpp).
 // Not fast: the oracle. Sums in fp64, the state in fp32 as the other references keep theirs.
 #pragma once
 #include <cstdint>

@@ -44,6 +44,8 @@ class BackendGolden : public ::testing::TestWithParam<GoldenOnBackend> {
  protected:
   void SetUp() override {
     if (!backend_here(GetParam().backend)) GTEST_SKIP() << "no " << GetParam().backend << " device";
+    const std::string lacks = golden_test::backend_lacks(GetParam().backend, GetParam().run.case_dir);
+    if (!lacks.empty()) GTEST_SKIP() << lacks;
   }
 };
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/model/loader.h"
 
 namespace hl::golden_test {
 
@@ -71,6 +72,20 @@ inline std::vector<GoldenRun> golden_runs() {
 }
 
 // Starts `b` with `opts` and feeds `ids`: as one prefill, or one decode step per token.
+// Why `backend` (available here) cannot run the checkpoint in case_dir — a mixer kind or a layer
+// parameter it has no kernel for, the one-line BackendFailure of layer_modules.h — or "" when it can.
+// Device tests skip such a case with this message; any other failure propagates.
+inline std::string backend_lacks(const std::string& backend, const std::string& case_dir) {
+  try {
+    (void)make_backend(backend, load_model(case_dir));
+  } catch (const BackendFailure& e) {
+    const std::string m = e.what();
+    if (m.find("no module for") != std::string::npos || m.find("no kernel for") != std::string::npos) return m;
+    throw;
+  }
+  return "";
+}
+
 inline std::vector<TokenTrace> run_tokens(Backend& b, const std::vector<int32_t>& ids, const RunOptions& opts,
                                           bool prefill) {
   b.start(opts);

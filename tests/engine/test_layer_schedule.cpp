@@ -187,7 +187,7 @@ TEST(LayerSchedule, KindNames_ParseBack) {
     EXPECT_EQ(back, k);
   }
   MixerKind m{};
-  EXPECT_FALSE(parse_mixer_kind("mamba2", &m));
+  EXPECT_FALSE(parse_mixer_kind("mamba3", &m));
 }
 
 TEST(LayerSchedule, JambaPeriodOffset_GivesExactlyTheCountUnderFromConfig) {

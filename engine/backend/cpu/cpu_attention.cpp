@@ -1,4 +1,5 @@
-// The attention mixer of the CPU backend (jamba-spec.md §3.4): no positional encoding, GQA
+// The attention mixer of the CPU backend (jamba-spec.md §3.4): no positional encoding (Jamba) or
+// RoPE on the first rotary dims of q and k at the row's slot (Bamba; Su et al. 2021, HF's rotate_half), GQA
 // kv = q_head / (nh/nkv), scale 1/sqrt(hd), the normalizers of trace-format.md §2 with the row
 // instruments fused (probes/attention_probe.h). The unit owns its layer's KV cache (registers first).
 // Decode computes q|k|v in one threaded pass.
@@ -20,7 +21,11 @@ struct AttnScratch {
 class CpuAttention final : public CpuMixer {
  public:
   CpuAttention(CpuRun& run, int64_t layer)
-      : run_(run), layer_(layer), w_(run.model.w.layers[layer].attn), ai_(run.sched[layer].attn_index) {}
+      : run_(run), layer_(layer), w_(run.model.w.layers[layer].attn), ai_(run.sched[layer].attn_index) {
+    const AttentionParams& a = run.sched[layer].attn;
+    for (int64_t i = 0; i < a.rotary_dim / 2; ++i)  // θ_i = base^(−2i/rot)
+      inv_freq_.push_back(std::pow(a.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(a.rotary_dim)));
+  }
 
   void start(const RunPlan& plan) override {
     const int64_t kvw = run_.cfg.num_key_value_heads * run_.cfg.head_dim();
@@ -43,6 +48,22 @@ class CpuAttention final : public CpuMixer {
   int64_t len_ = 0;
   Normalizer norm_ = Normalizer::Softmax;
   std::vector<float> null_logit_;  // (nh,) sink logits (0 for softmax-1)
+  std::vector<double> inv_freq_;   // (rotary_dim / 2,) RoPE frequencies; empty without RoPE
+
+  // RoPE at position pos on `heads` vectors of hd: (v_i, v_{i+r/2}) rotated by pos · inv_freq_i.
+  void rope(float* v, int64_t heads, int64_t hd, int64_t pos) const {
+    const int64_t half = static_cast<int64_t>(inv_freq_.size());
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(pos) * inv_freq_[i];
+      const float cs = static_cast<float>(std::cos(angle)), sn = static_cast<float>(std::sin(angle));
+      for (int64_t h = 0; h < heads; ++h) {
+        float* a = v + h * hd;
+        const float x1 = a[i], x2 = a[i + half];
+        a[i] = x1 * cs - x2 * sn;
+        a[i + half] = x2 * cs + x1 * sn;
+      }
+    }
+  }
 };
 
 void CpuAttention::forward(const float* x, int64_t S, float* y, TokenTrace* const* recs) {
@@ -68,6 +89,11 @@ void CpuAttention::forward(const float* x, int64_t S, float* y, TokenTrace* cons
     linear(w_.k, x, S, kn);
     linear(w_.v, x, S, vn);
   }
+  if (!inv_freq_.empty())
+    for (int64_t s = 0; s < S; ++s) {  // the row's position is its KV slot (registers first)
+      rope(&q[s * nh * hd], nh, hd, base + s);
+      rope(&kn[s * kvw], nkv, hd, base + s);
+    }
   len_ = base + S;
   float* o = grow(sc.o, S * nh * hd);  // (S, nh*hd)
   std::fill(o, o + S * nh * hd, 0.0f);

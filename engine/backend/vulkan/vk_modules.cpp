@@ -10,6 +10,7 @@ namespace hl::vk {
 void check_vk_modules(const Model& m) {
   for (int64_t i = 0; i < m.schedule.size(); ++i) {
     find_module(VkMixerTable::entries(), m.schedule[i].mixer, "vulkan", i);
+    check_layer_params(m.schedule[i], "vulkan", i);
     if (m.schedule[i].ffn != FfnKind::None) find_module(VkFfnTable::entries(), m.schedule[i].ffn, "vulkan", i);
   }
 }
