@@ -23,9 +23,9 @@ std::string JsonReader::field(const std::string& key) const {
 }
 
 std::string JsonReader::shown(const json& v) {
-  if (v.is_number_float()) return json_number_text(v.get<double>());  // dump() would write null for NaN
-  if (v.is_number() || v.is_boolean() || v.is_null()) return v.dump();
-  std::string d = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  // json_text_python, not dump(): dump() would write null for NaN and the infinities.
+  if (v.is_number() || v.is_boolean() || v.is_null()) return json_text_python(v);
+  std::string d = json_text_python(v, 40);
   if (d.size() > 40) d = d.substr(0, 40) + "...";
   return std::string(json_type_name(v)) + " " + d;
 }

@@ -73,11 +73,11 @@ struct DepthError {
 // later error stay those of the file) and notes its ordinal among the number tokens; the parse
 // callback, which sees values in file order, then puts the constant's double in place of the marker.
 // Only number events are ever replaced, so a string ("Infinity" in quotes) can never become a number.
+// A marker is "0" and spaces, a valid number token, so nlohmann's messages never quote one ("last
+// read" shows only a token it could not read); a misplaced constant is reported as a number literal.
 struct PythonConstant {
   size_t number_index;  // ordinal among the document's number tokens
-  size_t offset;        // byte offset of the constant in the text
   double value;
-  const char* spelling;
 };
 
 bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -119,7 +119,7 @@ std::vector<PythonConstant> mark_python_constants(std::string* text) {
     bool marked = false;
     for (const auto& k : kConstants) {
       if (run != k.spelling) continue;
-      found.push_back({numbers, i, k.value, k.spelling});
+      found.push_back({numbers, k.value});
       std::fill(t.begin() + static_cast<std::ptrdiff_t>(i), t.begin() + static_cast<std::ptrdiff_t>(end), ' ');
       t[i] = '0';
       marked = true;
@@ -129,22 +129,6 @@ std::vector<PythonConstant> mark_python_constants(std::string* text) {
     i = end;
   }
   return found;
-}
-
-// nlohmann quotes the token it stopped at ("last read: '0'"); when that token is a marker, the
-// message shows the constant the file holds instead.
-std::string restore_last_read(std::string msg, const nlohmann::json::parse_error& e,
-                              const std::vector<PythonConstant>& constants) {
-  const std::string marker = "last read: '0'";
-  const size_t at = msg.rfind(marker);
-  if (at == std::string::npos) return msg;
-  for (const PythonConstant& k : constants) {
-    if (e.byte == k.offset + 1 || e.byte == k.offset + 2) {  // the marker's "0", or the space after it
-      msg.replace(at, marker.size(), std::string("last read: '") + k.spelling + "'");
-      break;
-    }
-  }
-  return msg;
 }
 
 template <class Json>
@@ -188,8 +172,6 @@ Json parse_checked(const std::string& input, const std::string& source, int max_
     return Json::parse(text, cb);
   } catch (const DepthError& e) {
     throw LoadError(e.msg);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw LoadError(source + ": invalid JSON: " + restore_last_read(json_error_text(e), e, constants));
   } catch (const nlohmann::json::exception& e) {
     throw LoadError(source + ": invalid JSON: " + json_error_text(e));
   }
@@ -211,6 +193,40 @@ std::string json_number_text(double x) {
   if (std::isnan(x)) return "NaN";
   if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
   return nlohmann::json(x).dump();
+}
+
+namespace {
+void append_python(const nlohmann::json& v, size_t max_chars, std::string* out) {
+  if (out->size() > max_chars) return;
+  if (v.is_number_float()) {
+    *out += json_number_text(v.get<double>());
+  } else if (v.is_array()) {
+    *out += '[';
+    for (size_t i = 0; i < v.size() && out->size() <= max_chars; ++i) {
+      if (i) *out += ',';
+      append_python(v[i], max_chars, out);
+    }
+    *out += ']';
+  } else if (v.is_object()) {
+    *out += '{';
+    bool first = true;
+    for (auto it = v.begin(); it != v.end() && out->size() <= max_chars; ++it) {
+      if (!first) *out += ',';
+      first = false;
+      *out += nlohmann::json(it.key()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ':';
+      append_python(it.value(), max_chars, out);
+    }
+    *out += '}';
+  } else {
+    *out += v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+}
+}  // namespace
+
+std::string json_text_python(const nlohmann::json& v, size_t max_chars) {
+  std::string out;
+  append_python(v, max_chars, &out);
+  return out;
 }
 
 const char* json_type_name(const nlohmann::json& v) {
