@@ -25,7 +25,7 @@ std::string JsonReader::field(const std::string& key) const {
 std::string JsonReader::shown(const json& v) {
   // json_text_python, not dump(): dump() would write null for NaN and the infinities.
   if (v.is_number() || v.is_boolean() || v.is_null()) return json_text_python(v);
-  std::string d = json_text_python(v, 40);
+  std::string d = json_text_python(v, -1, 40);
   if (d.size() > 40) d = d.substr(0, 40) + "...";
   return std::string(json_type_name(v)) + " " + d;
 }

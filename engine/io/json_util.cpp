@@ -196,36 +196,39 @@ std::string json_number_text(double x) {
 }
 
 namespace {
-void append_python(const nlohmann::json& v, size_t max_chars, std::string* out) {
+// nlohmann's dump layout (indent < 0: compact; else one entry a line, "key": value), so that for a
+// value without NaN or infinities the text is byte for byte dump(indent, ' ', false, replace).
+void append_python(const nlohmann::json& v, int indent, int depth, size_t max_chars, std::string* out) {
   if (out->size() > max_chars) return;
+  const auto text = [](const nlohmann::json& x) {
+    return x.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  const auto newline = [&](int d) {
+    if (indent >= 0) *out += '\n' + std::string(static_cast<size_t>(indent) * static_cast<size_t>(d), ' ');
+  };
   if (v.is_number_float()) {
     *out += json_number_text(v.get<double>());
-  } else if (v.is_array()) {
-    *out += '[';
-    for (size_t i = 0; i < v.size() && out->size() <= max_chars; ++i) {
-      if (i) *out += ',';
-      append_python(v[i], max_chars, out);
-    }
-    *out += ']';
-  } else if (v.is_object()) {
-    *out += '{';
+  } else if ((v.is_array() || v.is_object()) && !v.empty()) {
+    *out += v.is_array() ? '[' : '{';
     bool first = true;
     for (auto it = v.begin(); it != v.end() && out->size() <= max_chars; ++it) {
       if (!first) *out += ',';
       first = false;
-      *out += nlohmann::json(it.key()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ':';
-      append_python(it.value(), max_chars, out);
+      newline(depth + 1);
+      if (v.is_object()) *out += text(nlohmann::json(it.key())) + (indent >= 0 ? ": " : ":");
+      append_python(it.value(), indent, depth + 1, max_chars, out);
     }
-    *out += '}';
+    newline(depth);
+    *out += v.is_array() ? ']' : '}';
   } else {
-    *out += v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    *out += text(v);  // strings, integers, true, false, null, [] and {}
   }
 }
 }  // namespace
 
-std::string json_text_python(const nlohmann::json& v, size_t max_chars) {
+std::string json_text_python(const nlohmann::json& v, int indent, size_t max_chars) {
   std::string out;
-  append_python(v, max_chars, &out);
+  append_python(v, indent, 0, max_chars, &out);
   return out;
 }
 

@@ -33,10 +33,12 @@ nlohmann::ordered_json parse_json_checked_ordered(const std::string& text, const
 // A number as Python's json.dumps writes it: "Infinity", "-Infinity", "NaN" for the non-finite
 // ones (nlohmann's dump would write null), nlohmann's text otherwise ("0.5", "1e-05").
 std::string json_number_text(double x);
-// Compact JSON text of v as Python's json.dumps(separators=(",", ":")) would spell it: non-finite
-// numbers as json_number_text (so the text is JSON only when v holds none), strings escaped as nlohmann
-// does (ill-formed UTF-8 replaced). Stops once past max_chars (callers cut the text there).
-std::string json_text_python(const nlohmann::json& v, size_t max_chars = SIZE_MAX);
+// JSON text of v as nlohmann's dump(indent) lays it out (indent < 0: compact), but with non-finite
+// numbers spelled as Python's json.dumps writes them (json_number_text), so it is strict JSON exactly
+// when v holds none and reads back through JsonDialect::Python either way (nlohmann's dump would turn
+// them into null). Strings as dump writes them, ill-formed UTF-8 replaced by U+FFFD. Stops adding
+// entries once past max_chars (for messages, which cut the text there).
+std::string json_text_python(const nlohmann::json& v, int indent = -1, size_t max_chars = SIZE_MAX);
 
 // "string", "integer", "number", "boolean", "null", "array", "object".
 const char* json_type_name(const nlohmann::json& v);

@@ -183,6 +183,24 @@ TEST(JsonPython, NumbersAndValuesPrintAsPythonWritesThem) {
   EXPECT_EQ(json_text_python(j), R"({"a":[Infinity,-Infinity,NaN,1,"NaN"],"b":null})");
 }
 
+// For values without NaN or infinities, json_text_python is nlohmann's dump byte for byte (the
+// session manifest is written with it): compact and indented, nested, empty containers, escapes and
+// ill-formed UTF-8 (replaced) included.
+TEST(JsonPython, PythonTextIsDumpForFiniteValues) {
+  const json j = json::parse(R"({"a": [1, -2, 0.5, 1e-05, [], {}, [[]]], "b": {"c": "x\"y\\z\n", "d": null},
+                                 "e": true, "f": 18446744073709551615, "g": -9223372036854775808, "h": 1e300})");
+  json k = j;
+  k["bad_utf8"] = std::string("a\xff\xc3" "b");
+  for (int indent : {-1, 0, 2, 4}) {
+    SCOPED_TRACE(indent);
+    EXPECT_EQ(json_text_python(k, indent), k.dump(indent, ' ', false, json::error_handler_t::replace));
+  }
+  // With an infinity inside, only its token differs: Python's json.dumps(indent=2) layout.
+  const json limit = {{"time_step_limit", {0.0, kInf}}};
+  EXPECT_EQ(json_text_python(limit, 2), "{\n  \"time_step_limit\": [\n    0.0,\n    Infinity\n  ]\n}");
+  EXPECT_EQ(limit.dump(2), "{\n  \"time_step_limit\": [\n    0.0,\n    null\n  ]\n}");  // why dump is not used
+}
+
 // The reader's range checks on the constants: NaN is out of every range, an infinity only inside a
 // range whose bound is that infinity.
 TEST(JsonPython, RangeChecksRejectNaNAndInfinitiesOutsideTheirRange) {
