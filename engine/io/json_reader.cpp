@@ -119,7 +119,8 @@ double JsonReader::number(const std::string& key, double lo, double hi, bool lo_
 
 std::vector<double> JsonReader::number_list(const std::string& key, size_t min_n, size_t max_n, double lo, double hi,
                                             bool lo_open) const {
-  const std::string count = min_n == max_n ? std::to_string(min_n) : std::to_string(min_n) + " to " + std::to_string(max_n);
+  const std::string count =
+      min_n == max_n ? std::to_string(min_n) : std::to_string(min_n) + " to " + std::to_string(max_n);
   const std::string what = "a list of " + count + " numbers, each " + number_range(lo, hi, lo_open);
   const json& v = require(key, what);
   if (!v.is_array()) expected(field(key), what, v);

@@ -80,7 +80,9 @@ struct PythonConstant {
   double value;
 };
 
-bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_json_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 bool is_json_structure(char c) {
   return c == '{' || c == '}' || c == '[' || c == ']' || c == ':' || c == ',';
 }
@@ -106,7 +108,7 @@ std::vector<PythonConstant> mark_python_constants(std::string* text) {
     if (c == '"') {
       for (++i; i < t.size() && t[i] != '"'; ++i)
         if (t[i] == '\\') ++i;  // the escaped byte ('"' or '\\' included) cannot end the string
-      ++i;                       // past the closing quote (or the end of an unterminated string)
+      ++i;                      // past the closing quote (or the end of an unterminated string)
       continue;
     }
     if (is_json_space(c) || is_json_structure(c)) {

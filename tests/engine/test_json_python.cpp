@@ -15,6 +15,7 @@
 #include "engine/io/adapter.h"
 #include "engine/io/json_reader.h"
 #include "engine/io/json_util.h"
+#include "tests/engine/test_util.h"
 
 namespace hl {
 namespace {
@@ -23,16 +24,11 @@ using json = nlohmann::json;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const LoadError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::load_error_of;
 
-json parse_py(const std::string& text) { return parse_json_checked(text, "config.json", 16, JsonDialect::Python); }
+json parse_py(const std::string& text) {
+  return parse_json_checked(text, "config.json", 16, JsonDialect::Python);
+}
 
 // Same tree, same types (an integer is not a float), numbers equal in meaning (NaN matches NaN, -0.0
 // only -0.0): json's operator== says NaN != NaN and cannot tell a float from an equal integer.
@@ -122,25 +118,32 @@ TEST(JsonPython, NearMissesAreRejectedWithTheirPosition) {
   } rows[] = {
       {"[NaNx]", "line 1, column 2: syntax error while parsing value - invalid literal; last read: '[N'"},
       {"[Infinityy]", "line 1, column 2: syntax error while parsing value - invalid literal; last read: '[I'"},
-      {"[-NaN]", "line 1, column 3: syntax error while parsing value - invalid number; expected digit after '-'; last read: '-N'"},
+      {"[-NaN]",
+       "line 1, column 3: syntax error while parsing value - invalid number; expected digit after '-'; last read: "
+       "'-N'"},
       {"[+Infinity]", "line 1, column 2: syntax error while parsing value - invalid literal; last read: '[+'"},
       {"[infinity]", "line 1, column 2: syntax error while parsing value - invalid literal; last read: '[i'"},
       {"[nan]", "line 1, column 3: syntax error while parsing value - invalid literal; last read: '[na'"},
       {"[INFINITY]", "line 1, column 2: syntax error while parsing value - invalid literal; last read: '[I'"},
       {"[Inf]", "line 1, column 2: syntax error while parsing value - invalid literal; last read: '[I'"},
-      {"[--Infinity]", "line 1, column 3: syntax error while parsing value - invalid number; expected digit after '-'; last read: '--'"},
+      {"[--Infinity]",
+       "line 1, column 3: syntax error while parsing value - invalid number; expected digit after '-'; last read: "
+       "'--'"},
       {"[1Infinity]", "line 1, column 3: syntax error while parsing array - invalid literal; last read: '1I'"},
       // A constant where a key must be is read as the number it is, and refused as one.
-      {"{NaN: 1}", "line 1, column 2: syntax error while parsing object key - unexpected number literal; expected string literal"},
-      {R"({"a" NaN})", "line 1, column 6: syntax error while parsing object separator - unexpected number literal; expected ':'"},
+      {"{NaN: 1}",
+       "line 1, column 2: syntax error while parsing object key - unexpected number literal; expected string literal"},
+      {R"({"a" NaN})",
+       "line 1, column 6: syntax error while parsing object separator - unexpected number literal; expected ':'"},
       {"[NaN NaN]", "line 1, column 6: syntax error while parsing array - unexpected number literal; expected ']'"},
       {"[NaN,]", "line 1, column 6: syntax error while parsing value - unexpected ']'"},
       {"[\"Infinity]", "syntax error while parsing value - invalid string: missing closing quote"},
-      {"{\"k\":\n  [0.0,\n   Infinityx]}", "line 3, column 4: syntax error while parsing value - invalid literal; last read: '"},
+      {"{\"k\":\n  [0.0,\n   Infinityx]}",
+       "line 3, column 4: syntax error while parsing value - invalid literal; last read: '"},
   };
   for (const auto& row : rows) {
     SCOPED_TRACE(row.text);
-    const std::string m = error_of([&] { parse_py(row.text); });
+    const std::string m = load_error_of([&] { parse_py(row.text); });
     EXPECT_EQ(m.rfind("config.json: invalid JSON: parse error at ", 0), 0u) << m;
     EXPECT_NE(m.find(row.fragment), std::string::npos) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
@@ -152,9 +155,9 @@ TEST(JsonPython, NearMissesAreRejectedWithTheirPosition) {
 TEST(JsonPython, StrictReadersRejectTheConstants) {
   for (const char* text : {"[Infinity]", "[-Infinity]", "[NaN]", R"({"time_step_limit": [0.0, Infinity]})"}) {
     SCOPED_TRACE(text);
-    const std::string m = error_of([&] { parse_json_checked(text, "index.json", 8); });
+    const std::string m = load_error_of([&] { parse_json_checked(text, "index.json", 8); });
     EXPECT_EQ(m.rfind("index.json: invalid JSON: parse error at line 1", 0), 0u) << m;
-    const std::string o = error_of([&] { parse_json_checked_ordered(text, "tokenizer_config.json", 8); });
+    const std::string o = load_error_of([&] { parse_json_checked_ordered(text, "tokenizer_config.json", 8); });
     EXPECT_EQ(o.rfind("tokenizer_config.json: invalid JSON: parse error at line 1", 0), 0u) << o;
   }
   // The strings are still fine in strict mode.
@@ -163,9 +166,9 @@ TEST(JsonPython, StrictReadersRejectTheConstants) {
 
 // Depth and duplicate-key checks hold in the Python dialect as well.
 TEST(JsonPython, DepthAndDuplicateKeysStillChecked) {
-  EXPECT_EQ(error_of([] { parse_json_checked("[[[NaN]]]", "config.json", 2, JsonDialect::Python); }),
+  EXPECT_EQ(load_error_of([] { parse_json_checked("[[[NaN]]]", "config.json", 2, JsonDialect::Python); }),
             "config.json: JSON nesting depth exceeds 2");
-  EXPECT_EQ(error_of([] { parse_py(R"({"a": NaN, "a": Infinity})"); }),
+  EXPECT_EQ(load_error_of([] { parse_py(R"({"a": NaN, "a": Infinity})"); }),
             "config.json: key 'a' appears twice in the same JSON object");
 }
 
@@ -190,7 +193,9 @@ TEST(JsonPython, PythonTextIsDumpForFiniteValues) {
   const json j = json::parse(R"({"a": [1, -2, 0.5, 1e-05, [], {}, [[]]], "b": {"c": "x\"y\\z\n", "d": null},
                                  "e": true, "f": 18446744073709551615, "g": -9223372036854775808, "h": 1e300})");
   json k = j;
-  k["bad_utf8"] = std::string("a\xff\xc3" "b");
+  k["bad_utf8"] = std::string(
+      "a\xff\xc3"
+      "b");
   for (int indent : {-1, 0, 2, 4}) {
     SCOPED_TRACE(indent);
     EXPECT_EQ(json_text_python(k, indent), k.dump(indent, ' ', false, json::error_handler_t::replace));
@@ -213,10 +218,16 @@ TEST(JsonPython, RangeChecksRejectNaNAndInfinitiesOutsideTheirRange) {
        "config.json: field 'inf': expected a finite number in (0.0, 1.0], got Infinity"},
       {[&] { r.number("ninf", -1e6, 1e6); },
        "config.json: field 'ninf': expected a finite number in [-1000000.0, 1000000.0], got -Infinity"},
-      {[&] { r.number("nan", 0.0, 1.0, true); }, "config.json: field 'nan': expected a finite number in (0.0, 1.0], got NaN"},
-      {[&] { r.number("nan", -kInf, kInf); }, "config.json: field 'nan': expected a number in [-Infinity, Infinity], got NaN"},
-      {[&] { r.number("ninf", 0.0, kInf); }, "config.json: field 'ninf': expected a number in [0.0, Infinity], got -Infinity"},
-      {[&] { double x = 0; r.optional_number("inf", &x, 0.0, 1.0, true); },
+      {[&] { r.number("nan", 0.0, 1.0, true); },
+       "config.json: field 'nan': expected a finite number in (0.0, 1.0], got NaN"},
+      {[&] { r.number("nan", -kInf, kInf); },
+       "config.json: field 'nan': expected a number in [-Infinity, Infinity], got NaN"},
+      {[&] { r.number("ninf", 0.0, kInf); },
+       "config.json: field 'ninf': expected a number in [0.0, Infinity], got -Infinity"},
+      {[&] {
+         double x = 0;
+         r.optional_number("inf", &x, 0.0, 1.0, true);
+       },
        "config.json: field 'inf': expected a finite number in (0.0, 1.0], got Infinity"},
       {[&] { r.integer("nan", 0, 9); }, "config.json: field 'nan': expected an integer in [0, 9], got NaN"},
       {[&] { r.integer("inf", 0, 9); }, "config.json: field 'inf': expected an integer in [0, 9], got Infinity"},
@@ -229,7 +240,8 @@ TEST(JsonPython, RangeChecksRejectNaNAndInfinitiesOutsideTheirRange) {
       {[&] { r.number_list("three", 2, 2, 0.0, kInf); },
        "config.json: field 'three': expected a list of 2 numbers, each a number in [0.0, Infinity], got 3 entries"},
       {[&] { r.number_list("three", 1, 2, 0.0, kInf); },
-       "config.json: field 'three': expected a list of 1 to 2 numbers, each a number in [0.0, Infinity], got 3 entries"},
+       "config.json: field 'three': expected a list of 1 to 2 numbers, each a number in [0.0, Infinity], got 3 "
+       "entries"},
       {[&] { r.number_list("strs", 2, 2, 0.0, kInf); },
        "config.json: field 'strs[0]': expected a number in [0.0, Infinity], got string \"0.0\""},
       {[&] { r.number_list("n", 2, 2, 0.0, kInf); },
@@ -238,7 +250,7 @@ TEST(JsonPython, RangeChecksRejectNaNAndInfinitiesOutsideTheirRange) {
        "config.json: field 'absent': expected a list of 2 numbers, each a number in [0.0, Infinity], got nothing "
        "(the field is missing)"},
   };
-  for (const auto& [f, want] : rows) EXPECT_EQ(error_of(f), want);
+  for (const auto& [f, want] : rows) EXPECT_EQ(load_error_of(f), want);
 
   // In range: an infinite bound admits its infinity, and the list keeps its order.
   EXPECT_EQ(r.number("inf", 0.0, kInf), kInf);
@@ -256,11 +268,12 @@ TEST(JsonPython, RangeChecksRejectNaNAndInfinitiesOutsideTheirRange) {
 // adapter ignores may hold them, fields it uses reject them in the reader's grammar.
 TEST(JsonPython, AdapterConfigReadsTheDialect) {
   const std::string base = R"("peft_type": "LORA", "r": 4, "target_modules": ["q_proj"])";
-  const AdapterConfig c = parse_adapter_config("{" + base + R"(, "lora_dropout": NaN, "lora_alpha": 16})", "adapter_config.json");
+  const AdapterConfig c =
+      parse_adapter_config("{" + base + R"(, "lora_dropout": NaN, "lora_alpha": 16})", "adapter_config.json");
   EXPECT_EQ(c.lora_alpha, 16.0);
-  EXPECT_EQ(error_of([&] { parse_adapter_config("{" + base + R"(, "lora_alpha": NaN})", "adapter_config.json"); }),
+  EXPECT_EQ(load_error_of([&] { parse_adapter_config("{" + base + R"(, "lora_alpha": NaN})", "adapter_config.json"); }),
             "adapter_config.json: field 'lora_alpha': expected a finite number in [-1000000.0, 1000000.0], got NaN");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(load_error_of([&] {
               parse_adapter_config("{" + base + R"(, "alpha_pattern": {"q_proj": Infinity}})", "adapter_config.json");
             }),
             "adapter_config.json: field 'alpha_pattern['q_proj']': expected a finite number in [-1000000.0, "
