@@ -175,7 +175,9 @@ Manifest read_manifest(const SafetensorsFile& f, const std::string& name) {
       throw LoadError(name + ": manifest: checksum mismatch (stored " + checksum_hex(want) + ", computed " +
                       checksum_hex(got) + "): the file is damaged");
   }
-  const json m = parse_json_checked(it->second, name + ": manifest", kMaxManifestDepth);
+  // The Python dialect for the config copied from config.json (it may hold Infinity); every other
+  // field is read through JsonReader, whose ranges reject NaN and the infinities.
+  const json m = parse_json_checked(it->second, name + ": manifest", kMaxManifestDepth, JsonDialect::Python);
   const JsonReader r = JsonReader::top(m, name + ": manifest");
   const std::string format = r.string("format");
   if (format != kSessionFormatName) r.expected("format", std::string("\"") + kSessionFormatName + "\"", json(format));
@@ -193,7 +195,7 @@ Manifest read_manifest(const SafetensorsFile& f, const std::string& name) {
   rec.checkpoint.config_sha256 = ck.string("config_sha256");
   rec.checkpoint.weights_hash = ck.string("weights_hash");
   rec.adapter_identity = r.string("adapter_identity");
-  rec.config = parse_config(r.object("config").value().dump(), name + ": manifest config");
+  rec.config = parse_config(json_text_python(r.object("config").value()), name + ": manifest config");
   rec.prompt = r.string("prompt");
   const int64_t T0 = r.integer("n_tokens", 0, kSessionMaxTokens);
   const json& text = r.array("token_text", static_cast<size_t>(kSessionMaxTokens));

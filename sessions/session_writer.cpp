@@ -11,6 +11,7 @@
 
 #include "engine/core/checksum.h"
 #include "engine/core/error.h"
+#include "engine/io/json_util.h"
 #include "engine/io/safetensors.h"
 #include "sessions/session_file.h"
 #include "sessions/session_layout.h"
@@ -262,7 +263,8 @@ std::vector<uint8_t> serialize_session(const Recording& rec, const SessionSaveOp
   ck["weights_hash"] = rec.checkpoint.weights_hash;
   m["checkpoint"] = std::move(ck);
   m["adapter_identity"] = rec.adapter_identity;
-  m["config"] = json::parse(config_to_json(rec.config));
+  // config.json's values may hold Python's Infinity (time_step_limit): read and written in its dialect.
+  m["config"] = parse_json_checked(config_to_json(rec.config), "the recording's config", 16, JsonDialect::Python);
   m["prompt"] = rec.prompt;
   m["n_tokens"] = T0;
   m["token_text"] = rec.token_text;
@@ -276,7 +278,8 @@ std::vector<uint8_t> serialize_session(const Recording& rec, const SessionSaveOp
   auto header_text = [&](const json& sums) {
     m["checksums"] = {{"algorithm", kSessionChecksumAlgorithm}, {"tensors", sums}};
     // Token pieces may hold broken UTF-8 (byte-fallback pieces): replaced by U+FFFD, as JSON needs.
-    const std::string manifest = m.dump(-1, ' ', false, json::error_handler_t::replace);
+    // json_text_python is dump() but for the config's infinities, which dump() would write as null.
+    const std::string manifest = json_text_python(m);
     json header = json::object();
     json meta = json::object();
     meta[kSessionMetadataKey] = manifest;

@@ -241,11 +241,14 @@ AdapterConfig parse_adapter_config(const std::string& text, const std::string& s
   if (text.size() > AdapterConfig::kMaxBytes)
     throw LoadError(source + ": " + std::to_string(text.size()) + " bytes, larger than the limit of " +
                     std::to_string(AdapterConfig::kMaxBytes) + " bytes");
-  const Json j = parse_json_checked(text, source, AdapterConfig::kMaxDepth);
+  // PEFT writes this file with Python's json.dumps (allow_nan by default), so a float field may hold
+  // Infinity or NaN: read them as numbers, and let each field's range reject them where it must.
+  // The pattern dictionaries are matched in file order (Python dict order), so the file is parsed
+  // keeping that order; nlohmann::json (sorted keys) is the reader's view of the same values.
+  const nlohmann::ordered_json ordered =
+      parse_json_checked_ordered(text, source, AdapterConfig::kMaxDepth, JsonDialect::Python);
+  const Json j(ordered);
   const Reader rd(JsonReader::top(j, source));
-  // nlohmann::json sorts keys; the pattern dictionaries are matched in file order (Python dict order),
-  // so they are read again from an order-preserving parse of the same (already validated) text.
-  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
   AdapterConfig c;
 
   const std::string lora = "\"LORA\" (LoRA and DoRA adapters only)";
@@ -269,7 +272,7 @@ AdapterConfig parse_adapter_config(const std::string& text, const std::string& s
       rd.fail(key, "expected at most " + std::to_string(AdapterConfig::kMaxPatternKeys) + " keys, got " +
                        std::to_string(v->size()));
     for (const auto& [k, value] : ordered.at(key).items()) {
-      const Json val = Json::parse(value.dump());
+      const Json val(value);  // a converted copy: NaN and Infinity stay numbers (dump() would write null)
       const std::string what = std::string(key) + " key";
       ModulePattern p = ModulePattern::compile(k, source, what);
       const std::string entry = std::string(key) + "['" + k.substr(0, 64) + "']";

@@ -23,14 +23,20 @@ std::string JsonReader::field(const std::string& key) const {
 }
 
 std::string JsonReader::shown(const json& v) {
-  if (v.is_number() || v.is_boolean() || v.is_null()) return v.dump();
-  std::string d = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  // json_text_python, not dump(): dump() would write null for NaN and the infinities.
+  if (v.is_number() || v.is_boolean() || v.is_null()) return json_text_python(v);
+  std::string d = json_text_python(v, -1, 40);
   if (d.size() > 40) d = d.substr(0, 40) + "...";
   return std::string(json_type_name(v)) + " " + d;
 }
 
 std::string JsonReader::integer_range(int64_t lo, int64_t hi) {
   return "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+}
+
+std::string JsonReader::number_range(double lo, double hi, bool lo_open) {
+  return std::string(std::isfinite(lo) && std::isfinite(hi) ? "a finite number in " : "a number in ") +
+         (lo_open ? "(" : "[") + json_number_text(lo) + ", " + json_number_text(hi) + "]";
 }
 
 void JsonReader::expected(const std::string& name, const std::string& what, const json& got) const {
@@ -94,11 +100,12 @@ int64_t JsonReader::integer_value(const json& v, const std::string& name, int64_
 }
 
 double JsonReader::number_value(const json& v, const std::string& name, double lo, double hi, bool lo_open) const {
-  const std::string range =
-      std::string("a finite number in ") + (lo_open ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() + "]";
+  const std::string range = number_range(lo, hi, lo_open);
   if (!v.is_number()) expected(name, range, v);
   const double x = v.get<double>();
-  if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo)) expected(name, range, v);
+  // NaN fails every comparison: written as a positive test so that NaN is out of every range.
+  const bool in_range = (lo_open ? x > lo : x >= lo) && x <= hi;
+  if (!in_range) expected(name, range, v);
   return x;
 }
 
@@ -108,6 +115,22 @@ int64_t JsonReader::integer(const std::string& key, int64_t lo, int64_t hi) cons
 
 double JsonReader::number(const std::string& key, double lo, double hi, bool lo_open) const {
   return number_value(require(key, "a number"), field(key), lo, hi, lo_open);
+}
+
+std::vector<double> JsonReader::number_list(const std::string& key, size_t min_n, size_t max_n, double lo, double hi,
+                                            bool lo_open) const {
+  const std::string count =
+      min_n == max_n ? std::to_string(min_n) : std::to_string(min_n) + " to " + std::to_string(max_n);
+  const std::string what = "a list of " + count + " numbers, each " + number_range(lo, hi, lo_open);
+  const json& v = require(key, what);
+  if (!v.is_array()) expected(field(key), what, v);
+  if (v.size() < min_n || v.size() > max_n)
+    fail(field(key), "expected " + what + ", got " + std::to_string(v.size()) + " entries");
+  std::vector<double> out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    out.push_back(number_value(v[i], field(key) + "[" + std::to_string(i) + "]", lo, hi, lo_open));
+  return out;
 }
 
 void JsonReader::optional_string(const std::string& key, std::string* out) const {
@@ -124,6 +147,11 @@ void JsonReader::optional_integer(const std::string& key, int64_t* out, int64_t 
 
 void JsonReader::optional_number(const std::string& key, double* out, double lo, double hi, bool lo_open) const {
   if (find(key)) *out = number(key, lo, hi, lo_open);
+}
+
+void JsonReader::optional_number_list(const std::string& key, std::vector<double>* out, size_t min_n, size_t max_n,
+                                      double lo, double hi, bool lo_open) const {
+  if (find(key)) *out = number_list(key, min_n, max_n, lo, hi, lo_open);
 }
 
 }  // namespace hl

@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -39,14 +40,23 @@ class JsonReader {
   std::string string(const std::string& key) const;
   bool boolean(const std::string& key) const;
   int64_t integer(const std::string& key, int64_t lo, int64_t hi) const;
-  // A finite number in [lo, hi] ((lo, hi] when lo_open).
+  // A number in [lo, hi] ((lo, hi] when lo_open). NaN never passes; an infinity passes only where
+  // its bound is that infinity, so finite bounds ask for "a finite number in [lo, hi]".
   double number(const std::string& key, double lo, double hi, bool lo_open = false) const;
+
+  // The array member `key` (required) of min_n to max_n numbers, each in [lo, hi] as number() checks
+  // it (hi = +inf admits Infinity, as in time_step_limit [0.0, Infinity]); entries are named
+  // "key[i]" in messages.
+  std::vector<double> number_list(const std::string& key, size_t min_n, size_t max_n, double lo, double hi,
+                                  bool lo_open = false) const;
 
   // Optional fields: absent leaves *out as it is (the default); present is checked as above.
   void optional_string(const std::string& key, std::string* out) const;
   void optional_boolean(const std::string& key, bool* out) const;
   void optional_integer(const std::string& key, int64_t* out, int64_t lo, int64_t hi) const;
   void optional_number(const std::string& key, double* out, double lo, double hi, bool lo_open = false) const;
+  void optional_number_list(const std::string& key, std::vector<double>* out, size_t min_n, size_t max_n, double lo,
+                            double hi, bool lo_open = false) const;
 
   // Checks of a value already in hand (an array entry, a pattern value); `name` is the field's
   // full path as messages show it.
@@ -60,11 +70,14 @@ class JsonReader {
   // "SOURCE: REASON" about the object itself (its path, when it has one, named).
   [[noreturn]] void fail_object(const std::string& reason) const;
 
-  // A value as messages show it: numbers, true, false and null as written, strings, arrays and
+  // A value as messages show it: numbers, true, false and null as written (Infinity, -Infinity and
+  // NaN as Python writes them), strings, arrays and
   // objects as their type and (up to 40 characters of) their text: "string \"4.5\"", "array [1,2]".
   static std::string shown(const json& v);
   // "an integer in [lo, hi]".
   static std::string integer_range(int64_t lo, int64_t hi);
+  // "a finite number in [lo, hi]" ("(lo" when lo_open); "a number in [lo, Infinity]" when a bound is infinite.
+  static std::string number_range(double lo, double hi, bool lo_open);
 
   // The keys find() looked up so far (for "fields this reader did not use").
   const std::set<std::string>& read_keys() const { return *read_; }

@@ -37,8 +37,7 @@ bool file_exists(const std::string& path) {
 
 // Checks nesting depth and UTF-8, then parses keeping key order (tojson prints keys as given).
 nlohmann::ordered_json parse_ordered(const std::string& text, const std::string& source) {
-  (void)parse_json_checked(text, source, kMaxJsonDepth);  // depth, duplicate keys, UTF-8: one-line LoadError
-  return nlohmann::ordered_json::parse(text);
+  return parse_json_checked_ordered(text, source, kMaxJsonDepth);  // depth, duplicate keys, UTF-8: one-line LoadError
 }
 
 // A special token in tokenizer_config.json: a string, or an AddedToken object {"content": ...}.

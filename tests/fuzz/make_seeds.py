@@ -122,6 +122,10 @@ def config_seeds():
     variant("valid_auto_map.json", auto_map={"AutoModel": "modeling_jamba.JambaModel"})
     variant("valid_eos_list.json", eos_token_id=[2, 3])
     variant("valid_softmax1.json", attention_normalizer="softmax1", num_register_tokens=2)
+    # Python's json.dumps writes float("inf") and float("nan") as bare Infinity / NaN (allow_nan).
+    variant("python_inf_time_step_limit.json", time_step_limit=[0.0, float("inf")])
+    variant("python_nan_rms_norm_eps.json", rms_norm_eps=float("nan"))
+    variant("python_neg_inf_initializer_range.json", initializer_range=float("-inf"), note="Infinity NaN \\\"")
     w("bad_truncated.json", json.dumps(base)[:200])
     w("bad_empty.json", "")
     w("bad_array.json", "[1, 2]")
@@ -169,6 +173,9 @@ def adapter_seeds():
     w("bad_prefix.bin", json.dumps(cfg).encode() + b"\0" + safetensors([("model.x.lora_A.weight", "F32", [1, 1], f32(1))]))
     w("bad_regex.json", json.dumps(dict(cfg, target_modules="(a+)+$", rank_pattern={"(x{100}){100}": 2})))
     w("bad_rank_zero.json", json.dumps(dict(cfg, r=0)))
+    # PEFT writes with Python's json.dumps: bare NaN / Infinity in an ignored and in a used field.
+    w("python_nan_dropout.json", json.dumps(dict(cfg, lora_dropout=float("nan"))))
+    w("python_inf_alpha.json", json.dumps(dict(cfg, lora_alpha=float("inf"), alpha_pattern={"q_proj": float("-inf")})))
     w("bad_alpha_huge.json", json.dumps(dict(cfg, lora_alpha=1e300)))
     w("bad_layers_type.json", json.dumps(dict(cfg, layers_to_transform="0")))
     w("bad_truncated.bin", json.dumps(cfg).encode() + b"\0" + safetensors(lora)[:-5])
