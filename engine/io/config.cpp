@@ -108,7 +108,7 @@ void read_jamba_schedule(const JsonReader& r, JambaConfig& c) {
 }  // namespace
 
 JambaConfig parse_config(const std::string& json_text, const std::string& source) {
-  json j = parse_json_checked(json_text, source, 16);
+  json j = parse_json_checked(json_text, source, 16, JsonDialect::Python);  // Python writes Infinity/NaN
   const JsonReader r = JsonReader::top(j, source);
   const std::string kTypes = "\"jamba\" or \"bamba\" (the model types supported)";
   const json& mt = r.require("model_type", kTypes);

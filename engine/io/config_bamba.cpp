@@ -6,6 +6,7 @@
 #include <set>
 
 #include "engine/io/config_families.h"
+#include "engine/io/json_util.h"
 
 namespace hl {
 
@@ -97,16 +98,13 @@ void read_bamba_fields(const JsonReader& r, JambaConfig& c) {
   r.optional_integer("mamba_chunk_size", &c.mamba_chunk_size, 1, int64_t{1} << 20);
   // Δ clamp: time_step_limit [lo, hi] with 0 ≤ lo < hi ≤ ∞ (Python writes ∞ as Infinity); null: none.
   if (const json* v = r.find("time_step_limit"); v && !v->is_null()) {
-    if (!v->is_array() || v->size() != 2) r.expected("time_step_limit", "a list of two numbers [lo, hi] or null", *v);
-    c.time_step_limit_min = r.number_value((*v)[0], "time_step_limit[0]", 0.0, 1e6);
-    const json& hi = (*v)[1];
-    if (hi.is_number_float() && std::isinf(hi.get<double>()) && hi.get<double>() > 0)
-      c.time_step_limit_max = std::numeric_limits<double>::infinity();
-    else
-      c.time_step_limit_max = r.number_value(hi, "time_step_limit[1]", 0.0, 1e6, true);
-    if (c.time_step_limit_max <= c.time_step_limit_min)
-      r.fail("time_step_limit", "expected lo < hi, got [" + JsonReader::shown((*v)[0]) + ", " +
-                                    JsonReader::shown(hi) + "]");
+    const std::vector<double> lim =
+        r.number_list("time_step_limit", 2, 2, 0.0, std::numeric_limits<double>::infinity());
+    if (!(lim[0] < lim[1]))
+      r.fail("time_step_limit", "expected lo < hi, got [" + json_number_text(lim[0]) + ", " +
+                                    json_number_text(lim[1]) + "]");
+    c.time_step_limit_min = lim[0];
+    c.time_step_limit_max = lim[1];
   }
   r.optional_number("time_step_min", &c.time_step_min, 0.0, 1e6);
   r.optional_number("time_step_max", &c.time_step_max, 0.0, 1e6);

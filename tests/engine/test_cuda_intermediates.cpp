@@ -36,7 +36,7 @@ class CudaIntermediates : public ::testing::TestWithParam<OracleCase> {
  protected:
   void SetUp() override {
     if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
-    if (const std::string lacks = golden_test::backend_lacks("cuda", GetParam().dir); !lacks.empty()) GTEST_SKIP() << lacks;
+    if (const std::string lacks = golden_test::backend_lacks("cuda", case_dir(GetParam().dir)); !lacks.empty()) GTEST_SKIP() << lacks;
   }
 };
 

@@ -42,13 +42,13 @@ class VulkanIntermediates : public ::testing::TestWithParam<OracleCase> {};
 
 TEST_P(VulkanIntermediates, Decode_EveryReportedIntermediateMatchesTheReference) {
   if (!vktest::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
-  if (const std::string lacks = golden_test::backend_lacks("vulkan", GetParam().dir); !lacks.empty()) GTEST_SKIP() << lacks;
+  if (const std::string lacks = golden_test::backend_lacks("vulkan", case_dir(GetParam().dir)); !lacks.empty()) GTEST_SKIP() << lacks;
   expect_intermediates_match_reference(vulkan(), GetParam(), false, kRel, kAbs);
 }
 
 TEST_P(VulkanIntermediates, Prefill_EveryReportedIntermediateMatchesTheReference) {
   if (!vktest::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
-  if (const std::string lacks = golden_test::backend_lacks("vulkan", GetParam().dir); !lacks.empty()) GTEST_SKIP() << lacks;
+  if (const std::string lacks = golden_test::backend_lacks("vulkan", case_dir(GetParam().dir)); !lacks.empty()) GTEST_SKIP() << lacks;
   expect_intermediates_match_reference(vulkan(), GetParam(), true, kRel, kAbs);
 }
 
