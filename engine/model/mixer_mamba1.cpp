@@ -15,18 +15,10 @@ void bind(WeightBinder& b, const JambaConfig& c, const std::string& layer, Layer
   const std::string p = layer + "mamba.";
   MambaWeights& w = lw.mamba;
   w.in_proj = b.mat(p + "in_proj.weight", 2 * Di, H);  // (2*Di, H)
-  if (c.mamba_proj_bias) {
-    w.in_bias = b.vec(p + "in_proj.bias", {2 * Di});  // (2*Di,)
-    w.out_bias = b.vec(p + "out_proj.bias", {H});     // (H,)
-  } else {
-    b.forbid(p + "in_proj.bias", "config.json has mamba_proj_bias: false");
-    b.forbid(p + "out_proj.bias", "config.json has mamba_proj_bias: false");
-  }
+  w.in_bias = b.flagged_vec(c.mamba_proj_bias, "mamba_proj_bias", p + "in_proj.bias", {2 * Di});
+  w.out_bias = b.flagged_vec(c.mamba_proj_bias, "mamba_proj_bias", p + "out_proj.bias", {H});
   w.conv_w = b.vec(p + "conv1d.weight", {Di, 1, W});  // (Di, 1, W) → (Di, W)
-  if (c.mamba_conv_bias)
-    w.conv_b = b.vec(p + "conv1d.bias", {Di});
-  else
-    b.forbid(p + "conv1d.bias", "config.json has mamba_conv_bias: false");
+  w.conv_b = b.flagged_vec(c.mamba_conv_bias, "mamba_conv_bias", p + "conv1d.bias", {Di});
   w.x_proj = b.mat(p + "x_proj.weight", R + 2 * N, Di);  // (R + 2N, Di)
   w.dt_norm = b.vec(p + "dt_layernorm.weight", {R});
   w.b_norm = b.vec(p + "b_layernorm.weight", {N});

@@ -16,18 +16,10 @@ void bind(WeightBinder& b, const JambaConfig& c, const std::string& layer, Layer
   const std::string p = layer + "mamba.";
   Mamba2Weights& w = lw.mamba2;
   w.in_proj = b.mat(p + "in_proj.weight", proj, H);  // (Di + conv_dim + nh, H)
-  if (c.mamba_proj_bias) {
-    w.in_bias = b.vec(p + "in_proj.bias", {proj});
-    w.out_bias = b.vec(p + "out_proj.bias", {H});
-  } else {
-    b.forbid(p + "in_proj.bias", "config.json has mamba_proj_bias: false");
-    b.forbid(p + "out_proj.bias", "config.json has mamba_proj_bias: false");
-  }
+  w.in_bias = b.flagged_vec(c.mamba_proj_bias, "mamba_proj_bias", p + "in_proj.bias", {proj});
+  w.out_bias = b.flagged_vec(c.mamba_proj_bias, "mamba_proj_bias", p + "out_proj.bias", {H});
   w.conv_w = b.vec(p + "conv1d.weight", {conv, 1, W});  // (conv_dim, 1, W) → (conv_dim, W)
-  if (c.mamba_conv_bias)
-    w.conv_b = b.vec(p + "conv1d.bias", {conv});
-  else
-    b.forbid(p + "conv1d.bias", "config.json has mamba_conv_bias: false");
+  w.conv_b = b.flagged_vec(c.mamba_conv_bias, "mamba_conv_bias", p + "conv1d.bias", {conv});
   w.dt_bias = b.vec(p + "dt_bias", {nh});
   w.A = b.vec(p + "A_log", {nh});
   for (float& a : w.A) a = -std::exp(a);  // A = −exp(A_log), fp32

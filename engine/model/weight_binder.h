@@ -34,6 +34,13 @@ class WeightBinder {
   // A vector widened to float.
   std::vector<float> vec(const TensorInfo& t);
   std::vector<float> vec(const std::string& name, const std::vector<int64_t>& shape) { return vec(need(name, shape)); }
+  // The vector `name` when config.json's boolean `flag` is true; otherwise refuses it (forbid) and
+  // gives an empty vector: the optional biases (mamba_proj_bias, mamba_conv_bias).
+  std::vector<float> flagged_vec(bool on, const char* flag, const std::string& name, const std::vector<int64_t>& shape) {
+    if (on) return vec(name, shape);
+    forbid(name, std::string("config.json has ") + flag + ": false");
+    return {};
+  }
   std::vector<float> opt_vec(const std::string& name, const std::vector<int64_t>& shape) {
     const TensorInfo* t = optional(name, shape);
     return t ? vec(*t) : std::vector<float>();
