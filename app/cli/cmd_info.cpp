@@ -184,18 +184,28 @@ void printText(const nlohmann::json& j) {
   const auto& sh = j["shape"];
   std::printf("checkpoint  %s\n", j["checkpoint"].get<std::string>().c_str());
   std::printf("config      sha256 %s\n", j["config_sha256"].get<std::string>().c_str());
+  std::printf("family      %s\n", j["family"].get<std::string>().c_str());
   std::printf("shape       hidden %" PRId64 ", vocab %" PRId64 ", heads %" PRId64 " (kv %" PRId64 ", dim %" PRId64
-              "), experts %" PRId64 " (top-%" PRId64 "), Mamba inner %" PRId64 " state %" PRId64 " conv %" PRId64
-              " dt rank %" PRId64 "%s\n",
+              "), experts %" PRId64 " (top-%" PRId64 "), Mamba inner %" PRId64 " state %" PRId64 " conv %" PRId64,
               I(sh["hidden_size"]), I(sh["vocab_size"]), I(sh["num_attention_heads"]), I(sh["num_key_value_heads"]),
               I(sh["head_dim"]), I(sh["num_experts"]), I(sh["num_experts_per_tok"]), I(sh["mamba_inner"]),
-              I(sh["mamba_d_state"]), I(sh["mamba_d_conv"]), I(sh["mamba_dt_rank"]),
-              sh["tie_word_embeddings"].get<bool>() ? ", tied embeddings" : "");
+              I(sh["mamba_d_state"]), I(sh["mamba_d_conv"]));
+  if (sh.contains("mamba_dt_rank")) {
+    std::printf(" dt rank %" PRId64, I(sh["mamba_dt_rank"]));
+  } else {  // Mamba-2
+    const auto& lim = sh["time_step_limit"];
+    std::printf(", %" PRId64 " heads of %" PRId64 " in %" PRId64 " groups, dt clamp [%g, %s], RoPE on %" PRId64
+                " dims (theta %g)",
+                I(sh["mamba_n_heads"]), I(sh["mamba_d_head"]), I(sh["mamba_n_groups"]), lim[0].get<double>(),
+                lim[1].is_string() ? "Infinity" : std::to_string(lim[1].get<double>()).c_str(), I(sh["rotary_dim"]),
+                sh["rope_theta"].get<double>());
+  }
+  std::printf("%s\n", sh["tie_word_embeddings"].get<bool>() ? ", tied embeddings" : "");
   std::printf("layers      %" PRId64 ": %" PRId64 " attention, %" PRId64 " Mamba; %" PRId64 " MoE, %" PRId64 " dense\n",
               I(j["num_layers"]), I(j["num_attention_layers"]), I(j["num_mamba_layers"]), I(j["num_moe_layers"]),
               I(j["num_layers"]) - I(j["num_moe_layers"]));
   std::printf("schedule    %s\n", j["schedule"].get<std::string>().c_str());
-  std::printf("ribbon      mixer %s  (A attention, M Mamba)\n", j["ribbon"]["mixer"].get<std::string>().c_str());
+  std::printf("ribbon      mixer %s  (A attention, M Mamba-1, S Mamba-2)\n", j["ribbon"]["mixer"].get<std::string>().c_str());
   std::printf("            ffn   %s  (E MoE, D dense)\n", j["ribbon"]["ffn"].get<std::string>().c_str());
   for (const auto& l : j["layers"]) {
     std::printf("  layer %3" PRId64 "  %-9s  %s%s\n", I(l["index"]), l["mixer"].get<std::string>().c_str(),

@@ -248,6 +248,36 @@ TEST_F(CliOnCheckpoint, InfoText_ShowsRibbon) {
   EXPECT_NE(r.out.find("parameters"), std::string::npos) << r.out;
 }
 
+// A Bamba checkpoint (bamba-tiny, HF's format): info names the family, its schedule and Mamba-2
+// shape in both outputs, and trace runs it (auto: the CPU, the device backends having no Mamba-2 units).
+TEST(CliBamba, InfoAndTrace) {
+  const fs::path dir = scratchDir() / "bamba";
+  hl::GenerateOptions o;
+  o.config = hl::preset_config("bamba-tiny");
+  o.seed = 3;
+  hl::generate_checkpoint(dir.string(), o);
+  RunResult r = runHybridlens({"info", "--checkpoint", dir.string(), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["family"], "bamba");
+  EXPECT_EQ(j["schedule"], "8 layers: S S A S S S A S; no MoE");
+  EXPECT_EQ(j["shape"]["mamba_n_heads"], 8);
+  EXPECT_EQ(j["shape"]["rotary_dim"], 16);
+  // Per Mamba-2 layer (Di + 2GN)·W + Di·N floats: (256 + 64)·4 + 256·16, six layers, 4 bytes each.
+  EXPECT_EQ(j["memory"]["state_bytes"], 6 * ((256 + 64) * 4 + 256 * 16) * 4);
+  r = runHybridlens({"info", "--checkpoint", dir.string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("family      bamba\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("8 heads of 32 in 2 groups, dt clamp [0, Infinity], RoPE on 16 dims"), std::string::npos) << r.out;
+  const fs::path out = scratchDir() / "bamba.safetensors";
+  r = runHybridlens({"trace", "--checkpoint", dir.string(), "--ids", "1,5,9", "--generate", "2", "--ignore-eos",
+                     "--out", out.string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  hl::SafetensorsFile f = hl::SafetensorsFile::open(out.string());
+  ASSERT_NE(f.find("logits"), nullptr);
+  EXPECT_EQ(f.find("logits")->shape, (std::vector<int64_t>{5, 4096}));
+}
+
 TEST_F(CliOnCheckpoint, Trace_IdsAndGeneration_WritesTokensAndLogits) {
   const fs::path out = scratchDir() / "trace.safetensors";
   RunResult r = runHybridlens({"trace", "--checkpoint", dir_.string(), "--ids", "1, 5,9", "--generate", "3",
