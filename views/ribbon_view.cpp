@@ -26,12 +26,33 @@ CellText cellText(const hl::LayerSpec& l, bool longForm) {
     t.mixer = QString(QChar::fromLatin1(hl::mixer_letter(l.mixer)));
     t.ffn = QString(QChar::fromLatin1(hl::ffn_letter(l.ffn)));
   } else {
-    t.mixer = attn ? QStringLiteral("attention\n%1 heads, %2 kv").arg(l.attn.heads).arg(l.attn.kv_heads)
-                   : QStringLiteral("Mamba\nDi %1, N %2").arg(l.ssm.d_inner).arg(l.ssm.d_state);
+    if (attn)
+      t.mixer = QStringLiteral("attention\n%1 heads, %2 kv").arg(l.attn.heads).arg(l.attn.kv_heads);
+    else if (l.ssm.heads > 0)  // Mamba-2: heads of Di / heads channels
+      t.mixer = QStringLiteral("Mamba-2\n%1×%2, N %3").arg(l.ssm.heads).arg(l.ssm.d_inner / l.ssm.heads).arg(l.ssm.d_state);
+    else
+      t.mixer = QStringLiteral("Mamba\nDi %1, N %2").arg(l.ssm.d_inner).arg(l.ssm.d_state);
     t.ffn = moe ? QStringLiteral("MoE\n%1 experts, top-%2").arg(l.ffn_params.experts).arg(l.ffn_params.top_k)
                 : QStringLiteral("MLP\n%1").arg(l.ffn_params.d_ff);
   }
   return t;
+}
+
+// "A attention (2)  M Mamba (6)": each mixer kind the schedule holds, with its letter and count.
+QString mixerLegend(const hl::LayerSchedule& sched) {
+  QString s;
+  for (int k = 0; k < hl::kMixerKinds; ++k) {
+    const auto kind = static_cast<hl::MixerKind>(k);
+    int n = 0;
+    for (const hl::LayerSpec& l : sched.layers()) n += l.mixer == kind ? 1 : 0;
+    if (n == 0) continue;
+    const QString name = kind == hl::MixerKind::Attention ? QStringLiteral("attention")
+                         : kind == hl::MixerKind::Mamba2  ? QStringLiteral("Mamba-2")
+                         : kind == hl::MixerKind::Mamba1  ? QStringLiteral("Mamba")
+                                                          : QString::fromLatin1(hl::mixer_name(kind));
+    s += QStringLiteral("%1 %2 (%3)  ").arg(QChar::fromLatin1(hl::mixer_letter(kind))).arg(name).arg(n);
+  }
+  return s;
 }
 
 }  // namespace
@@ -96,13 +117,9 @@ void LayerRibbonView::rebuild() {
   y->setRange(0, 2);
   drawCells(ribbon, 0, L, false);
   for (int b = period; b < L; b += period) addVLine(ribbon, b - 0.5, QPen(t.foreground, 1, Qt::DashLine));
-  const int attnCount = static_cast<int>(sched.num_attention()), moeCount = static_cast<int>(sched.num_moe());
+  const int moeCount = static_cast<int>(sched.num_moe());
   QCPItemText* legend = addLabel(ribbon, L - 0.4, 2.0,
-                                 tr("A attention (%1)  M Mamba (%2)  E MoE (%3)  D dense MLP (%4)")
-                                     .arg(attnCount)
-                                     .arg(L - attnCount)
-                                     .arg(moeCount)
-                                     .arg(L - moeCount),
+                                 mixerLegend(sched) + tr("E MoE (%1)  D dense MLP (%2)").arg(moeCount).arg(L - moeCount),
                                  Qt::AlignRight | Qt::AlignBottom);
   legend->setClipToAxisRect(false);
 
