@@ -17,7 +17,9 @@
 #include "engine/model/loader.h"
 #include "engine/probes/memory.h"
 #include "engine/reference/ref_model.h"
+#include "sessions/session_file.h"
 #include "tests/engine/golden_util.h"
+#include "tests/engine/session_test_util.h"
 #include "test_util.h"
 
 namespace hl {
@@ -98,6 +100,26 @@ TEST(BambaSchedule, AttentionAtTheIndices_Mamba2Elsewhere_DenseEverywhere_RopePa
   EXPECT_EQ(s[0].ssm.heads, 8);
   EXPECT_EQ(s[0].ssm.groups, 2);
   EXPECT_EQ(std::string(mixer_name(s[0].mixer)), "mamba2");
+}
+
+// A session of a Bamba model keeps its config, Infinity included (Python's token in the manifest).
+TEST(BambaSession, RoundTrip_FamilyScheduleAndInfiniteClamp) {
+  std::string text = bamba_json();  // as Python writes an infinite clamp
+  const std::string finite = "\"time_step_limit\":[0.01,0.5]";
+  ASSERT_NE(text.find(finite), std::string::npos) << text;
+  text.replace(text.find(finite), finite.size(), "\"time_step_limit\": [0.0, Infinity]");
+  const JambaConfig c = parse_config(text);
+  ASSERT_TRUE(std::isinf(c.time_step_limit_max));
+  const Recording rec = test::synthetic_recording(c, 5, 11);
+  test::TempDir dir;
+  save_session(dir / "b.hlsession", rec, SessionSaveOptions{});
+  const Recording back = load_session(dir / "b.hlsession");
+  EXPECT_EQ(back.config.family, Family::Bamba);
+  EXPECT_TRUE(std::isinf(back.config.time_step_limit_max));
+  EXPECT_EQ(config_to_json(back.config), config_to_json(c));
+  EXPECT_EQ(LayerSchedule::from_config(back.config), LayerSchedule::from_config(c));
+  ASSERT_EQ(back.runs.size(), 1u);
+  EXPECT_EQ(back.runs[0].records.size(), 5u);
 }
 
 // bamba-tiny, written by the generator in HF's format and loaded back.
