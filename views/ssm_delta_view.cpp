@@ -90,7 +90,11 @@ void SsmDeltaView::rebuild() {
   hx->grid()->setVisible(false);
   hy->grid()->setVisible(false);
   setAxisKind(hy, AxisKind::Token);
-  hx->setLabel(tr("channel (Di = %1)").arg(s.Di));
+  const int64_t heads = layer >= 0 && layer < s.schedule.size() ? s.schedule[layer].ssm.heads : 0;
+  if (heads > 0)  // Mamba-2: one Δ per head, shown on each of its channels
+    hx->setLabel(tr("channel (Di = %1: %2 heads of %3, one Δ per head)").arg(s.Di).arg(heads).arg(s.Di / heads));
+  else
+    hx->setLabel(tr("channel (Di = %1)").arg(s.Di));
   hy->setLabel(tr("token"));
   const bool full = hasFull(a, s) && (!diff || hasFull(b, s));
   if (full) {
