@@ -28,7 +28,7 @@ CellText cellText(const hl::LayerSpec& l, bool longForm) {
   } else {
     if (attn)
       t.mixer = QStringLiteral("attention\n%1 heads, %2 kv").arg(l.attn.heads).arg(l.attn.kv_heads);
-    else if (l.ssm.heads > 0)  // Mamba-2: heads of Di / heads channels
+    else if (l.mixer == hl::MixerKind::Mamba2)  // heads of Di / heads channels
       t.mixer = QStringLiteral("Mamba-2\n%1×%2, N %3").arg(l.ssm.heads).arg(l.ssm.d_inner / l.ssm.heads).arg(l.ssm.d_state);
     else
       t.mixer = QStringLiteral("Mamba\nDi %1, N %2").arg(l.ssm.d_inner).arg(l.ssm.d_state);

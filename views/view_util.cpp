@@ -217,7 +217,7 @@ QString tokenLabel(const hl::Recording& rec, int t) {
 
 QString layerName(const ModelShape& s, int layer) {
   const bool attn = s.attnOrdinal(layer) >= 0;
-  const bool mamba2 = layer >= 0 && layer < s.schedule.size() && s.schedule[layer].ssm.heads > 0;
+  const bool mamba2 = layer >= 0 && layer < s.schedule.size() && s.schedule[layer].mixer == hl::MixerKind::Mamba2;
   return QStringLiteral("L%1 %2").arg(layer).arg(attn ? "attn" : mamba2 ? "mamba-2" : "mamba");
 }
 

@@ -132,8 +132,7 @@ nlohmann::json collect(const std::string& dir) {
 
   // Memory: the mapped weights, plus the state a run holds (trace-format.md §3 formulas in fp32).
   const int64_t weightBytes = static_cast<int64_t>(ckpt.total_tensor_bytes());
-  const int64_t kvPerToken =
-      2 * sched.num_attention() * c.num_key_value_heads * c.head_dim() * kStateBytesPerElement;
+  const int64_t kvPerToken = kv_cache_bytes(c, sched.num_attention(), 1, kStateBytesPerElement);
   const int64_t stateBytes = state_bytes(c, sched, kStateBytesPerElement);
   const int64_t quoteContext = std::min<int64_t>(kQuoteContext, c.max_position_embeddings);
   j["memory"] = {{"weight_bytes", weightBytes}, {"kv_bytes_per_token", kvPerToken},

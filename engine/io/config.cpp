@@ -293,10 +293,7 @@ std::string config_to_json(const JambaConfig& c) {
   if (c.attention_normalizer != Normalizer::Softmax)
     j["attention_normalizer"] = normalizer_name(c.attention_normalizer);
   if (c.num_register_tokens != 0) j["num_register_tokens"] = c.num_register_tokens;
-  std::string text = j.dump(2) + "\n";
-  const std::string marker = nlohmann::ordered_json(kJsonInfinityMarker).dump();  // "\u0001HL-Infinity\u0001"
-  for (size_t at; (at = text.find(marker)) != std::string::npos;) text.replace(at, marker.size(), "Infinity");
-  return text;
+  return json_text_python(j, 2) + "\n";  // dump(2)'s text, with ∞ as Python's Infinity (time_step_limit)
 }
 
 }  // namespace hl

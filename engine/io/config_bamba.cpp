@@ -35,11 +35,10 @@ namespace {
 void read_rope(const JsonReader& r, JambaConfig& c) {
   r.optional_number("rope_theta", &c.rope_theta, 0.0, 1e12, true);
   auto read_type = [&](const JsonReader& o, const char* what) {
-    const json* t = o.find("rope_type");
-    if (!t) t = o.find("type");
+    const char* key = o.find("rope_type") ? "rope_type" : "type";  // "type": the older spelling
+    const json* t = o.find(key);
     if (t && (!t->is_string() || t->get<std::string>() != "default"))
-      o.expected(o.field(t == o.find("rope_type") ? "rope_type" : "type"),
-                 std::string("\"default\" (scaled RoPE is not supported in ") + what + ")", *t);
+      o.expected(o.field(key), std::string("\"default\" (scaled RoPE is not supported in ") + what + ")", *t);
   };
   if (const json* v = r.find("rope_parameters"); v && !v->is_null()) {
     if (!v->is_object()) r.expected("rope_parameters", "an object or null", *v);
@@ -128,10 +127,7 @@ void bamba_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j) {
   j["mamba_chunk_size"] = c.mamba_chunk_size;
   j["time_step_min"] = c.time_step_min;
   j["time_step_max"] = c.time_step_max;
-  // ∞ has no JSON number: config_to_json writes this marker's string as Python's Infinity token.
-  j["time_step_limit"] = {c.time_step_limit_min, std::isinf(c.time_step_limit_max)
-                                                     ? nlohmann::ordered_json(kJsonInfinityMarker)
-                                                     : nlohmann::ordered_json(c.time_step_limit_max)};
+  j["time_step_limit"] = {c.time_step_limit_min, c.time_step_limit_max};  // ∞ written as Infinity (config_to_json)
   j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
 }
 

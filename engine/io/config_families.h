@@ -8,9 +8,6 @@
 
 namespace hl {
 
-// A string config_to_json writes as Python's bare Infinity token (JSON has no ∞).
-inline constexpr const char* kJsonInfinityMarker = "\x01HL-Infinity\x01";
-
 // Reads Bamba's own fields into c (its defaults already set): the attention layer indices, the
 // Mamba-2 heads, groups, chunk size and Δ clamp, RoPE. Throws LoadError (one line naming the field).
 void read_bamba_fields(const JsonReader& r, JambaConfig& c);

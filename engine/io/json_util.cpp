@@ -200,16 +200,15 @@ std::string json_number_text(double x) {
 namespace {
 // nlohmann's dump layout (indent < 0: compact; else one entry a line, "key": value), so that for a
 // value without NaN or infinities the text is byte for byte dump(indent, ' ', false, replace).
-void append_python(const nlohmann::json& v, int indent, int depth, size_t max_chars, std::string* out) {
+template <class Json>  // nlohmann::json or nlohmann::ordered_json (keys in insertion order)
+void append_python(const Json& v, int indent, int depth, size_t max_chars, std::string* out) {
   if (out->size() > max_chars) return;
-  const auto text = [](const nlohmann::json& x) {
-    return x.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  };
+  const auto text = [](const Json& x) { return x.dump(-1, ' ', false, Json::error_handler_t::replace); };
   const auto newline = [&](int d) {
     if (indent >= 0) *out += '\n' + std::string(static_cast<size_t>(indent) * static_cast<size_t>(d), ' ');
   };
   if (v.is_number_float()) {
-    *out += json_number_text(v.get<double>());
+    *out += json_number_text(v.template get<double>());
   } else if ((v.is_array() || v.is_object()) && !v.empty()) {
     *out += v.is_array() ? '[' : '{';
     bool first = true;
@@ -217,7 +216,7 @@ void append_python(const nlohmann::json& v, int indent, int depth, size_t max_ch
       if (!first) *out += ',';
       first = false;
       newline(depth + 1);
-      if (v.is_object()) *out += text(nlohmann::json(it.key())) + (indent >= 0 ? ": " : ":");
+      if (v.is_object()) *out += text(Json(it.key())) + (indent >= 0 ? ": " : ":");
       append_python(it.value(), indent, depth + 1, max_chars, out);
     }
     newline(depth);
@@ -229,6 +228,12 @@ void append_python(const nlohmann::json& v, int indent, int depth, size_t max_ch
 }  // namespace
 
 std::string json_text_python(const nlohmann::json& v, int indent, size_t max_chars) {
+  std::string out;
+  append_python(v, indent, 0, max_chars, &out);
+  return out;
+}
+
+std::string json_text_python(const nlohmann::ordered_json& v, int indent, size_t max_chars) {
   std::string out;
   append_python(v, indent, 0, max_chars, &out);
   return out;

@@ -39,6 +39,7 @@ std::string json_number_text(double x);
 // them into null). Strings as dump writes them, ill-formed UTF-8 replaced by U+FFFD. Stops adding
 // entries once past max_chars (for messages, which cut the text there).
 std::string json_text_python(const nlohmann::json& v, int indent = -1, size_t max_chars = SIZE_MAX);
+std::string json_text_python(const nlohmann::ordered_json& v, int indent = -1, size_t max_chars = SIZE_MAX);
 
 // "string", "integer", "number", "boolean", "null", "array", "object".
 const char* json_type_name(const nlohmann::json& v);

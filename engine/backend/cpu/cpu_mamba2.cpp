@@ -120,13 +120,13 @@ void CpuMamba2::forward(const float* x, int64_t S, float* y, TokenTrace* const* 
   ThreadPool::global().parallel_for(S, std::max<int64_t>(1, 8192 / Di_), [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
       float* v = out + s * Di_;
-      const float* z = zxd + s * proj;
-      for (int64_t c = 0; c < Di_; ++c) v[c] *= z[c] / (1.0f + std::exp(-z[c]));
+      float* z = zxd + s * proj;  // the gate, no longer needed: becomes silu(z) · v
+      kern.silu_mul(z, v, Di_);
       for (int64_t g0 = 0; g0 < Di_; g0 += group) {
         double ss = 0;
-        for (int64_t c = g0; c < g0 + group; ++c) ss += static_cast<double>(v[c]) * v[c];
+        for (int64_t c = g0; c < g0 + group; ++c) ss += static_cast<double>(z[c]) * z[c];
         const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(group) + eps));
-        for (int64_t c = g0; c < g0 + group; ++c) v[c] = w_.norm_w[c] * (v[c] * inv);
+        for (int64_t c = g0; c < g0 + group; ++c) v[c] = w_.norm_w[c] * (z[c] * inv);
       }
     }
   });
