@@ -158,8 +158,12 @@ class BambaRef(JambaRef):
         grp = np.arange(c.mh) // (c.mh // c.G)                           # head h -> group h // (nh/G)
         Bm = xbc[:, c.Di:c.Di + c.G * c.N].reshape(S, c.G, c.N)[:, grp]
         Cm = xbc[:, c.Di + c.G * c.N:].reshape(S, c.G, c.N)[:, grp]
-        dt = np.clip(softplus(dt_raw + ly["dt_bias"]), c.dt_min, c.dt_max)  # (S, nh)
+        dt = self.dt_clamp(softplus(dt_raw + ly["dt_bias"]))            # (S, nh)
         return x, Bm, Cm, dt
+
+    def dt_clamp(self, dt):
+        """Bamba: clamp(dt, time_step_limit[0], time_step_limit[1])."""
+        return np.clip(dt, self.cfg.dt_min, self.cfg.dt_max)
 
     def mamba_out(self, ly, y, z):
         """y (S, Di) with the D term, gate z (S, Di): gated RMSNorm over all Di channels, out_proj."""

@@ -184,6 +184,12 @@ def causal_conv(u, w, b):
     return conv + b if b is not None else conv
 
 
+def linear(x, w, b=None):
+    """x (..., in) times w (out, in) transposed, plus b (out,) where a layer has a bias."""
+    y = x @ w.T
+    return y if b is None else y + b
+
+
 def xlogx(p):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)
@@ -239,54 +245,48 @@ class JambaRef:
     def load_shared(self, g, has):
         """Embeddings, head (or tied), final norm, trained registers and their mean row."""
         c = self.cfg
-        self.embed = g("model.embed_tokens.weight")                      # (V, H)
+        self.embed = g(self.NAMES["embed"])                      # (V, H)
         assert self.embed.shape == (c.V, c.H), self.embed.shape
         if has("lm_head.weight"):
             self.head = g("lm_head.weight")                              # (V, H)
         else:
             assert c.tie, "lm_head.weight absent and tie_word_embeddings is false"
             self.head = self.embed
-        self.final_norm = g("model.final_layernorm.weight")             # (H,)
-        self.registers_trained = (g("model.register_tokens") if has("model.register_tokens")
+        self.final_norm = g(self.NAMES["final_norm"])             # (H,)
+        self.registers_trained = (g(self.NAMES["registers"]) if has(self.NAMES["registers"])
                                   else np.zeros((0, c.H), self.dt))      # (R, H)
         assert self.registers_trained.shape[0] == c.n_reg_trained
         self.mean_row = np.mean(self.embed, axis=0)                     # (H,)
 
     def load_attention(self, p, g, has):
-        """The self_attn weights of the layer with prefix p (no biases)."""
+        """The attention weights of the layer with prefix p (q/k/v/o biases where the checkpoint has them)."""
         c = self.cfg
-        ly = dict(q=g(p + "self_attn.q_proj.weight"),                    # (nh*hd, H)
-                  k=g(p + "self_attn.k_proj.weight"),                    # (nkv*hd, H)
-                  v=g(p + "self_attn.v_proj.weight"),                    # (nkv*hd, H)
-                  o=g(p + "self_attn.o_proj.weight"))                    # (H, nh*hd)
+        a = p + self.NAMES["attn"]
+        ly = {k: g(a + k + "_proj.weight") for k in "qkvo"}              # (nh*hd | nkv*hd | nkv*hd, H), (H, nh*hd)
         assert ly["q"].shape == (c.nh * c.hd, c.H) and ly["k"].shape == (c.nkv * c.hd, c.H)
         assert ly["v"].shape == (c.nkv * c.hd, c.H) and ly["o"].shape == (c.H, c.nh * c.hd)
-        ly["sinks"] = g(p + "self_attn.sinks") if has(p + "self_attn.sinks") else None  # (nh,)
+        ly.update({k + "_b": g(a + k + "_proj.bias") for k in "qkvo" if has(a + k + "_proj.bias")})  # (out,)
+        ly["sinks"] = g(a + "sinks") if has(a + "sinks") else None       # (nh,)
         return ly
 
     def load_mamba(self, m, g, has):
         """The Mamba (v1) mixer weights under prefix m (".mamba.")."""
         c = self.cfg
-        ly = {"in_w": g(m + "in_proj.weight")}                           # (2Di, H)
-        ly["in_b"] = g(m + "in_proj.bias") if has(m + "in_proj.bias") else None
-        ly["conv_w"] = g(m + "conv1d.weight")[:, 0, :]                   # (Di, W)
-        ly["conv_b"] = g(m + "conv1d.bias") if has(m + "conv1d.bias") else None
-        ly["x_w"] = g(m + "x_proj.weight")                               # (R+2N, Di)
-        ly["dt_norm"] = g(m + "dt_layernorm.weight")                     # (R,)
-        ly["b_norm"] = g(m + "b_layernorm.weight")                       # (N,)
-        ly["c_norm"] = g(m + "c_layernorm.weight")                       # (N,)
-        ly["dt_w"] = g(m + "dt_proj.weight")                             # (Di, R)
-        ly["dt_b"] = g(m + "dt_proj.bias")                               # (Di,)
-        ly["A"] = -np.exp(g(m + "A_log"))                                # (Di, N)
-        ly["D"] = g(m + "D")                                             # (Di,)
-        ly["out_w"] = g(m + "out_proj.weight")                           # (H, Di)
-        ly["out_b"] = g(m + "out_proj.bias") if has(m + "out_proj.bias") else None
+        ly = dict(in_w=g(m + "in_proj.weight"), conv_w=g(m + "conv1d.weight")[:, 0, :],    # (2Di, H), (Di, W)
+                  x_w=g(m + "x_proj.weight"), dt_norm=g(m + "dt_layernorm.weight"),          # (R+2N, Di), (R,)
+                  b_norm=g(m + "b_layernorm.weight"), c_norm=g(m + "c_layernorm.weight"),    # (N,), (N,)
+                  dt_w=g(m + "dt_proj.weight"), dt_b=g(m + "dt_proj.bias"),                  # (Di, R), (Di,)
+                  A=-np.exp(g(m + "A_log")), D=g(m + "D"), out_w=g(m + "out_proj.weight"))   # (Di, N), (Di,), (H, Di)
+        opt = lambda n: g(m + n) if has(m + n) else None  # noqa: E731
+        ly.update(in_b=opt("in_proj.bias"), conv_b=opt("conv1d.bias"), out_b=opt("out_proj.bias"))
         assert ly["in_w"].shape == (2 * c.Di, c.H) and ly["conv_w"].shape == (c.Di, c.W)
         assert ly["x_w"].shape == (c.R + 2 * c.N, c.Di) and ly["A"].shape == (c.Di, c.N)
         assert (ly["in_b"] is not None) == c.proj_bias and (ly["conv_b"] is not None) == c.conv_bias
         return ly
 
     CONFIG = JambaConfig
+    NAMES = dict(embed="model.embed_tokens.weight", final_norm="model.final_layernorm.weight",
+                 registers="model.register_tokens", attn="self_attn.")
 
     @classmethod
     def load(cls, folder, dtype=np.float64):
@@ -363,9 +363,9 @@ class JambaRef:
     def attention_seq(self, ly, x, null):                                # x (S, H), null (nh,)
         c = self.cfg
         S = x.shape[0]
-        q = (x @ ly["q"].T).reshape(S, c.nh, c.hd).transpose(1, 0, 2)   # (nh, S, hd)
-        k = (x @ ly["k"].T).reshape(S, c.nkv, c.hd).transpose(1, 0, 2)  # (nkv, S, hd)
-        v = (x @ ly["v"].T).reshape(S, c.nkv, c.hd).transpose(1, 0, 2)  # (nkv, S, hd)
+        q = linear(x, ly["q"], ly.get("q_b")).reshape(S, c.nh, c.hd).transpose(1, 0, 2)   # (nh, S, hd)
+        k = linear(x, ly["k"], ly.get("k_b")).reshape(S, c.nkv, c.hd).transpose(1, 0, 2)  # (nkv, S, hd)
+        v = linear(x, ly["v"], ly.get("v_b")).reshape(S, c.nkv, c.hd).transpose(1, 0, 2)  # (nkv, S, hd)
         q, k = self.position(q, k, np.arange(S))                         # registers at 0..n_reg-1
         kv_of = np.arange(c.nh) // (c.nh // c.nkv)                       # GQA: kv = q_head // (nh/nkv)
         z = np.einsum("hqd,hkd->hqk", q, k[kv_of]) / math.sqrt(c.hd)     # (nh, S, S)
@@ -373,16 +373,14 @@ class JambaRef:
         z = np.where(causal[None], z, -np.inf)
         p, p_null = normalize_attention(z, null[:, None, None])          # (nh,S,S), (nh,S)
         o = np.einsum("hqk,hkd->hqd", p, v[kv_of])                       # (nh, S, hd); null value 0
-        out = o.transpose(1, 0, 2).reshape(S, c.nh * c.hd) @ ly["o"].T   # (S, H)
+        out = linear(o.transpose(1, 0, 2).reshape(S, c.nh * c.hd), ly["o"], ly.get("o_b"))   # (S, H)
         zabs = np.max(np.where(causal[None], np.abs(z), -np.inf), axis=-1)   # (nh, S): largest |z_j|
         return out, dict(p=p.transpose(1, 0, 2), p_null=p_null.T, zmax=zabs.T)  # (S,nh,S), (S,nh), (S,nh)
 
     def mamba_seq(self, ly, x):                                          # x (S, H)
         c = self.cfg
         S = x.shape[0]
-        xz = x @ ly["in_w"].T                                            # (S, 2Di)
-        if ly["in_b"] is not None:
-            xz = xz + ly["in_b"]
+        xz = linear(x, ly["in_w"], ly["in_b"])                           # (S, 2Di)
         u0, z = xz[:, :c.Di], xz[:, c.Di:]                               # x branch first, gate second
         u = silu(causal_conv(u0, ly["conv_w"], ly["conv_b"]))           # (S, Di)
         dt, Bm, Cm = self.mamba_post_conv(ly, u, z)
@@ -395,9 +393,7 @@ class JambaRef:
             h = dA * h + (dt[t][:, None] * Bm[t][None, :]) * u[t][:, None]
             y[t] = h @ Cm[t] + ly["D"] * u[t]
             retained[t] = np.mean(dA, axis=1)
-        out = (y * silu(z)) @ ly["out_w"].T                              # (S, H)
-        if ly["out_b"] is not None:
-            out = out + ly["out_b"]
+        out = linear(y * silu(z), ly["out_w"], ly["out_b"])             # (S, H)
         return out, dict(dt=dt, retained=retained)
 
     def forward_sequence(self, emb, override):
@@ -432,14 +428,15 @@ class JambaRef:
         p_null (nh,), largest |z| (nh,)."""
         c = self.cfg
         kv_of = np.arange(c.nh) // (c.nh // c.nkv)
-        q, k = self.position((ly["q"] @ x).reshape(c.nh, 1, c.hd), (ly["k"] @ x).reshape(c.nkv, 1, c.hd), [t])
+        q, k = self.position(linear(x, ly["q"], ly.get("q_b")).reshape(c.nh, 1, c.hd),
+                             linear(x, ly["k"], ly.get("k_b")).reshape(c.nkv, 1, c.hd), [t])
         cache["k"].append(k[:, 0])
-        cache["v"].append((ly["v"] @ x).reshape(c.nkv, c.hd))
+        cache["v"].append(linear(x, ly["v"], ly.get("v_b")).reshape(c.nkv, c.hd))
         K = np.stack(cache["k"], axis=1)                                 # (nkv, t+1, hd)
         Vv = np.stack(cache["v"], axis=1)
         z = np.einsum("hd,hkd->hk", q[:, 0], K[kv_of]) / math.sqrt(c.hd)  # (nh, t+1)
         p, p_null = normalize_attention(z, null[:, None])
-        o = np.einsum("hk,hkd->hd", p, Vv[kv_of]).reshape(c.nh * c.hd) @ ly["o"].T
+        o = linear(np.einsum("hk,hkd->hd", p, Vv[kv_of]).reshape(c.nh * c.hd), ly["o"], ly.get("o_b"))
         return o, p, p_null, np.max(np.abs(z), axis=-1)
 
     def mamba_state(self):
@@ -450,9 +447,7 @@ class JambaRef:
     def mamba_step(self, ly, x, st):
         """One position x (H,) through a Mamba layer, updating st. Returns o (H,), dt (Di,), retained (Di,)."""
         c = self.cfg
-        xz = ly["in_w"] @ x
-        if ly["in_b"] is not None:
-            xz = xz + ly["in_b"]
+        xz = linear(x, ly["in_w"], ly["in_b"])                           # (2Di,)
         u0, zg = xz[:c.Di], xz[c.Di:]
         cs = np.roll(st["conv"], -1, axis=1)                             # drop the oldest
         cs[:, c.W - 1] = u0                                              # append the newest
