@@ -466,19 +466,19 @@ class JambaRef:
             o = o + ly["out_b"]
         return o, dt, np.mean(dA, axis=1)
 
+    def step_buffers(self, S):
+        """The step path's KV caches (lists of (nkv, hd)), decode states and zeroed records."""
+        c, z = self.cfg, lambda *s: np.zeros(s, self.dt)  # noqa: E731
+        return ({i: dict(k=[], v=[]) for i in c.attn_layers}, {i: self.mamba_state() for i in c.mamba_layers},
+                z(c.L + 1, S, c.H), z(S, c.V),                                       # resid, logits
+                [dict(p=z(S, c.nh, S), p_null=z(S, c.nh), zmax=z(S, c.nh)) for _ in c.attn_layers],
+                [dict(dt=z(S, c.Di), retained=z(S, c.Di)) for _ in c.mamba_layers],
+                [dict(probs=z(S, c.E), topk=np.zeros((S, c.K), np.int64), lse=z(S)) for _ in c.moe_layers])
+
     def forward_steps(self, emb, override):
         c = self.cfg
         S = emb.shape[0]
-        cache = {i: dict(k=[], v=[]) for i in c.attn_layers}             # lists of (nkv, hd)
-        state = {i: self.mamba_state() for i in c.mamba_layers}
-        resid = np.zeros((c.L + 1, S, c.H), self.dt)
-        logits = np.zeros((S, c.V), self.dt)
-        attn = [dict(p=np.zeros((S, c.nh, S), self.dt), p_null=np.zeros((S, c.nh), self.dt),
-                     zmax=np.zeros((S, c.nh), self.dt)) for _ in c.attn_layers]
-        mamba = [dict(dt=np.zeros((S, c.Di), self.dt), retained=np.zeros((S, c.Di), self.dt))
-                 for _ in c.mamba_layers]
-        moe = [dict(probs=np.zeros((S, c.E), self.dt), topk=np.zeros((S, c.K), np.int64),
-                    lse=np.zeros(S, self.dt)) for _ in c.moe_layers]
+        cache, state, resid, logits, attn, mamba, moe = self.step_buffers(S)
         for t in range(S):
             h = emb[t].copy()                                            # (H,)
             resid[0, t] = h

@@ -174,14 +174,7 @@ class NemotronHRef(BambaRef):
     def forward_steps(self, emb, override):
         c = self.cfg
         S = emb.shape[0]
-        cache = {i: dict(k=[], v=[]) for i in c.attn_layers}
-        state = {i: self.mamba_state() for i in c.mamba_layers}
-        resid = np.zeros((c.L + 1, S, c.H), self.dt)
-        logits = np.zeros((S, c.V), self.dt)
-        attn = [dict(p=np.zeros((S, c.nh, S), self.dt), p_null=np.zeros((S, c.nh), self.dt),
-                     zmax=np.zeros((S, c.nh), self.dt)) for _ in c.attn_layers]
-        mamba = [dict(dt=np.zeros((S, c.Di), self.dt), retained=np.zeros((S, c.Di), self.dt))
-                 for _ in c.mamba_layers]
+        cache, state, resid, logits, attn, mamba, _ = self.step_buffers(S)
         for t in range(S):
             h = emb[t].copy()                                            # (H,)
             resid[0, t] = h
