@@ -262,7 +262,8 @@ def run_checks(check, close):
             xx = rng.normal(size=(S, c.H))
             for i, mx in mixers[:2]:
                 want = mx(cb.T(xx)[None])[0].detach().numpy()
-                close(f"{tag}: layer {i} mixer == torch torch_forward (chunked), S={S}", ref.mamba_seq(ref.layers[i], xx)[0], want)
+                close(f"{tag}: layer {i} mixer == torch torch_forward (chunked), S={S}",
+                      ref.mamba_seq(ref.layers[i], xx)[0], want)
                 close(f"{tag}: layer {i} torch cached branch == torch chunked, S={S}",
                       mx.forward_cached(cb.T(xx)[None])[0].detach().numpy(), want)
         i, mx = mixers[0]                                                    # HF's literal axis: first chunk only
@@ -328,12 +329,14 @@ def run_checks(check, close):
     base = gn.case_specs()[1]["config"]
     pat = nr.NemotronHConfig(dict({k: v for k, v in base.items() if k != "layers_block_type"},
                                   hybrid_override_pattern="*M-M"))
-    new = nr.NemotronHConfig(dict(base, layers_block_type=["full_attention", "linear_attention", "mlp", "linear_attention"]))
+    new = nr.NemotronHConfig(dict(base, layers_block_type=["full_attention", "linear_attention", "mlp",
+                                                           "linear_attention"]))
     check("config: pattern '*M-M', legacy and current list names give one schedule",
           pat.kinds == new.kinds == nr.NemotronHConfig(base).kinds == "*M-M")
     check("config: use_bias wins over mamba_proj_bias; mamba_proj_bias alone is read",
           nr.NemotronHConfig(base).proj_bias and not nr.NemotronHConfig(dict(base, use_bias=False)).proj_bias
-          and nr.NemotronHConfig(dict({k: v for k, v in base.items() if k != "use_bias"}, mamba_proj_bias=True)).proj_bias)
+          and nr.NemotronHConfig(dict({k: v for k, v in base.items() if k != "use_bias"},
+                                      mamba_proj_bias=True)).proj_bias)
     check("config: head_dim null -> hidden / heads; Di = heads x head_dim, not expand x hidden",
           nr.NemotronHConfig(dict(base, head_dim=None)).hd == 12 and nr.NemotronHConfig(base).Di == 96)
     check("config: legacy mamba_d_conv / mamba_n_groups / mamba_dt_min read (and win, as in HF)",
