@@ -107,7 +107,8 @@ def case_specs():
         dict(common, name="nemotron_list", seed=909, weights=dict(prefix="model."),
              doc="Nemotron-H: layers_block_type [\"attention\", \"mamba\", \"mlp\", \"mamba\"] (legacy names; "
                  "attention is layer 0), HF's \"model.\" names, H 48, V 128, nh 4 / nkv 1 (MQA), head_dim 12, "
-                 "attention_bias true (q/k/v/o biases), mlp_bias true (up/down biases, I 80); Mamba-2 with 6 heads "
+                 "attention_bias false (HF's NemotronHAttention has no biases), mlp_bias true (up/down biases, "
+                 "I 80); Mamba-2 with 6 heads "
                  "of mamba_head_dim 16 (Di 96, while expand 1 would say 48: Di ignores expand), n_groups 1 (one "
                  "norm group of 96), N 16, conv_kernel 3, chunk_size 4, use_conv_bias false, use_bias true "
                  "(in_proj.bias, out_proj.bias) beside a stale mamba_proj_bias false (use_bias wins), "
@@ -115,7 +116,7 @@ def case_specs():
                  "eps 1e-5, every tensor BF16.",
              config=make_config(vocab_size=128, hidden_size=48, num_hidden_layers=4,
                                 layers_block_type=["attention", "mamba", "mlp", "mamba"], num_attention_heads=4,
-                                num_key_value_heads=1, head_dim=12, attention_bias=True, intermediate_size=80,
+                                num_key_value_heads=1, head_dim=12, attention_bias=False, intermediate_size=80,
                                 mlp_bias=True, mamba_num_heads=6, mamba_head_dim=16, n_groups=1, ssm_state_size=16,
                                 conv_kernel=3, expand=1, chunk_size=4, use_conv_bias=False, use_bias=True,
                                 mamba_proj_bias=False, time_step_min=0.001, time_step_limit=[0.0, math.inf],
