@@ -35,7 +35,8 @@ def make_weights(cfg, rng):
     embeddings N(0, 1/embedding_multiplier) (so h_0 has unit scale); q/k N(0, 1.2 sqrt(hd^-0.5 /
     attention_multiplier) / sqrt(H)) (attention logits with std about 1.5 under attention_multiplier);
     v 1/sqrt(H); branch outputs (o_proj, out_proj, output_linear) 0.7/sqrt(fan_in)/residual_multiplier;
-    lm_head logits_scaling/sqrt(H) (logits with std about 1); other linears 1/sqrt(fan_in); router 2/sqrt(H); conv 1/sqrt(W); biases N(0, 0.1); norms 1 +- U(0.1);
+    lm_head logits_scaling/sqrt(H) (logits with std about 1); other linears 1/sqrt(fan_in); router 2/sqrt(H);
+    conv 1/sqrt(W); biases N(0, 0.1); norms 1 +- U(0.1);
     dt_bias = inverse softplus of dt ~ logU[time_step_min, time_step_max], A_log = log U[1, 16], D = 1 +- U(0.2)."""
     c = granite_ref.GraniteConfig(cfg)
     H, nh = c.H, c.mh

@@ -112,7 +112,7 @@ class GraniteRef(BambaRef):
             if c.is_attn[i]:
                 ly.update(self.load_attention(p, g, has))
                 nb = sum(k + "_b" in ly for k in "qkvo")
-                assert nb == (4 if c.attn_bias else 0), f"layer {i}: {nb} attention biases, attention_bias {c.attn_bias}"
+                assert nb == 4 * c.attn_bias, f"layer {i}: {nb} attention biases, attention_bias {c.attn_bias}"
             else:
                 ly.update(self.load_mamba(p + "mamba.", g, has))
             s = p + "shared_mlp."
