@@ -35,6 +35,31 @@ import jamba_ref as jr  # noqa: E402
 GOLDEN = os.path.join(HERE, "..", "..", "tests", "golden")
 
 
+def read_config(folder):
+    """The fields HF's modules read, straight from config.json with GraniteMoeHybridConfig's defaults (not
+    through granite_ref.GraniteConfig, so that the comparison also checks the reference's config reading)."""
+    d = json.load(open(os.path.join(folder, "config.json")))
+    get = lambda k, default: d[k] if d.get(k) is not None else default  # noqa: E731
+    H, nh = d["hidden_size"], d["num_attention_heads"]
+    Di = get("mamba_expand", 2) * H
+    mh = get("mamba_n_heads", 128)
+    rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
+    return SimpleNamespace(
+        H=H, V=d["vocab_size"], nh=nh, nkv=get("num_key_value_heads", nh), hd=get("head_dim", H // nh),
+        attn_bias=get("attention_bias", False), E=get("num_local_experts", 8), K=get("num_experts_per_tok", 2),
+        I=get("intermediate_size", 11008), Is=get("shared_intermediate_size", 1024), eps=get("rms_norm_eps", 1e-6),
+        tie=get("tie_word_embeddings", False), emb_mult=get("embedding_multiplier", 1.0),
+        resid_mult=get("residual_multiplier", 1.0), attn_mult=get("attention_multiplier", 1.0),
+        logits_div=get("logits_scaling", 1.0), rope=d.get("position_embedding_type") == "rope",
+        theta=rope.get("rope_theta", get("rope_theta", 10000.0)),
+        is_attn=[t == "attention" for t in get("layer_types", ["mamba"] * d["num_hidden_layers"])],
+        Di=Di, mh=mh, P=Di // mh if get("mamba_d_head", "auto") == "auto" else d["mamba_d_head"],
+        G=get("mamba_n_groups", 1), N=get("mamba_d_state", 256), W=get("mamba_d_conv", 4),
+        chunk=get("mamba_chunk_size", 256), conv_bias=get("mamba_conv_bias", True),
+        proj_bias=get("mamba_proj_bias", False), dt_min=get("time_step_limit", [0.0, math.inf])[0],
+        dt_max=get("time_step_limit", [0.0, math.inf])[1])
+
+
 class Mixer(cn.Mixer):
     """GraniteMoeHybridMambaLayer (BambaMixer) slow path: the SSD scan and cached branch of check_nemotron's
     mixer (the cross-chunk sum over the source chunk, as Granite's transpose(1, 3).sum(dim=1) does), with
@@ -164,7 +189,7 @@ class CausalLM(nn.Module):
     """GraniteMoeHybridForCausalLM: model.{embed_tokens, layers, norm}, lm_head (tied: the embedding)."""
     def __init__(self, folder, grouped_norm=False):
         super().__init__()
-        self.d = d = gr.GraniteConfig.from_file(os.path.join(folder, "config.json"))
+        self.d = d = read_config(folder)
         self.model = nn.Module()
         self.model.embed_tokens = nn.Embedding(d.V, d.H)
         self.model.layers = nn.ModuleList([Layer(d, a, grouped_norm) for a in d.is_attn])
