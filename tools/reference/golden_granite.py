@@ -14,6 +14,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import golden_nemotron  # noqa: E402
 import granite_ref  # noqa: E402
 
 BASE_CONFIG = {
@@ -36,10 +37,9 @@ def make_weights(cfg, rng):
     attention_multiplier) / sqrt(H)) (attention logits with std about 1.5 under attention_multiplier);
     v 1/sqrt(H); branch outputs (o_proj, out_proj, output_linear) 0.7/sqrt(fan_in)/residual_multiplier;
     lm_head logits_scaling/sqrt(H) (logits with std about 1); other linears 1/sqrt(fan_in); router 2/sqrt(H);
-    conv 1/sqrt(W); biases N(0, 0.1); norms 1 +- U(0.1);
-    dt_bias = inverse softplus of dt ~ logU[time_step_min, time_step_max], A_log = log U[1, 16], D = 1 +- U(0.2)."""
+    conv 1/sqrt(W); biases N(0, 0.1); norms 1 +- U(0.1); the Mamba-2 mixer as golden_nemotron.mamba2_weights."""
     c = granite_ref.GraniteConfig(cfg)
-    H, nh = c.H, c.mh
+    H = c.H
     nrm = lambda *s, std: rng.normal(0.0, std, size=s)                     # noqa: E731
     norm_w = lambda n: 1.0 + rng.uniform(-0.1, 0.1, size=n)                # noqa: E731
     out_std = lambda fan_in: 0.7 / math.sqrt(fan_in) / c.resid_mult       # noqa: E731
@@ -58,23 +58,7 @@ def make_weights(cfg, rng):
             if c.attn_bias:
                 w.append((a + "o_proj.bias", nrm(H, std=0.1)))
         else:
-            m = p + "mamba."
-            rows = c.Di + c.conv_dim + nh
-            w.append((m + "in_proj.weight", nrm(rows, H, std=1.0 / math.sqrt(H))))
-            if c.proj_bias:
-                w.append((m + "in_proj.bias", nrm(rows, std=0.1)))
-            w.append((m + "conv1d.weight", nrm(c.conv_dim, 1, c.W, std=1.0 / math.sqrt(c.W))))
-            if c.conv_bias:
-                w.append((m + "conv1d.bias", nrm(c.conv_dim, std=0.1)))
-            lo, hi = math.log(cfg["time_step_min"]), math.log(cfg["time_step_max"])
-            dt = np.exp(rng.uniform(lo, hi, size=nh))
-            w += [(m + "dt_bias", dt + np.log(-np.expm1(-dt))),
-                  (m + "A_log", np.log(rng.uniform(1.0, 16.0, size=nh))),
-                  (m + "D", 1.0 + rng.uniform(-0.2, 0.2, size=nh)),
-                  (m + "norm.weight", norm_w(c.Di)),
-                  (m + "out_proj.weight", nrm(H, c.Di, std=out_std(c.Di)))]
-            if c.proj_bias:
-                w.append((m + "out_proj.bias", nrm(H, std=0.1)))
+            w += golden_nemotron.mamba2_weights(p + "mamba.", c, cfg, rng, out_std(c.Di))
         w.append((p + "post_attention_layernorm.weight", norm_w(H)))
         if c.E > 0:
             f = p + "block_sparse_moe."
