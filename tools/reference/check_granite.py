@@ -357,7 +357,16 @@ def check_mistakes(check, tag, folder, tm, ref, run):
             for w in ws:
                 w.zero_()
         moved("shared MLP left out", lambda: [w.data.copy_(s) for w, s in zip(ws, saved)])
-    if c.G > 1:
+    if c.G > 1:                                                              # older BambaMixer: B.repeat(...)
+        def tiled(ly, xbc, dt_raw):                                          # head h -> group h % G
+            x, _, _, dt = gr.GraniteRef.mamba_split(ref, ly, xbc, dt_raw)
+            g = xbc[:, c.Di:].reshape(len(xbc), 2, c.G, c.N)[:, :, np.arange(c.mh) % c.G]
+            return x, g[:, 0], g[:, 1], dt
+        ref.mamba_split = tiled
+        d = float(np.abs(ref.run(run["token_ids"], run["normalizer"], run["registers"])["logits"] - want).max())
+        del ref.mamba_split
+        check(f"{tag}: head h on B/C group h % G (HF's older full-sequence repeat) would be caught (logits move "
+              f"by {d:.2f})", d > 1e-3)
         tg = CausalLM(folder, grouped_norm=True)
         _, got, _ = torch_run(tg, run, c.nh)
         d = float(np.abs(got - want).max())
