@@ -392,9 +392,10 @@ def check_config(check):
           and G({k: v for k, v in base.items() if k != "rope_theta"}).theta == 1e4)
     check("config: head_dim given is read, absent -> hidden / heads", G(dict(base, head_dim=16)).hd == 16
           and G(base).hd == 8)
-    check("config: tie_word_embeddings defaults to false (HF), num_local_experts 0 -> no MoE layer",
+    check("config: tie_word_embeddings defaults to false (HF), num_local_experts 0 -> no MoE layer (any top-k)",
           not G({k: v for k, v in base.items() if k != "tie_word_embeddings"}).tie
-          and G(dict(base, num_local_experts=0)).moe_layers == [] and G(base).moe_layers == [0, 1, 2, 3])
+          and G(dict(base, num_local_experts=0)).moe_layers == [] and G(base).moe_layers == [0, 1, 2, 3]
+          and G(dict(base, num_local_experts=0, num_experts_per_tok=0)).moe_layers == [])
     check("config: bare Infinity in time_step_limit reads as inf",
           "Infinity" in open(os.path.join(GOLDEN, "granite_moe", "config.json")).read()
           and G.from_file(os.path.join(GOLDEN, "granite_moe", "config.json")).dt_max == math.inf)

@@ -104,7 +104,8 @@ def case_specs():
                    ("registers_2", 20, None, 2)]),
         dict(common, name="granite_dense", seed=1111,
              doc="Granite 4.0-H dense (H-micro style): num_local_experts 0, so every layer's feed-forward is the "
-                 "shared MLP alone (shared_intermediate_size 96; no block_sparse_moe tensors, no router); "
+                 "shared MLP alone (shared_intermediate_size 96; no block_sparse_moe tensors, no router; "
+                 "num_experts_per_tok 0 as in the published dense configs; intermediate_size unused); "
                  "layer_types [attention, mamba, mamba, attention], H 48, V 128, nh 4 / nkv 1 (hd 12), "
                  "attention_bias true (q/k/v/o biases), position_embedding_type \"rope\": RoPE over all 12 dims of "
                  "each head (rotate_half), rope_theta 10000 top-level with rope_scaling null; multipliers "
@@ -116,7 +117,7 @@ def case_specs():
              config=make_config(vocab_size=128, hidden_size=48, num_hidden_layers=4,
                                 layer_types=["attention", "mamba", "mamba", "attention"], num_attention_heads=4,
                                 num_key_value_heads=1, attention_bias=True, position_embedding_type="rope",
-                                rope_theta=10000.0, rope_scaling=None, num_local_experts=0, num_experts_per_tok=2,
+                                rope_theta=10000.0, rope_scaling=None, num_local_experts=0, num_experts_per_tok=0,
                                 intermediate_size=80, shared_intermediate_size=96, embedding_multiplier=4.0,
                                 residual_multiplier=0.5, attention_multiplier=0.25, logits_scaling=3.0,
                                 mamba_expand=2, mamba_n_heads=6, mamba_d_head=16, mamba_n_groups=1, mamba_d_state=16,
