@@ -74,7 +74,7 @@ class GraniteConfig(JambaConfig):
         pe = v["position_embedding_type"]
         assert pe in (None, "nope", "rope"), f"position_embedding_type {pe!r}"
         self.rope = pe == "rope"                                           # HF: rotary_emb only for "rope"
-        rp = v["rope_parameters"] or v["rope_scaling"]                     # HF: rope_scaling or rope_parameters
+        rp = v["rope_scaling"] or v["rope_parameters"]                     # HF: rope_scaling or rope_parameters
         assert rp is None or rp.get("rope_type", rp.get("type", "default")) == "default", f"rope {rp}"
         theta = rp.get("rope_theta") if rp else None
         self.theta = float(theta if theta is not None else v["rope_theta"] if v["rope_theta"] is not None else 1e4)
