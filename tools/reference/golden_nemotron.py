@@ -36,7 +36,7 @@ def make_weights(cfg, rng, prefix):
     q/k 1.2/sqrt(H), biases N(0, 0.1), norms 1 +- U(0.1); dt_bias = inverse softplus of dt ~
     logU[time_step_min, time_step_max] (HF's init), A_log = log U[1, 16], D = 1 +- U(0.2)."""
     c = nemotron_ref.NemotronHConfig(cfg)
-    H, nh = c.H, c.mh
+    H = c.H
     nrm = lambda *s, std: rng.normal(0.0, std, size=s)                     # noqa: E731
     norm_w = lambda n: 1.0 + rng.uniform(-0.1, 0.1, size=n)                # noqa: E731
     w = [(prefix + "embeddings.weight", nrm(c.V, H, std=1.0))]
@@ -53,22 +53,7 @@ def make_weights(cfg, rng, prefix):
             if c.attn_bias:
                 w.append((m + "o_proj.bias", nrm(H, std=0.1)))
         elif kind == "M":
-            rows = c.Di + c.conv_dim + nh
-            w.append((m + "in_proj.weight", nrm(rows, H, std=1.0 / math.sqrt(H))))
-            if c.proj_bias:
-                w.append((m + "in_proj.bias", nrm(rows, std=0.1)))
-            w.append((m + "conv1d.weight", nrm(c.conv_dim, 1, c.W, std=1.0 / math.sqrt(c.W))))
-            if c.conv_bias:
-                w.append((m + "conv1d.bias", nrm(c.conv_dim, std=0.1)))
-            lo, hi = math.log(cfg["time_step_min"]), math.log(cfg["time_step_max"])
-            dt = np.exp(rng.uniform(lo, hi, size=nh))
-            w += [(m + "dt_bias", dt + np.log(-np.expm1(-dt))),
-                  (m + "A_log", np.log(rng.uniform(1.0, 16.0, size=nh))),
-                  (m + "D", 1.0 + rng.uniform(-0.2, 0.2, size=nh)),
-                  (m + "norm.weight", norm_w(c.Di)),
-                  (m + "out_proj.weight", nrm(H, c.Di, std=0.7 / math.sqrt(c.Di)))]
-            if c.proj_bias:
-                w.append((m + "out_proj.bias", nrm(H, std=0.1)))
+            w += mamba2_weights(m, c, cfg, rng, 0.7 / math.sqrt(c.Di))
         else:
             w.append((m + "up_proj.weight", nrm(c.I, H, std=1.0 / math.sqrt(H))))
             if c.mlp_bias:
@@ -79,6 +64,31 @@ def make_weights(cfg, rng, prefix):
     w.append((prefix + "norm_f.weight", norm_w(H)))
     if not c.tie:
         w.append(("lm_head.weight", nrm(c.V, H, std=1.0 / math.sqrt(H))))
+    return w
+
+
+def mamba2_weights(m, c, cfg, rng, out_std):
+    """A Mamba-2 mixer's tensors under prefix m (in HF's order): in_proj 1/sqrt(H), conv 1/sqrt(W), biases
+    N(0, 0.1) where c.proj_bias / c.conv_bias, dt_bias = inverse softplus of dt ~ logU[time_step_min,
+    time_step_max] (HF's init), A_log = log U[1, 16], D = 1 +- U(0.2), norm 1 +- U(0.1), out_proj N(0, out_std).
+    Shared by golden_granite.py."""
+    nrm = lambda *s, std: rng.normal(0.0, std, size=s)                     # noqa: E731
+    H, nh, rows = c.H, c.mh, c.Di + c.conv_dim + c.mh
+    w = [(m + "in_proj.weight", nrm(rows, H, std=1.0 / math.sqrt(H)))]
+    if c.proj_bias:
+        w.append((m + "in_proj.bias", nrm(rows, std=0.1)))
+    w.append((m + "conv1d.weight", nrm(c.conv_dim, 1, c.W, std=1.0 / math.sqrt(c.W))))
+    if c.conv_bias:
+        w.append((m + "conv1d.bias", nrm(c.conv_dim, std=0.1)))
+    lo, hi = math.log(cfg["time_step_min"]), math.log(cfg["time_step_max"])
+    dt = np.exp(rng.uniform(lo, hi, size=nh))
+    w += [(m + "dt_bias", dt + np.log(-np.expm1(-dt))),
+          (m + "A_log", np.log(rng.uniform(1.0, 16.0, size=nh))),
+          (m + "D", 1.0 + rng.uniform(-0.2, 0.2, size=nh)),
+          (m + "norm.weight", 1.0 + rng.uniform(-0.1, 0.1, size=c.Di)),
+          (m + "out_proj.weight", nrm(H, c.Di, std=out_std))]
+    if c.proj_bias:
+        w.append((m + "out_proj.bias", nrm(H, std=0.1)))
     return w
 
 

@@ -358,6 +358,10 @@ class JambaRef:
         """Positional encoding of q (nh, S, hd) and k (nkv, S, hd) at positions pos (S,): none in Jamba."""
         return q, k
 
+    def scale_logits(self, z):
+        """Attention logits q.k times the softmax scale: 1/sqrt(hd) (Granite: attention_multiplier)."""
+        return z / math.sqrt(self.cfg.hd)
+
     # -- sequence path ---------------------------------------------------------------------------
 
     def attention_seq(self, ly, x, null):                                # x (S, H), null (nh,)
@@ -368,7 +372,7 @@ class JambaRef:
         v = linear(x, ly["v"], ly.get("v_b")).reshape(S, c.nkv, c.hd).transpose(1, 0, 2)  # (nkv, S, hd)
         q, k = self.position(q, k, np.arange(S))                         # registers at 0..n_reg-1
         kv_of = np.arange(c.nh) // (c.nh // c.nkv)                       # GQA: kv = q_head // (nh/nkv)
-        z = np.einsum("hqd,hkd->hqk", q, k[kv_of]) / math.sqrt(c.hd)     # (nh, S, S)
+        z = self.scale_logits(np.einsum("hqd,hkd->hqk", q, k[kv_of]))    # (nh, S, S)
         causal = np.tril(np.ones((S, S), bool))
         z = np.where(causal[None], z, -np.inf)
         p, p_null = normalize_attention(z, null[:, None, None])          # (nh,S,S), (nh,S)
@@ -434,7 +438,7 @@ class JambaRef:
         cache["v"].append(linear(x, ly["v"], ly.get("v_b")).reshape(c.nkv, c.hd))
         K = np.stack(cache["k"], axis=1)                                 # (nkv, t+1, hd)
         Vv = np.stack(cache["v"], axis=1)
-        z = np.einsum("hd,hkd->hk", q[:, 0], K[kv_of]) / math.sqrt(c.hd)  # (nh, t+1)
+        z = self.scale_logits(np.einsum("hd,hkd->hk", q[:, 0], K[kv_of]))  # (nh, t+1)
         p, p_null = normalize_attention(z, null[:, None])
         o = linear(np.einsum("hk,hkd->hd", p, Vv[kv_of]).reshape(c.nh * c.hd), ly["o"], ly.get("o_b"))
         return o, p, p_null, np.max(np.abs(z), axis=-1)
@@ -523,10 +527,7 @@ class JambaRef:
         out = {"token_ids": ids.astype(np.int32), "logits": raw["logits"][tok]}
         A_n, M_n, X_n = len(c.attn_layers), len(c.mamba_layers), len(c.moe_layers)
         if A_n:
-            ent = np.zeros((T, A_n, c.nh))
-            entn = np.zeros((T, A_n, c.nh))
-            mass = np.zeros((T, A_n, c.nh))
-            zmax = np.zeros((T, A_n, c.nh))
+            ent, entn, mass, zmax = (np.zeros((T, A_n, c.nh)) for _ in range(4))
             rows = np.zeros((T, A_n, c.nh, n_reg + T + 1))
             for a, i in enumerate(c.attn_layers):
                 kind, _ = self.layer_normalizer(i, normalizer)
