@@ -30,10 +30,17 @@ CellText cellText(const hl::LayerSpec& l, bool longForm) {
       t.mixer = QStringLiteral("attention\n%1 heads, %2 kv").arg(l.attn.heads).arg(l.attn.kv_heads);
     else if (l.mixer == hl::MixerKind::Mamba2)  // heads of Di / heads channels
       t.mixer = QStringLiteral("Mamba-2\n%1×%2, N %3").arg(l.ssm.heads).arg(l.ssm.d_inner / l.ssm.heads).arg(l.ssm.d_state);
+    else if (!hl::mixer_present(l.mixer))  // Nemotron-H's MLP layers
+      t.mixer = QStringLiteral("no mixer");
     else
       t.mixer = QStringLiteral("Mamba\nDi %1, N %2").arg(l.ssm.d_inner).arg(l.ssm.d_state);
-    t.ffn = moe ? QStringLiteral("MoE\n%1 experts, top-%2").arg(l.ffn_params.experts).arg(l.ffn_params.top_k)
-                : QStringLiteral("MLP\n%1").arg(l.ffn_params.d_ff);
+    t.ffn = moe ? QStringLiteral("MoE\n%1 experts, top-%2%3")
+                      .arg(l.ffn_params.experts)
+                      .arg(l.ffn_params.top_k)
+                      .arg(l.ffn_params.shared_d_ff > 0 ? QStringLiteral(" + shared %1").arg(l.ffn_params.shared_d_ff)
+                                                        : QString())
+          : l.ffn == hl::FfnKind::None ? QStringLiteral("no FFN")
+                                       : QStringLiteral("%1\n%2").arg(l.ffn_params.gated ? "MLP" : "MLP relu²").arg(l.ffn_params.d_ff);
   }
   return t;
 }
@@ -49,6 +56,7 @@ QString mixerLegend(const hl::LayerSchedule& sched) {
     const QString name = kind == hl::MixerKind::Attention ? QStringLiteral("attention")
                          : kind == hl::MixerKind::Mamba2  ? QStringLiteral("Mamba-2")
                          : kind == hl::MixerKind::Mamba1  ? QStringLiteral("Mamba")
+                         : kind == hl::MixerKind::None    ? QStringLiteral("no mixer")
                                                           : QString::fromLatin1(hl::mixer_name(kind));
     s += QStringLiteral("%1 %2 (%3)  ").arg(QChar::fromLatin1(hl::mixer_letter(kind))).arg(name).arg(n);
   }
@@ -70,7 +78,10 @@ void LayerRibbonView::rebuild() {
   const int L = static_cast<int>(sched.size());
   // The schedule repeats every lcm(attention period, expert period) layers; a model shorter than
   // that is one partial block (issue 17 finding 2: not "one block of 9" for 8 layers).
-  const int64_t repeat = std::lcm(std::max<int64_t>(1, c.attn_layer_period), std::max<int64_t>(1, c.expert_layer_period));
+  // Families with explicit layer lists (Bamba, Nemotron-H) have no period: one block.
+  const int64_t repeat = c.family != hl::Family::Jamba
+                             ? c.num_hidden_layers
+                             : std::lcm(std::max<int64_t>(1, c.attn_layer_period), std::max<int64_t>(1, c.expert_layer_period));
   const int period = static_cast<int>(std::min<int64_t>(repeat, std::max<int64_t>(1, c.num_hidden_layers)));
   const int sel = state().layer;
 
@@ -168,7 +179,8 @@ QString LayerRibbonView::csv() const {
   CsvBuilder b({"layer", "mixer", "ffn", "block"});
   if (!hasData()) return b.text();
   const hl::JambaConfig& c = state().rec->config;
-  const int64_t period = std::max<int64_t>(1, c.attn_layer_period);
+  const int64_t period = c.family != hl::Family::Jamba ? std::max<int64_t>(1, c.num_hidden_layers)
+                                                       : std::max<int64_t>(1, c.attn_layer_period);
   const hl::LayerSchedule sched = hl::LayerSchedule::from_config(c);
   for (int i = 0; i < sched.size(); ++i)
     b.addRow({QString::number(i), hl::mixer_name(sched[i].mixer), hl::ffn_name(sched[i].ffn), QString::number(i / period)});

@@ -217,8 +217,12 @@ QString tokenLabel(const hl::Recording& rec, int t) {
 
 QString layerName(const ModelShape& s, int layer) {
   const bool attn = s.attnOrdinal(layer) >= 0;
-  const bool mamba2 = layer >= 0 && layer < s.schedule.size() && s.schedule[layer].mixer == hl::MixerKind::Mamba2;
-  return QStringLiteral("L%1 %2").arg(layer).arg(attn ? "attn" : mamba2 ? "mamba-2" : "mamba");
+  const hl::MixerKind k =
+      layer >= 0 && layer < s.schedule.size() ? s.schedule[layer].mixer : hl::MixerKind::Mamba1;
+  return QStringLiteral("L%1 %2").arg(layer).arg(attn                           ? "attn"
+                                                 : k == hl::MixerKind::Mamba2 ? "mamba-2"
+                                                 : k == hl::MixerKind::None   ? "mlp"
+                                                                              : "mamba");
 }
 
 }  // namespace hl::views

@@ -87,6 +87,7 @@ nlohmann::json collect(const std::string& dir) {
   j["num_attention_layers"] = sched.num_attention();
   j["num_mamba_layers"] = sched.num_ssm();
   j["num_moe_layers"] = sched.num_moe();
+  j["num_dense_layers"] = sched.num_dense();
   j["schedule"] = sched.describe();
   j["layers"] = layers;
   j["ribbon"] = {{"mixer", sched.mixer_strip()}, {"ffn", sched.ffn_strip()}};
@@ -113,6 +114,19 @@ nlohmann::json collect(const std::string& dir) {
                                                                 : nlohmann::json(c.time_step_limit_max)};
     j["shape"]["rotary_dim"] = c.rotary_dim();
     j["shape"]["rope_theta"] = c.rope_theta;
+    j["shape"]["mamba_norm_group"] = c.mamba2_norm_group();
+  }
+  if (c.family == Family::GraniteH) {  // µP multipliers and the shared expert
+    j["shape"]["embedding_multiplier"] = c.embedding_multiplier;
+    j["shape"]["residual_multiplier"] = c.residual_multiplier;
+    j["shape"]["attention_multiplier"] = c.attention_scale();
+    j["shape"]["logits_scaling"] = c.logits_scaling;
+    j["shape"]["shared_intermediate_size"] = c.shared_intermediate_size;
+  }
+  if (c.family == Family::NemotronH) {
+    j["shape"]["layer_pattern"] = c.layer_pattern;  // hybrid_override_pattern: M, *, -
+    j["shape"]["mlp_hidden_act"] = c.mlp_hidden_act;
+    j["shape"]["time_step_min"] = c.mamba2_dt_lo();  // the Δ floor of HF's torch path
   }
 
   j["params"] = model->param_count();
@@ -193,19 +207,28 @@ void printText(const nlohmann::json& j) {
     std::printf(" dt rank %" PRId64, I(sh["mamba_dt_rank"]));
   } else {  // Mamba-2
     const auto& lim = sh["time_step_limit"];
+    const double lo = sh.contains("time_step_min") ? sh["time_step_min"].get<double>() : lim[0].get<double>();
     std::printf(", %" PRId64 " heads of %" PRId64 " in %" PRId64 " groups, dt clamp [%g, %s], RoPE on %" PRId64
                 " dims (theta %g)",
-                I(sh["mamba_n_heads"]), I(sh["mamba_d_head"]), I(sh["mamba_n_groups"]), lim[0].get<double>(),
+                I(sh["mamba_n_heads"]), I(sh["mamba_d_head"]), I(sh["mamba_n_groups"]), lo,
                 lim[1].is_string() ? "Infinity" : std::to_string(lim[1].get<double>()).c_str(), I(sh["rotary_dim"]),
                 sh["rope_theta"].get<double>());
   }
   std::printf("%s\n", sh["tie_word_embeddings"].get<bool>() ? ", tied embeddings" : "");
   std::printf("layers      %" PRId64 ": %" PRId64 " attention, %" PRId64 " Mamba; %" PRId64 " MoE, %" PRId64 " dense\n",
               I(j["num_layers"]), I(j["num_attention_layers"]), I(j["num_mamba_layers"]), I(j["num_moe_layers"]),
-              I(j["num_layers"]) - I(j["num_moe_layers"]));
+              I(j["num_dense_layers"]));
+  if (sh.contains("embedding_multiplier"))
+    std::printf("multipliers embedding %g, residual %g, attention scale %g, logits / %g; shared expert %" PRId64 "\n",
+                sh["embedding_multiplier"].get<double>(), sh["residual_multiplier"].get<double>(),
+                sh["attention_multiplier"].get<double>(), sh["logits_scaling"].get<double>(),
+                I(sh["shared_intermediate_size"]));
+  if (sh.contains("layer_pattern"))
+    std::printf("pattern     %s  (M Mamba-2, * attention, - %s MLP)\n", sh["layer_pattern"].get<std::string>().c_str(),
+                sh["mlp_hidden_act"].get<std::string>().c_str());
   std::printf("schedule    %s\n", j["schedule"].get<std::string>().c_str());
-  std::printf("ribbon      mixer %s  (A attention, M Mamba-1, S Mamba-2)\n", j["ribbon"]["mixer"].get<std::string>().c_str());
-  std::printf("            ffn   %s  (E MoE, D dense)\n", j["ribbon"]["ffn"].get<std::string>().c_str());
+  std::printf("ribbon      mixer %s  (A attention, M Mamba-1, S Mamba-2, - none)\n", j["ribbon"]["mixer"].get<std::string>().c_str());
+  std::printf("            ffn   %s  (E MoE, D dense, - none)\n", j["ribbon"]["ffn"].get<std::string>().c_str());
   for (const auto& l : j["layers"]) {
     std::printf("  layer %3" PRId64 "  %-9s  %s%s\n", I(l["index"]), l["mixer"].get<std::string>().c_str(),
                 l["ffn"].get<std::string>().c_str(), l.contains("sinks") ? "  sinks" : "");

@@ -57,6 +57,23 @@ inline void check_layer_params(const LayerSpec& l, const char* backend, int64_t 
   if (l.has_attention() && l.attn.rotary_dim > 0)
     throw BackendFailure(std::string(backend) + ": no kernel for RoPE attention (layer " + std::to_string(layer) +
                          ", rotary dims " + std::to_string(l.attn.rotary_dim) + "); use the cpu backend");
+  if (l.ffn == FfnKind::Dense && !l.ffn_params.gated)
+    throw BackendFailure(std::string(backend) + ": no kernel for the relu² MLP without gate (layer " +
+                         std::to_string(layer) + "); use the cpu backend");
+  if (!mixer_present(l.mixer))
+    throw BackendFailure(std::string(backend) + ": no kernel for a layer without a mixer (layer " +
+                         std::to_string(layer) + "); use the cpu backend");
+  if (l.is_moe() && (l.ffn_params.renormalize || l.ffn_params.shared_d_ff > 0))
+    throw BackendFailure(std::string(backend) + ": no kernel for renormalised routing or a shared expert (layer " +
+                         std::to_string(layer) + "); use the cpu backend");
+}
+
+// Model-level factors a backend's loop does not apply yet (Granite's embedding, residual, attention
+// and logits multipliers): one-line BackendFailure before anything is uploaded.
+inline void check_model_params(const JambaConfig& c, const char* backend) {
+  if (c.has_multipliers())
+    throw BackendFailure(std::string(backend) +
+                         ": no kernel for the embedding / residual / attention / logits multipliers; use the cpu backend");
 }
 
 }  // namespace hl

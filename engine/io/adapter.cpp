@@ -3,6 +3,7 @@
 // merged into it. Not adapter_config.json parsing (adapter_config.cpp), not ΔM/ΔD (probes/dora_probe.cpp).
 // Untrusted input: every failure is a LoadError naming the file, the tensor and the expected shape.
 #include "engine/io/adapter.h"
+#include "engine/model/tensor_names.h"
 
 #include <algorithm>
 #include <chrono>
@@ -199,9 +200,12 @@ std::vector<LinearModule> linear_modules(const Model& m, bool include_lm_head) {
   for (size_t i = 0; i < m.w.layers.size(); ++i) {
     const LayerWeights& L = m.w.layers[i];
     const std::string prefix = "model.layers." + std::to_string(i) + ".";
-    auto add = [&](const std::string& module, const Mat& mat, const std::vector<float>* bias) {
+    auto add = [&](const std::string& jamba_module, const Mat& mat, const std::vector<float>* bias) {
       if (mat.empty()) return;
-      out.push_back({static_cast<int>(i), module, prefix + module, &mat, bias && !bias->empty() ? bias : nullptr});
+      // The module as the family's HF model names it (Nemotron-H: "mixer.in_proj", tensor_names.h).
+      std::string path = family_tensor_name(m.config, "model.", prefix + jamba_module + ".weight");
+      path.resize(path.size() - 7);  // without ".weight"
+      out.push_back({static_cast<int>(i), path.substr(prefix.size()), path, &mat, bias && !bias->empty() ? bias : nullptr});
     };
     mixer_ops(m.schedule[static_cast<int64_t>(i)].mixer).each_matrix(L, add);  // model/mixer_<kind>.cpp
     if (m.schedule[static_cast<int64_t>(i)].is_moe()) {
@@ -214,8 +218,8 @@ std::vector<LinearModule> linear_modules(const Model& m, bool include_lm_head) {
       }
     } else {
       add("feed_forward.gate_proj", L.mlp.gate, nullptr);
-      add("feed_forward.up_proj", L.mlp.up, nullptr);
-      add("feed_forward.down_proj", L.mlp.down, nullptr);
+      add("feed_forward.up_proj", L.mlp.up, &L.mlp.up_bias);
+      add("feed_forward.down_proj", L.mlp.down, &L.mlp.down_bias);
     }
   }
   if (include_lm_head && !m.w.lm_head.empty()) out.push_back({-1, "lm_head", "lm_head", &m.w.lm_head, nullptr});

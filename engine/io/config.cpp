@@ -41,7 +41,13 @@ bool parse_normalizer(const std::string& s, Normalizer* out) {
 }
 
 const char* family_name(Family f) {
-  return f == Family::Bamba ? "bamba" : "jamba";
+  switch (f) {
+    case Family::Jamba: return "jamba";
+    case Family::Bamba: return "bamba";
+    case Family::NemotronH: return "nemotron_h";
+    case Family::GraniteH: return "granitemoehybrid";
+  }
+  return "?";
 }
 
 bool JambaConfig::is_eos(int64_t id) const {
@@ -110,11 +116,18 @@ void read_jamba_schedule(const JsonReader& r, JambaConfig& c) {
 JambaConfig parse_config(const std::string& json_text, const std::string& source) {
   json j = parse_json_checked(json_text, source, 16, JsonDialect::Python);  // Python writes Infinity/NaN
   const JsonReader r = JsonReader::top(j, source);
-  const std::string kTypes = "\"jamba\" or \"bamba\" (the model types supported)";
+  const std::string kTypes =
+      "\"jamba\", \"bamba\", \"nemotron_h\" or \"granitemoehybrid\" (the model types supported)";
   const json& mt = r.require("model_type", kTypes);
   const std::string type = mt.is_string() ? mt.get<std::string>() : "";
-  if (type != "jamba" && type != "bamba") r.expected("model_type", kTypes, mt);
-  JambaConfig c = type == "bamba" ? bamba_defaults() : JambaConfig{};
+  JambaConfig c = type == "jamba"              ? JambaConfig{}
+                  : type == "bamba"            ? bamba_defaults()
+                  : type == "nemotron_h"       ? nemotron_h_defaults()
+                  : type == "granitemoehybrid" ? granite_h_defaults()
+                                               : (r.expected("model_type", kTypes, mt), JambaConfig{});
+  // Nemotron-H names the norm epsilon, the activations and the Mamba fields its own way
+  // (config_nemotron_h.cpp); an explicit head_dim frees the heads from dividing hidden_size.
+  const bool own_names = c.family == Family::NemotronH;
 
   // Sizes first: later checks refer to them.
   r.optional_integer("vocab_size", &c.vocab_size, 1, limits::kMaxVocab);
@@ -122,7 +135,7 @@ JambaConfig parse_config(const std::string& json_text, const std::string& source
   r.optional_integer("intermediate_size", &c.intermediate_size, 1, int64_t{1} << 20);
   r.optional_integer("num_hidden_layers", &c.num_hidden_layers, 1, limits::kMaxLayers);
   r.optional_integer("num_attention_heads", &c.num_attention_heads, 1, c.hidden_size);
-  if (c.hidden_size % c.num_attention_heads != 0)
+  if (!own_names && c.hidden_size % c.num_attention_heads != 0)
     r.expected("num_attention_heads", "a divisor of hidden_size " + std::to_string(c.hidden_size),
                json(c.num_attention_heads));
   const json* kv = r.find("num_key_value_heads");
@@ -134,14 +147,16 @@ JambaConfig parse_config(const std::string& json_text, const std::string& source
     r.fail("num_key_value_heads", "expected a divisor of num_attention_heads " + std::to_string(c.num_attention_heads) +
                                       ", got " + std::to_string(c.num_key_value_heads) + (kv ? "" : " (the default)"));
 
-  r.optional_string("hidden_act", &c.hidden_act);
-  if (c.hidden_act != "silu") r.expected("hidden_act", "\"silu\" (the only activation supported)", json(c.hidden_act));
+  if (!own_names) {
+    r.optional_string("hidden_act", &c.hidden_act);
+    if (c.hidden_act != "silu") r.expected("hidden_act", "\"silu\" (the only activation supported)", json(c.hidden_act));
+    r.optional_number("rms_norm_eps", &c.rms_norm_eps, 0.0, 1.0, true);
+    r.optional_number("router_aux_loss_coef", &c.router_aux_loss_coef, 0.0, 1e6);
+    r.optional_boolean("mamba_conv_bias", &c.mamba_conv_bias);
+    r.optional_boolean("mamba_proj_bias", &c.mamba_proj_bias);
+  }
   r.optional_number("initializer_range", &c.initializer_range, 0.0, 1e3);
-  r.optional_number("rms_norm_eps", &c.rms_norm_eps, 0.0, 1.0, true);
-  r.optional_number("router_aux_loss_coef", &c.router_aux_loss_coef, 0.0, 1e6);
   r.optional_boolean("tie_word_embeddings", &c.tie_word_embeddings);
-  r.optional_boolean("mamba_conv_bias", &c.mamba_conv_bias);
-  r.optional_boolean("mamba_proj_bias", &c.mamba_proj_bias);
 
   // Token ids: pad/bos may be null (-1 = none); eos is an int, a list of ints, or null (empty).
   for (auto [f, out] : {std::pair<const char*, int64_t*>{"pad_token_id", &c.pad_token_id},
@@ -166,13 +181,19 @@ JambaConfig parse_config(const std::string& json_text, const std::string& source
   r.optional_integer("max_position_embeddings", &c.max_position_embeddings, 1, INT64_MAX);
 
   // Mamba.
-  r.optional_integer("mamba_d_state", &c.mamba_d_state, 1, 1024);
-  r.optional_integer("mamba_d_conv", &c.mamba_d_conv, 1, 64);
-  r.optional_integer("mamba_expand", &c.mamba_expand, 1, limits::kMaxMambaExpand);
+  if (!own_names) {
+    r.optional_integer("mamba_d_state", &c.mamba_d_state, 1, 1024);
+    r.optional_integer("mamba_d_conv", &c.mamba_d_conv, 1, 64);
+    r.optional_integer("mamba_expand", &c.mamba_expand, 1, limits::kMaxMambaExpand);
+  }
   if (c.family == Family::Jamba)
     read_jamba_schedule(r, c);
-  else
+  else if (c.family == Family::Bamba)
     read_bamba_fields(r, c);
+  else if (c.family == Family::NemotronH)
+    read_nemotron_h_fields(r, c);
+  else
+    read_granite_h_fields(r, c);
 
   // Type checks of fields that do not change the math.
   auto check_type = [&](const char* f, bool (*ok)(const json&), const char* expected) {
@@ -241,8 +262,12 @@ JambaConfig load_config_file(const std::string& path) {
 
 std::string config_to_json(const JambaConfig& c) {
   nlohmann::ordered_json j;
-  const bool jamba = c.family == Family::Jamba;
-  j["architectures"] = {jamba ? "JambaForCausalLM" : "BambaForCausalLM"};
+  const bool jamba = c.family == Family::Jamba, nemotron = c.family == Family::NemotronH;
+  const bool granite = c.family == Family::GraniteH;
+  j["architectures"] = {jamba      ? "JambaForCausalLM"
+                        : nemotron ? "NemotronHForCausalLM"
+                        : granite  ? "GraniteMoeHybridForCausalLM"
+                                   : "BambaForCausalLM"};
   j["model_type"] = family_name(c.family);
   j["vocab_size"] = c.vocab_size;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
@@ -251,9 +276,9 @@ std::string config_to_json(const JambaConfig& c) {
   j["num_hidden_layers"] = c.num_hidden_layers;
   j["num_attention_heads"] = c.num_attention_heads;
   j["num_key_value_heads"] = c.num_key_value_heads;
-  j["hidden_act"] = c.hidden_act;
+  if (!nemotron) j["hidden_act"] = c.hidden_act;
   j["initializer_range"] = c.initializer_range;
-  j["rms_norm_eps"] = c.rms_norm_eps;
+  if (!nemotron) j["rms_norm_eps"] = c.rms_norm_eps;
   j["pad_token_id"] = c.pad_token_id < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(c.pad_token_id);
   j["bos_token_id"] = c.bos_token_id < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(c.bos_token_id);
   if (c.eos_token_ids.empty())
@@ -271,21 +296,31 @@ std::string config_to_json(const JambaConfig& c) {
     j["attn_layer_period"] = c.attn_layer_period;
     j["attn_layer_offset"] = c.attn_layer_offset;
   }
-  j["mamba_d_state"] = c.mamba_d_state;
-  j["mamba_d_conv"] = c.mamba_d_conv;
-  j["mamba_expand"] = c.mamba_expand;
+  if (!nemotron) {
+    j["mamba_d_state"] = c.mamba_d_state;
+    j["mamba_d_conv"] = c.mamba_d_conv;
+    j["mamba_expand"] = c.mamba_expand;
+  }
   if (jamba) {
     if (c.mamba_dt_rank_auto)
       j["mamba_dt_rank"] = "auto";
     else
       j["mamba_dt_rank"] = c.mamba_dt_rank;
   }
-  j["mamba_conv_bias"] = c.mamba_conv_bias;
-  j["mamba_proj_bias"] = c.mamba_proj_bias;
   if (jamba) {
+    j["mamba_conv_bias"] = c.mamba_conv_bias;
+    j["mamba_proj_bias"] = c.mamba_proj_bias;
     j["router_aux_loss_coef"] = c.router_aux_loss_coef;
     j["use_mamba_kernels"] = false;
+  } else if (nemotron) {
+    nemotron_h_fields_to_json(c, j);
+  } else if (granite) {
+    j["mamba_conv_bias"] = c.mamba_conv_bias;
+    j["mamba_proj_bias"] = c.mamba_proj_bias;
+    granite_h_fields_to_json(c, j);
   } else {
+    j["mamba_conv_bias"] = c.mamba_conv_bias;
+    j["mamba_proj_bias"] = c.mamba_proj_bias;
     bamba_fields_to_json(c, j);
   }
   if (!c.torch_dtype.empty()) j["torch_dtype"] = c.torch_dtype;

@@ -3,6 +3,8 @@
 // range. Not the layer schedule the period/offset fields describe (model/layer_schedule.h), not the
 // weights (model/weights.h).
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -15,9 +17,11 @@ const char* normalizer_name(Normalizer n);                     // "softmax", "so
 bool parse_normalizer(const std::string& s, Normalizer* out);  // inverse of normalizer_name
 
 // The families config.json may name in model_type. Jamba's fields and defaults are the struct's own;
-// Bamba (HF BambaConfig) starts from its defaults (bamba_defaults) and reads its own fields too.
-enum class Family : uint8_t { Jamba, Bamba };
-const char* family_name(Family f);  // the model_type: "jamba", "bamba"
+// Bamba (HF BambaConfig) and Nemotron-H (HF NemotronHConfig) start from their defaults
+// (bamba_defaults, nemotron_h_defaults) and read their own fields (config_bamba.cpp, config_nemotron_h.cpp).
+enum class Family : uint8_t { Jamba, Bamba, NemotronH, GraniteH };
+// the model_type: "jamba", "bamba", "nemotron_h", "granitemoehybrid"
+const char* family_name(Family f);
 
 struct JambaConfig {
   Family family = Family::Jamba;
@@ -60,6 +64,22 @@ struct JambaConfig {
   double time_step_limit_min = 0.0, time_step_limit_max = std::numeric_limits<double>::infinity();
   double time_step_min = 0.001, time_step_max = 0.1;  // HF's init range of dt_bias (not the math)
   double rope_theta = 0.0, partial_rotary_factor = 0.0;
+  // Nemotron-H (HF NemotronHConfig): one letter a layer, 'M' Mamba-2, '*' attention, '-' MLP (from
+  // hybrid_override_pattern or layers_block_type); an explicit head_dim (0: hidden_size / heads); the
+  // MLP's activation (relu2: down(relu(up x)²), no gate; silu: SwiGLU); the Mamba-2 gated norm in
+  // mamba_n_groups groups; and the Δ floor time_step_min of HF's torch path.
+  std::string layer_pattern;
+  int64_t head_dim_explicit = 0;
+  std::string mlp_hidden_act = "silu";
+  bool mlp_bias = false;  // Nemotron-H: biases on the MLP's up and down projections
+  // Granite 4.0-H (HF GraniteMoeHybridConfig): the embeddings × embedding_multiplier, each residual
+  // branch × residual_multiplier, logits ÷ logits_scaling, the attention's softmax scale
+  // attention_multiplier (0: 1/√head_dim); a shared expert of shared_intermediate_size beside the
+  // routed ones (0: none) and the routing weights renormalised over the chosen experts.
+  double embedding_multiplier = 1.0, residual_multiplier = 1.0, logits_scaling = 1.0;
+  double attention_multiplier = 0.0;
+  int64_t shared_intermediate_size = 0;
+  bool moe_renormalize = false;
   // Extensions (trace-format.md §1).
   Normalizer attention_normalizer = Normalizer::Softmax;
   int64_t num_register_tokens = 0;
@@ -69,11 +89,30 @@ struct JambaConfig {
   std::vector<std::string> ignored_fields;
 
   // Derived.
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
-  int64_t mamba_inner() const { return mamba_expand * hidden_size; }  // Di
+  int64_t head_dim() const { return head_dim_explicit > 0 ? head_dim_explicit : hidden_size / num_attention_heads; }
+  int64_t mamba_inner() const {  // Di: Nemotron-H's heads × head dim, elsewhere expand × hidden
+    return family == Family::NemotronH ? mamba_n_heads * mamba_d_head : mamba_expand * hidden_size;
+  }
   int64_t mamba2_conv_dim() const { return mamba_inner() + 2 * mamba_n_groups * mamba_d_state; }  // x|B|C
-  // The gated RMSNorm's group: Bamba normalises over all Di channels at once.
-  int64_t mamba2_norm_group() const { return mamba_inner(); }
+  // The gated RMSNorm's group: Bamba normalises over all Di channels at once, Nemotron-H per B/C group.
+  int64_t mamba2_norm_group() const {
+    return family == Family::NemotronH ? mamba_inner() / mamba_n_groups : mamba_inner();
+  }
+  // The Δ clamp after the softplus: time_step_limit, raised for Nemotron-H to time_step_min (HF's
+  // torch path clamps there from below; its kernel path applies time_step_limit, (0, ∞) published).
+  double mamba2_dt_lo() const {
+    return family == Family::NemotronH ? std::max(time_step_min, time_step_limit_min) : time_step_limit_min;
+  }
+  double mamba2_dt_hi() const { return time_step_limit_max; }
+  bool mlp_gated() const { return mlp_hidden_act != "relu2"; }  // SwiGLU; relu2 has no gate
+  double attention_scale() const {  // z = q·k · scale
+    return attention_multiplier > 0 ? attention_multiplier : 1.0 / std::sqrt(static_cast<double>(head_dim()));
+  }
+  // Multipliers a plain Jamba-shaped forward pass does not apply (device backends refuse them).
+  bool has_multipliers() const {
+    return embedding_multiplier != 1.0 || residual_multiplier != 1.0 || logits_scaling != 1.0 ||
+           attention_multiplier > 0;
+  }
   int64_t rotary_dim() const {  // HF: int(head_dim * partial_rotary_factor); 0 without RoPE
     return rope_theta > 0 ? static_cast<int64_t>(static_cast<double>(head_dim()) * partial_rotary_factor) : 0;
   }
@@ -81,7 +120,7 @@ struct JambaConfig {
 };
 
 // Parses config.json text. `source` names the file in messages. Throws LoadError: invalid UTF-8/JSON,
-// duplicate keys, nesting deeper than 16, model_type other than "jamba" or "bamba", a wrong JSON type or a value
+// duplicate keys, nesting deeper than 16, model_type other than "jamba", "bamba", "nemotron_h" or "granitemoehybrid", a wrong JSON type or a value
 // out of range (the message names the field and the allowed range).
 JambaConfig parse_config(const std::string& json_text, const std::string& source = "config.json");
 // Reads and parses a file (size-limited: a config.json larger than 1 MiB is refused).
@@ -90,5 +129,9 @@ JambaConfig load_config_file(const std::string& path);
 std::string config_to_json(const JambaConfig& c);
 // HF BambaConfig's defaults (model_type "bamba"), with RoPE θ 10000 and partial rotary 0.5.
 JambaConfig bamba_defaults();
+// HF NemotronHConfig's defaults (model_type "nemotron_h"), with its default pattern of M, -, * layers.
+JambaConfig nemotron_h_defaults();
+// HF GraniteMoeHybridConfig's defaults (model_type "granitemoehybrid").
+JambaConfig granite_h_defaults();
 
 }  // namespace hl

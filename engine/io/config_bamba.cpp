@@ -28,11 +28,7 @@ JambaConfig bamba_defaults() {
   return c;
 }
 
-namespace {
-
-// RoPE: a top-level rope_theta (older files) or rope_parameters {"rope_type": "default",
-// "rope_theta": θ}; rope_scaling only when null or default. Scaled RoPE types are refused by name.
-void read_rope(const JsonReader& r, JambaConfig& c) {
+void read_rope_theta(const JsonReader& r, JambaConfig& c) {
   r.optional_number("rope_theta", &c.rope_theta, 0.0, 1e12, true);
   auto read_type = [&](const JsonReader& o, const char* what) {
     const char* key = o.find("rope_type") ? "rope_type" : "type";  // "type": the older spelling
@@ -49,8 +45,17 @@ void read_rope(const JsonReader& r, JambaConfig& c) {
   }
   if (const json* v = r.find("rope_scaling"); v && !v->is_null()) {
     if (!v->is_object()) r.expected("rope_scaling", "an object or null", *v);
-    read_type(r.object("rope_scaling"), "rope_scaling");
+    const JsonReader o = r.object("rope_scaling");
+    read_type(o, "rope_scaling");
+    o.optional_number("rope_theta", &c.rope_theta, 0.0, 1e12, true);
   }
+}
+
+namespace {
+
+// RoPE as Bamba has it: θ (read_rope_theta) on the first half of each head.
+void read_rope(const JsonReader& r, JambaConfig& c) {
+  read_rope_theta(r, c);
   // HF's BambaConfig sets partial_rotary_factor = 0.5 whatever the file says; so does HybridLens,
   // and `info` lists a different value among the ignored fields.
   if (const json* f = r.find("partial_rotary_factor")) {
@@ -65,8 +70,19 @@ void read_rope(const JsonReader& r, JambaConfig& c) {
 
 }  // namespace
 
+void read_time_step_limit(const JsonReader& r, const char* key, JambaConfig& c) {
+  // [lo, hi] with 0 ≤ lo < hi ≤ ∞ (Python writes ∞ as Infinity); null: none.
+  if (const json* v = r.find(key); v && !v->is_null()) {
+    const std::vector<double> lim = r.number_list(key, 2, 2, 0.0, std::numeric_limits<double>::infinity());
+    if (!(lim[0] < lim[1]))
+      r.fail(key, "expected lo < hi, got [" + json_number_text(lim[0]) + ", " + json_number_text(lim[1]) + "]");
+    c.time_step_limit_min = lim[0];
+    c.time_step_limit_max = lim[1];
+  }
+}
+
 void read_bamba_fields(const JsonReader& r, JambaConfig& c) {
-  const int64_t L = c.num_hidden_layers, Di = c.mamba_inner();
+  const int64_t L = c.num_hidden_layers;
   // Attention layers: null or absent means none (every layer Mamba-2), as HF's layers_block_type.
   c.attn_layer_indices.clear();
   if (const json* v = r.find("attn_layer_indices"); v && !v->is_null()) {
@@ -79,6 +95,21 @@ void read_bamba_fields(const JsonReader& r, JambaConfig& c) {
     }
     c.attn_layer_indices.assign(seen.begin(), seen.end());
   }
+  read_mamba2_fields(r, c);
+  double z_loss = 0;
+  r.optional_number("z_loss_coefficient", &z_loss, 0.0, 1e6);
+  for (const char* f : {"attention_bias", "mlp_bias"}) {
+    bool b = false;
+    r.optional_boolean(f, &b);
+    if (b) r.fail(f, "expected false (Bamba's projections have no bias), got true");
+  }
+  read_rope(r, c);
+  c.num_experts = 1;
+  c.num_experts_per_tok = 1;
+}
+
+void read_mamba2_fields(const JsonReader& r, JambaConfig& c) {
+  const int64_t Di = c.mamba_inner();
   // Mamba-2 heads: Di = mamba_n_heads · mamba_d_head ("auto": Di / mamba_n_heads).
   r.optional_integer("mamba_n_heads", &c.mamba_n_heads, 1, Di);
   if (Di % c.mamba_n_heads != 0)
@@ -95,28 +126,9 @@ void read_bamba_fields(const JsonReader& r, JambaConfig& c) {
     r.fail("mamba_n_groups", "expected a divisor of mamba_n_heads " + std::to_string(c.mamba_n_heads) + ", got " +
                                  std::to_string(c.mamba_n_groups));
   r.optional_integer("mamba_chunk_size", &c.mamba_chunk_size, 1, int64_t{1} << 20);
-  // Δ clamp: time_step_limit [lo, hi] with 0 ≤ lo < hi ≤ ∞ (Python writes ∞ as Infinity); null: none.
-  if (const json* v = r.find("time_step_limit"); v && !v->is_null()) {
-    const std::vector<double> lim =
-        r.number_list("time_step_limit", 2, 2, 0.0, std::numeric_limits<double>::infinity());
-    if (!(lim[0] < lim[1]))
-      r.fail("time_step_limit", "expected lo < hi, got [" + json_number_text(lim[0]) + ", " +
-                                    json_number_text(lim[1]) + "]");
-    c.time_step_limit_min = lim[0];
-    c.time_step_limit_max = lim[1];
-  }
+  read_time_step_limit(r, "time_step_limit", c);
   r.optional_number("time_step_min", &c.time_step_min, 0.0, 1e6);
   r.optional_number("time_step_max", &c.time_step_max, 0.0, 1e6);
-  double z_loss = 0;
-  r.optional_number("z_loss_coefficient", &z_loss, 0.0, 1e6);
-  for (const char* f : {"attention_bias", "mlp_bias"}) {
-    bool b = false;
-    r.optional_boolean(f, &b);
-    if (b) r.fail(f, "expected false (Bamba's projections have no bias), got true");
-  }
-  read_rope(r, c);
-  c.num_experts = 1;
-  c.num_experts_per_tok = 1;
 }
 
 void bamba_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j) {

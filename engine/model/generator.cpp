@@ -3,6 +3,7 @@
 // Not the loader's name/shape checks (model/loader.cpp); this file only produces what they accept.
 // Init reference: jamba-spec.md §3.12 and state-spaces/mamba mamba_simple.py (A_log, dt bias, D).
 #include "engine/model/generator.h"
+#include "engine/model/tensor_names.h"
 
 #include <unistd.h>
 
@@ -178,7 +179,7 @@ void check_config(const JambaConfig& c) {
   dim(c.mamba_dt_rank, "mamba_dt_rank");
   need(c.num_hidden_layers <= 4096, "num_hidden_layers = " + std::to_string(c.num_hidden_layers) + ", allowed 1..4096");
   need(c.num_experts <= 4096, "num_experts = " + std::to_string(c.num_experts) + ", allowed 1..4096");
-  need(c.hidden_size % c.num_attention_heads == 0, "hidden_size " + std::to_string(c.hidden_size) +
+  need(c.head_dim_explicit > 0 || c.hidden_size % c.num_attention_heads == 0, "hidden_size " + std::to_string(c.hidden_size) +
                                                        " is not a multiple of num_attention_heads " +
                                                        std::to_string(c.num_attention_heads));
   need(c.num_attention_heads % c.num_key_value_heads == 0,
@@ -260,7 +261,7 @@ std::vector<TensorSpec> build_specs(const GenerateOptions& o) {
 
   for (int64_t i = 0; i < L; ++i) {
     const std::string p = layer_prefix(i);
-    add(p + "input_layernorm.weight", {H}, one);
+    if (mixer_present(sched[i].mixer)) add(p + "input_layernorm.weight", {H}, one);
     if (sched[i].has_attention()) {
       add(p + "self_attn.q_proj.weight", {nh * hd, H}, normal(lin(H)));
       add(p + "self_attn.k_proj.weight", {nkv * hd, H}, normal(lin(H)));
@@ -280,7 +281,7 @@ std::vector<TensorSpec> build_specs(const GenerateOptions& o) {
       add(m + "norm.weight", {Di}, one);
       add(m + "out_proj.weight", {H, Di}, normal(lin(Di) * out_scale));
       if (c.mamba_proj_bias) add(m + "out_proj.bias", {H}, normal(0.02));
-    } else {
+    } else if (sched[i].mixer == MixerKind::Mamba1) {
       const std::string m = p + "mamba.";
       add(m + "in_proj.weight", {2 * Di, H}, normal(lin(H)));
       if (c.mamba_proj_bias) add(m + "in_proj.bias", {2 * Di}, normal(0.02));
@@ -297,14 +298,33 @@ std::vector<TensorSpec> build_specs(const GenerateOptions& o) {
       add(m + "out_proj.weight", {H, Di}, normal(lin(Di) * out_scale));
       if (c.mamba_proj_bias) add(m + "out_proj.bias", {H}, normal(0.02));
     }
+    if (sched[i].ffn == FfnKind::None) continue;  // a mixer-only layer (Nemotron-H's M, *)
     add(p + "pre_ff_layernorm.weight", {H}, one);
     const std::string f = p + "feed_forward.";
+    // Granite's shared MLP, stored fused: gate_up (2I, H) [gate rows; up rows], down (H, I).
+    auto add_fused_mlp = [&](const std::string& q, int64_t width) {
+      TensorSpec gu;
+      gu.t.name = q + "gate_up_proj";
+      gu.t.shape = {2 * width, H};
+      gu.t.dtype = tensor_dtype(o, gu.t.name);
+      gu.parts.push_back(Part{q + "gate_proj.weight", width * H, normal(lin(H))});
+      gu.parts.push_back(Part{q + "up_proj.weight", width * H, normal(lin(H))});
+      check_numel(gu.t);
+      specs.push_back(std::move(gu));
+      add(q + "down_proj", {H, width}, normal(lin(width) * out_scale));
+    };
+    const bool granite = c.family == Family::GraniteH;
+    if (granite && !sched[i].is_moe()) {
+      add_fused_mlp(f + "shared.", sched[i].ffn_params.d_ff);
+      continue;
+    }
     if (sched[i].is_moe()) {
       add(f + "router.weight", {E, H}, normal(lin(H)));
       auto expert = [&](int64_t e, const char* proj) {
         return f + "experts." + std::to_string(e) + "." + proj + ".weight";
       };
-      if (o.fused_experts) {
+      if (sched[i].ffn_params.shared_d_ff > 0) add_fused_mlp(f + "shared.", sched[i].ffn_params.shared_d_ff);
+      if (o.fused_experts || granite) {  // Granite stores its experts fused only
         TensorSpec gu, dn;
         gu.t.name = f + "experts.gate_up_proj";
         gu.t.shape = {E, 2 * I, H};
@@ -329,9 +349,13 @@ std::vector<TensorSpec> build_specs(const GenerateOptions& o) {
         }
       }
     } else {
-      add(f + "gate_proj.weight", {I, H}, normal(lin(H)));
+      if (sched[i].ffn_params.gated) add(f + "gate_proj.weight", {I, H}, normal(lin(H)));
       add(f + "up_proj.weight", {I, H}, normal(lin(H)));
       add(f + "down_proj.weight", {H, I}, normal(lin(I) * out_scale));
+      if (c.mlp_bias) {
+        add(f + "up_proj.bias", {I}, normal(0.02));
+        add(f + "down_proj.bias", {H}, normal(0.02));
+      }
     }
   }
   add("model.final_layernorm.weight", {H}, one);
@@ -342,6 +366,9 @@ std::vector<TensorSpec> build_specs(const GenerateOptions& o) {
     specs.back().parts[0].stream = "model.embed_tokens.weight";  // same values as the embedding
   }
   if (o.trained_registers > 0) add("model.register_tokens", {o.trained_registers, H}, embed_init);
+  // The family's spelling of the names (Nemotron-H: under "backbone." as NVIDIA publishes them); the
+  // streams keep Jamba's names, so a tensor's values do not depend on the family's spelling.
+  for (TensorSpec& t : specs) t.t.name = family_tensor_name(c, "backbone.", t.t.name);
   return specs;
 }
 

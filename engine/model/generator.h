@@ -49,7 +49,8 @@ std::vector<std::string> shard_file_names(int shards);
 // from the thread that runs the engine (the pool runs one parallel_for at a time).
 void generate_checkpoint(const std::string& out_dir, const GenerateOptions& opts);
 
-// Named configs: "tiny", "tiny-dev", "demo-random", "3b", "jamba-v0.1", "bamba-tiny" (generator_presets.cpp).
+// Named configs: "tiny", "tiny-dev", "demo-random", "3b", "jamba-v0.1", "bamba-tiny", "nemotron-h-tiny",
+// "granite-h-tiny" (generator_presets.cpp).
 // Throws Error listing the known names for an unknown one.
 JambaConfig preset_config(const std::string& name);
 std::vector<std::string> preset_names();

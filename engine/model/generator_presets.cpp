@@ -45,7 +45,7 @@ void schedule(JambaConfig* c, int64_t attn_period, int64_t attn_offset, int64_t 
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "tiny-dev", "demo-random", "3b", "jamba-v0.1", "bamba-tiny"};
+  return {"tiny", "tiny-dev", "demo-random", "3b", "jamba-v0.1", "bamba-tiny", "nemotron-h-tiny", "granite-h-tiny"};
 }
 
 JambaConfig preset_config(const std::string& name) {
@@ -102,6 +102,59 @@ JambaConfig preset_config(const std::string& name) {
     c.mamba_n_groups = 2;
     c.mamba_d_state = 16;
     c.mamba_chunk_size = 64;
+    c.eos_token_ids = {2};
+    c.torch_dtype = "bfloat16";
+    return c;
+  }
+  if (name == "nemotron-h-tiny") {
+    // A small NVIDIA Nemotron-H (model_type "nemotron_h", NVIDIA's "backbone." names): H 128, 12 layers
+    // "M-M-M*-M-M*-" (Mamba-2, relu² MLP, attention without positions), nh 4 / nkv 2 of head_dim 48
+    // (nh · hd ≠ H, as in Nemotron-H's own sizes), Mamba-2 with 8 heads of 32 channels, 2 B/C groups
+    // (the gated norm in 2 groups), d_state 16, d_conv 4, MLP width 384, V 4096. ≈ 2.6 M parameters.
+    JambaConfig c = nemotron_h_defaults();
+    c.hidden_size = 128;
+    c.intermediate_size = 384;
+    c.layer_pattern = "M-M-M*-M-M*-";
+    c.num_hidden_layers = static_cast<int64_t>(c.layer_pattern.size());
+    c.vocab_size = 4096;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.head_dim_explicit = 48;
+    c.mamba_n_heads = 8;
+    c.mamba_d_head = 32;
+    c.mamba_n_groups = 2;
+    c.mamba_d_state = 16;
+    c.mamba_chunk_size = 64;
+    c.eos_token_ids = {2};
+    c.torch_dtype = "bfloat16";
+    return c;
+  }
+  if (name == "granite-h-tiny") {
+    // A small IBM Granite 4.0-H (model_type "granitemoehybrid"): H 128, 8 layers, attention at 3 and 7
+    // without positions, Mamba-2 elsewhere (8 heads of 32, 1 group, d_state 16); on every layer 8 routed
+    // experts of width 128, top-2 (softmax over the two), beside a shared MLP of 256; Granite's µP
+    // multipliers (embedding 12, residual 0.22, attention 1/128, logits ÷ 6); tied head, V 4096.
+    JambaConfig c = granite_h_defaults();
+    c.hidden_size = 128;
+    c.intermediate_size = 128;
+    c.num_hidden_layers = 8;
+    c.vocab_size = 4096;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.attn_layer_indices = {3, 7};
+    c.mamba_n_heads = 8;
+    c.mamba_d_head = 32;
+    c.mamba_n_groups = 1;
+    c.mamba_d_state = 16;
+    c.mamba_chunk_size = 64;
+    c.num_experts = 8;
+    c.num_experts_per_tok = 2;
+    c.shared_intermediate_size = 256;
+    c.embedding_multiplier = 12.0;
+    c.residual_multiplier = 0.22;
+    c.attention_multiplier = 0.0078125;
+    c.logits_scaling = 6.0;
+    c.tie_word_embeddings = true;
     c.eos_token_ids = {2};
     c.torch_dtype = "bfloat16";
     return c;

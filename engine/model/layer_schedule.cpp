@@ -99,23 +99,33 @@ LayerSchedule LayerSchedule::from_config(const JambaConfig& c) {
   const int64_t L = std::max<int64_t>(0, c.num_hidden_layers);
   std::vector<MixerKind> mixers(static_cast<size_t>(L));
   std::vector<FfnKind> ffns(static_cast<size_t>(L));
-  for (int64_t i = 0; i < L; ++i) {
-    const bool bamba = c.family == Family::Bamba;
+  const bool nemotron = c.family == Family::NemotronH;
+  for (int64_t i = 0; nemotron && i < L; ++i) {
+    const char k = i < static_cast<int64_t>(c.layer_pattern.size()) ? c.layer_pattern[static_cast<size_t>(i)] : '?';
+    mixers[static_cast<size_t>(i)] = k == '*' ? MixerKind::Attention : k == 'M' ? MixerKind::Mamba2 : MixerKind::None;
+    ffns[static_cast<size_t>(i)] = k == '-' ? FfnKind::Dense : FfnKind::None;
+  }
+  for (int64_t i = 0; !nemotron && i < L; ++i) {
+    const bool bamba = c.family == Family::Bamba || c.family == Family::GraniteH;  // attention by index
     const bool attn = bamba ? std::count(c.attn_layer_indices.begin(), c.attn_layer_indices.end(), i) > 0
                             : c.attn_layer_period > 0 && i % c.attn_layer_period == c.attn_layer_offset;
-    const bool moe = !bamba && c.num_experts > 1 && c.expert_layer_period > 0 &&
-                     i % c.expert_layer_period == c.expert_layer_offset;
+    const bool moe = c.family == Family::GraniteH ? c.num_experts > 1  // Granite: experts on every layer
+                     : !bamba && c.num_experts > 1 && c.expert_layer_period > 0 &&
+                           i % c.expert_layer_period == c.expert_layer_offset;
     mixers[static_cast<size_t>(i)] = attn ? MixerKind::Attention : bamba ? MixerKind::Mamba2 : MixerKind::Mamba1;
     ffns[static_cast<size_t>(i)] = moe ? FfnKind::MoE : FfnKind::Dense;
   }
   LayerParams p;
   p.attn = {c.num_attention_heads, c.num_key_value_heads, c.num_attention_heads > 0 ? c.head_dim() : 0,
             c.num_attention_heads > 0 ? c.rotary_dim() : 0, c.rope_theta};
-  if (c.family == Family::Bamba)
+  if (c.family != Family::Jamba)
     p.ssm = {c.mamba_inner(), c.mamba_d_state, c.mamba_d_conv, 0, c.mamba_n_heads, c.mamba_n_groups};
   else
     p.ssm = {c.mamba_inner(), c.mamba_d_state, c.mamba_d_conv, c.mamba_dt_rank};
-  p.ffn = {c.intermediate_size, c.num_experts, c.num_experts_per_tok};
+  // Granite without routed experts: the shared MLP is the layer's dense MLP.
+  const bool shared_only = c.family == Family::GraniteH && c.num_experts < 2;
+  p.ffn = {shared_only ? c.shared_intermediate_size : c.intermediate_size, c.num_experts, c.num_experts_per_tok,
+           c.mlp_gated(), shared_only ? 0 : c.shared_intermediate_size, c.moe_renormalize};
   return from_lists(mixers, ffns, p, "config.json");
 }
 
@@ -158,7 +168,10 @@ LayerSchedule LayerSchedule::from_lists(const std::vector<MixerKind>& mixers, co
         l.ffn_params = params.ffn;
         s.moe_layers_.push_back(li);
         break;
-      case FfnKind::Dense: l.ffn_params.d_ff = params.ffn.d_ff; break;
+      case FfnKind::Dense:
+        l.ffn_params.d_ff = params.ffn.d_ff;
+        l.ffn_params.gated = params.ffn.gated;
+        break;
       case FfnKind::None: break;
       default:
         fail(at + "FFN kind " + std::to_string(static_cast<int>(l.ffn)) + ", expected dense (0), moe (1) or none (2)");
@@ -210,6 +223,13 @@ std::string LayerSchedule::describe() const {
   s += moe_layers_.empty() ? "; no MoE" : "; MoE at " + list(FfnKind::MoE);
   const std::string none = list(FfnKind::None);
   if (!none.empty()) s += "; no FFN at " + none;
+  std::string bare;  // layers without a mixer
+  for (int64_t i = 0; i < size(); ++i)
+    if (layers_[static_cast<size_t>(i)].mixer == MixerKind::None) {
+      if (!bare.empty()) bare += ',';
+      bare += std::to_string(i);
+    }
+  if (!bare.empty()) s += "; no mixer at " + bare;
   return s;
 }
 

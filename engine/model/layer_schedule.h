@@ -33,6 +33,7 @@ const char* ffn_name(FfnKind k);      // "dense", "moe", "none"
 char mixer_letter(MixerKind k);       // 'A', 'M' (the ribbon strip)
 bool mixer_has_attention(MixerKind k);  // the layer is numbered on the A_n axis
 bool mixer_has_ssm(MixerKind k);        // ... on the M_n axis
+inline bool mixer_present(MixerKind k) { return k != MixerKind::None; }  // a layer with no mixer skips it and its norm
 char ffn_letter(FfnKind k);           // 'D', 'E', '-'
 bool parse_mixer_kind(const std::string& s, MixerKind* out);  // inverse of mixer_name
 bool parse_ffn_kind(const std::string& s, FfnKind* out);      // inverse of ffn_name
@@ -51,6 +52,9 @@ struct SsmParams {
 struct FfnParams {
   int64_t d_ff = 0;                  // I: the dense MLP's and each expert's width
   int64_t experts = 0, top_k = 0;    // E, k (MoE layers; 0 elsewhere)
+  bool gated = true;                 // SwiGLU (gate, up, down); false: down(relu(up x)²) (Nemotron-H)
+  int64_t shared_d_ff = 0;           // MoE layers: a shared expert's width beside the routed (Granite); 0 none
+  bool renormalize = false;          // MoE layers: the k chosen probabilities renormalised to sum 1 (Granite)
   bool operator==(const FfnParams&) const = default;
 };
 // The parameters shared by the layers of a schedule (every family so far has one set).
@@ -83,8 +87,10 @@ class LayerSchedule {
   LayerSchedule() = default;  // no layers
   // Jamba (jamba-spec.md §1): attention where i % attn_layer_period == attn_layer_offset, Mamba-1
   // elsewhere; MoE where num_experts > 1 and i % expert_layer_period == expert_layer_offset, dense
-  // elsewhere. Bamba: attention at attn_layer_indices, Mamba-2 elsewhere, dense everywhere. The
-  // parameters come from the config's shared fields.
+  // elsewhere. Bamba: attention at attn_layer_indices, Mamba-2 elsewhere, dense everywhere.
+  // Nemotron-H: its pattern, one part a layer: 'M' Mamba-2 without FFN, '*' attention without FFN,
+  // '-' a relu² MLP without mixer. Granite 4.0-H: as Bamba, with MoE (routed experts and a shared
+  // one) on every layer, or the shared MLP alone as a dense MLP. The parameters come from the config.
   static LayerSchedule from_config(const JambaConfig& c);
   // One mixer and one FFN kind per layer, the parameters shared by all. Throws LoadError (one line
   // starting with `source`, naming the layer) for lists of different lengths, no layers, a kind out

@@ -34,7 +34,10 @@ std::string format_bytes(uint64_t b) {
 uint64_t widened_bytes(const JambaConfig& c, const LayerSchedule& sched) {
   const uint64_t H = c.hidden_size;
   uint64_t floats = H /* final norm */ + H /* mean embedding */ + c.num_register_tokens * H;
-  for (const LayerSpec& l : sched.layers()) floats += 2 * H /* the two norms */ + mixer_ops(l.mixer).widened_floats(c);
+  for (const LayerSpec& l : sched.layers())
+    floats += H * ((mixer_present(l.mixer) ? 1 : 0) + (l.ffn != FfnKind::None ? 1 : 0)) /* the norms */ +
+              mixer_ops(l.mixer).widened_floats(c) +
+              (l.ffn == FfnKind::Dense && c.mlp_bias ? c.intermediate_size + H : 0) /* MLP biases */;
   return floats * sizeof(float);
 }
 
@@ -62,6 +65,14 @@ void bind_moe(WeightBinder& b, const JambaConfig& c, const std::string& p, MoeWe
     x.up = b.mat(q + "up_proj.weight", I, H);
     x.down = b.mat(q + "down_proj.weight", H, I);
   }
+}
+
+// A SwiGLU MLP stored fused (Granite's shared_mlp): gate_up (2I, H) rows [0, I) gate, [I, 2I) up; down (H, I).
+void bind_fused_mlp(WeightBinder& b, const std::string& p, int64_t I, int64_t H, MlpWeights& w) {
+  const TensorInfo& gu = b.need(p + "gate_up_proj", {2 * I, H});
+  w.gate = b.view(gu, 0, I, H, p + "gate_proj.weight");      // (I, H)
+  w.up = b.view(gu, I * H, I, H, p + "up_proj.weight");      // (I, H)
+  w.down = b.mat(p + "down_proj", H, I);                      // (H, I)
 }
 
 // The mean row of the embedding (test-time registers), accumulated in float64.
@@ -133,15 +144,23 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
       throw Cancelled();
     const std::string p = "model.layers." + std::to_string(i) + ".";
     LayerWeights& lw = w.layers[static_cast<size_t>(i)];
-    lw.input_norm = b.vec(p + "input_layernorm.weight", {H});
-    lw.pre_ff_norm = b.vec(p + "pre_ff_layernorm.weight", {H});
-    mixer_ops(m.schedule[i].mixer).bind(b, c, p, lw);  // the kind's own file (model/mixer_<kind>.cpp)
-    if (m.schedule[i].is_moe()) {
+    const LayerSpec& spec = m.schedule[i];
+    // A layer binds the norm of each part it has (Nemotron-H: one part, one "norm", tensor_names.h).
+    if (mixer_present(spec.mixer)) lw.input_norm = b.vec(p + "input_layernorm.weight", {H});
+    if (spec.ffn != FfnKind::None) lw.pre_ff_norm = b.vec(p + "pre_ff_layernorm.weight", {H});
+    mixer_ops(spec.mixer).bind(b, c, p, lw);  // the kind's own file (model/mixer_<kind>.cpp)
+    if (spec.is_moe()) {
       bind_moe(b, c, p + "feed_forward.", lw.moe);
-    } else {
-      lw.mlp.gate = b.mat(p + "feed_forward.gate_proj.weight", I, H);  // (I, H)
+      if (spec.ffn_params.shared_d_ff > 0)
+        bind_fused_mlp(b, p + "feed_forward.shared.", spec.ffn_params.shared_d_ff, H, lw.moe.shared);
+    } else if (spec.ffn == FfnKind::Dense && c.family == Family::GraniteH) {  // the shared MLP alone
+      bind_fused_mlp(b, p + "feed_forward.shared.", spec.ffn_params.d_ff, H, lw.mlp);
+    } else if (spec.ffn == FfnKind::Dense) {
+      if (spec.ffn_params.gated) lw.mlp.gate = b.mat(p + "feed_forward.gate_proj.weight", I, H);  // (I, H)
       lw.mlp.up = b.mat(p + "feed_forward.up_proj.weight", I, H);      // (I, H)
       lw.mlp.down = b.mat(p + "feed_forward.down_proj.weight", H, I);  // (H, I)
+      lw.mlp.up_bias = b.flagged_vec(c.mlp_bias, "mlp_bias", p + "feed_forward.up_proj.bias", {I});
+      lw.mlp.down_bias = b.flagged_vec(c.mlp_bias, "mlp_bias", p + "feed_forward.down_proj.bias", {H});
     }
   }
   b.check_all_used();

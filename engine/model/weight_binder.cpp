@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/core/error.h"
+#include "engine/model/tensor_names.h"
 
 namespace hl {
 namespace {
@@ -44,7 +45,16 @@ std::string unravel(const std::vector<int64_t>& shape, int64_t idx) {
 
 }  // namespace
 
-const TensorInfo* WeightBinder::optional(const std::string& name, const std::vector<int64_t>& shape) {
+WeightBinder::WeightBinder(const Checkpoint& ck, bool scan_values, Model& m)
+    : ck_(ck), scan_values_(scan_values), m_(m),
+      root_(family_root(ck.config(), [&](const std::string& n) { return ck.find(n) != nullptr; })) {}
+
+std::string WeightBinder::file_name(const std::string& name) const {
+  return family_tensor_name(ck_.config(), root_, name);
+}
+
+const TensorInfo* WeightBinder::optional(const std::string& jamba_name, const std::vector<int64_t>& shape) {
+  const std::string name = file_name(jamba_name);
   const TensorInfo* t = ck_.find(name);
   if (!t) return nullptr;
   used_.insert(name);
@@ -63,13 +73,14 @@ const TensorInfo* WeightBinder::optional(const std::string& name, const std::vec
 const TensorInfo& WeightBinder::need(const std::string& name, const std::vector<int64_t>& shape) {
   const TensorInfo* t = optional(name, shape);
   if (!t) {
-    throw LoadError(m_.name + ": missing tensor '" + name + "' with shape " + shape_to_string(shape) +
+    throw LoadError(m_.name + ": missing tensor '" + file_name(name) + "' with shape " + shape_to_string(shape) +
                     " (expected from config.json)");
   }
   return *t;
 }
 
-void WeightBinder::forbid(const std::string& name, const std::string& why) {
+void WeightBinder::forbid(const std::string& jamba_name, const std::string& why) {
+  const std::string name = file_name(jamba_name);
   if (const TensorInfo* t = ck_.find(name)) {
     throw LoadError(base_name(t->file) + ": tensor '" + name + "' is present, but " + why);
   }
@@ -81,7 +92,7 @@ Mat WeightBinder::mat(const TensorInfo& t, const std::string& name) {
   m.data = aligned(t);
   m.rows = t.shape.empty() ? 1 : t.shape[0];
   m.cols = t.shape.empty() ? 1 : t.numel() / (m.rows > 0 ? m.rows : 1);
-  m.name = name;
+  m.name = file_name(name);
   return m;
 }
 
@@ -91,7 +102,7 @@ Mat WeightBinder::view(const TensorInfo& t, int64_t first, int64_t rows, int64_t
   m.data = static_cast<const uint8_t*>(aligned(t)) + first * dtype_size(t.dtype);
   m.rows = rows;
   m.cols = cols;
-  m.name = name;
+  m.name = file_name(name);
   return m;
 }
 
@@ -112,7 +123,7 @@ void WeightBinder::check_all_used() const {
     if (!used_.count(t->name)) {
       throw LoadError(
           base_name(t->file) + ": unexpected tensor '" + t->name + "' " + shape_to_string(t->shape) +
-          ": not part of a Jamba model with this config.json (misspelt name, or a layer of another kind?)");
+          ": not part of a " + std::string(family_name(ck_.config().family)) + " model with this config.json (misspelt name, or a layer of another kind?)");
     }
   }
 }

@@ -16,7 +16,8 @@ namespace hl {
 class WeightBinder {
  public:
   // scan_values: reject NaN/Inf in each tensor bound (LoadOptions::scan_values).
-  WeightBinder(const Checkpoint& ck, bool scan_values, Model& m) : ck_(ck), scan_values_(scan_values), m_(m) {}
+  // Names given to it are Jamba's spelling; it looks them up in the family's (model/tensor_names.h).
+  WeightBinder(const Checkpoint& ck, bool scan_values, Model& m);
 
   // The tensor if present (checked: this shape, a float dtype), else null; marks it bound.
   const TensorInfo* optional(const std::string& name, const std::vector<int64_t>& shape);
@@ -24,7 +25,9 @@ class WeightBinder {
   const TensorInfo& need(const std::string& name, const std::vector<int64_t>& shape);
   // A tensor the config says must not exist (e.g. a bias with mamba_proj_bias false): LoadError if present.
   void forbid(const std::string& name, const std::string& why);
-  bool has(const std::string& name) const { return ck_.find(name) != nullptr; }
+  bool has(const std::string& name) const { return ck_.find(file_name(name)) != nullptr; }
+  // The tensor's name in this checkpoint (the family's spelling, tensor_names.h).
+  std::string file_name(const std::string& name) const;
 
   // A matrix view in the stored dtype (copied only when the file leaves it misaligned).
   Mat mat(const TensorInfo& t, const std::string& name);
@@ -56,6 +59,7 @@ class WeightBinder {
   const Checkpoint& ck_;
   bool scan_values_;
   Model& m_;
+  std::string root_;  // the family's top-level module ("model.", "backbone.")
   std::set<std::string> used_;
 };
 

@@ -21,6 +21,14 @@ int64_t mlp_bytes(const MlpWeights& x) {
   return x.gate.bytes() + x.up.bytes() + x.down.bytes();
 }
 
+// The MLPs of an MoE layer: its experts, then the shared one when it has one.
+std::vector<MlpWeights*> moe_mlps(MoeWeights& m) {
+  std::vector<MlpWeights*> v;
+  for (MlpWeights& x : m.experts) v.push_back(&x);
+  if (!m.shared.down.empty()) v.push_back(&m.shared);
+  return v;
+}
+
 // Sum of the k largest of an MoE layer's expert sizes (all equal in a real checkpoint).
 int64_t top_k_sum(const MoeWeights& moe, int64_t k, const std::function<int64_t(const MlpWeights&)>& size) {
   std::vector<int64_t> s;
@@ -33,7 +41,9 @@ int64_t top_k_sum(const MoeWeights& moe, int64_t k, const std::function<int64_t(
 
 // Widened float vectors of one layer (norms, biases, conv, A, D, sinks): parameters, 4 bytes each.
 int64_t layer_vector_params(const LayerWeights& l, const LayerSpec& s) {
-  return static_cast<int64_t>(l.input_norm.size() + l.pre_ff_norm.size()) + mixer_ops(s.mixer).vector_floats(l);
+  return static_cast<int64_t>(l.input_norm.size() + l.pre_ff_norm.size() + l.mlp.up_bias.size() +
+                              l.mlp.down_bias.size()) +
+         mixer_ops(s.mixer).vector_floats(l);
 }
 
 // The mixer's matrices: parameters, and bytes at their stored dtype.
@@ -69,10 +79,10 @@ std::vector<Mat*> Model::matrices() {
         .each_matrix(l, [&](const char*, const Mat& m, const std::vector<float>*) { add(const_cast<Mat&>(m)); });
     if (schedule[static_cast<int64_t>(i)].is_moe()) {
       add(l.moe.router);
-      for (MlpWeights& x : l.moe.experts) {
-        add(x.gate);
-        add(x.up);
-        add(x.down);
+      for (MlpWeights* x : moe_mlps(l.moe)) {
+        add(x->gate);
+        add(x->up);
+        add(x->down);
       }
     } else {
       add(l.mlp.gate);
@@ -92,7 +102,7 @@ int64_t Model::param_count() const {
     const LayerSpec& s = schedule[static_cast<int64_t>(i)];
     n += layer_vector_params(l, s) + layer_mixer_params(l, s);
     if (s.is_moe()) {
-      n += numel(l.moe.router);
+      n += numel(l.moe.router) + mlp_params(l.moe.shared);
       for (const MlpWeights& x : l.moe.experts) n += mlp_params(x);
     } else {
       n += mlp_params(l.mlp);
@@ -123,7 +133,7 @@ int64_t Model::weight_bytes_per_token() const {
     const LayerSpec& s = schedule[static_cast<int64_t>(i)];
     n += layer_vector_params(l, s) * static_cast<int64_t>(sizeof(float)) + layer_mixer_bytes(l, s);
     if (s.is_moe())
-      n += l.moe.router.bytes() + top_k_sum(l.moe, k, mlp_bytes);
+      n += l.moe.router.bytes() + top_k_sum(l.moe, k, mlp_bytes) + mlp_bytes(l.moe.shared);
     else
       n += mlp_bytes(l.mlp);
   }

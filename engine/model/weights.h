@@ -43,12 +43,14 @@ struct MambaWeights {
 };
 
 struct MlpWeights {
-  Mat gate, up, down;  // (I, H), (I, H), (H, I)
+  Mat gate, up, down;                      // (I, H), (I, H), (H, I); gate empty without one (relu²)
+  std::vector<float> up_bias, down_bias;   // (I,), (H,) or empty (Nemotron-H's mlp_bias)
 };
 
 struct MoeWeights {
   Mat router;                       // (E, H)
   std::vector<MlpWeights> experts;  // E entries (views into fused tensors when stored fused)
+  MlpWeights shared;                // the shared expert (Granite's shared_mlp), empty when none
 };
 
 // One layer's weights; which parts are bound is the layer's LayerSpec (Model::schedule). A mixer

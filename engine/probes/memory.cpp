@@ -14,7 +14,7 @@ int64_t kv_cache_bytes(const JambaConfig& c, int64_t attention_layers, int64_t t
 
 int64_t ssm_state_bytes(const JambaConfig& c, int64_t mamba_layers, int64_t bytes_per_element) {
   // The family's SSM kind: Mamba-2 for Bamba (mixer_mamba2.cpp), Mamba-1 for Jamba (mixer_mamba1.cpp).
-  const MixerKind kind = c.family == Family::Bamba ? MixerKind::Mamba2 : MixerKind::Mamba1;
+  const MixerKind kind = c.family == Family::Jamba ? MixerKind::Mamba1 : MixerKind::Mamba2;
   return mamba_layers * mixer_ops(kind).state_elements(c) * bytes_per_element;
 }
 

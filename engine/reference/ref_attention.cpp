@@ -73,13 +73,14 @@ AttnRow attention_row(const float* z, int64_t n, Normalizer norm, float null_log
 }
 
 void attention_heads(const float* q, const float* K, const float* V, int64_t n, int64_t nh, int64_t nkv, int64_t hd,
-                     Normalizer norm, const float* null_logits, float* heads, AttnRow* rows, float* probs) {
+                     Normalizer norm, const float* null_logits, float* heads, AttnRow* rows, float* probs,
+                     double scale) {
   const int64_t kvw = nkv * hd, group = nh / nkv;
   std::vector<float> z(static_cast<size_t>(n)), p(static_cast<size_t>(n));  // (n,) each
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  if (scale <= 0) scale = 1.0 / std::sqrt(static_cast<double>(hd));
   for (int64_t h = 0; h < nh; ++h) {
     const int64_t g = h / group;
-    for (int64_t j = 0; j < n; ++j) {  // z_j = q · k_j / sqrt(hd)
+    for (int64_t j = 0; j < n; ++j) {  // z_j = q · k_j · scale (1/√hd unless the family sets it)
       double dot = 0;
       for (int64_t i = 0; i < hd; ++i) dot += static_cast<double>(q[h * hd + i]) * K[j * kvw + g * hd + i];
       z[j] = static_cast<float>(dot * scale);
@@ -111,7 +112,7 @@ void attention_token(const AttentionWeights& w, const JambaConfig& c, Normalizer
   ++kv.len;  // keys: registers and tokens up to and including this one
   if (probs) probs->assign(static_cast<size_t>(nh * kv.len), 0.0f);
   attention_heads(q.data(), kv.k.data(), kv.v.data(), kv.len, nh, nkv, hd, norm, null_logits, heads, rows,
-                  probs ? probs->data() : nullptr);
+                  probs ? probs->data() : nullptr, c.attention_scale());
   linear(w.o, heads, y);  // (H,)
 }
 

@@ -33,8 +33,10 @@ struct KvCache {
 // One query per head over n cached keys (GQA: query head h reads kv head h / (nh/nkv)): q (nh*hd,),
 // K, V (n, nkv*hd) → heads (nh*hd,) = Σ_j p_j v_j per head, rows (nh,) the row instruments, probs
 // (nh, n) each head's weights when non-null. z_j = q·k_j / sqrt(hd); null_logits (nh,) s_h.
+// `scale` multiplies q·k (0: 1/√hd; Granite's attention_multiplier otherwise).
 void attention_heads(const float* q, const float* K, const float* V, int64_t n, int64_t nh, int64_t nkv, int64_t hd,
-                     Normalizer norm, const float* null_logits, float* heads, AttnRow* rows, float* probs);
+                     Normalizer norm, const float* null_logits, float* heads, AttnRow* rows, float* probs,
+                     double scale = 0);
 
 // One token through an attention mixer: x (H,) → y (H,), appending its key and value to `kv`.
 // heads (nh*hd,) receives Σ_j p_j v_j before o_proj; rows (nh,) the instruments of each head's row;

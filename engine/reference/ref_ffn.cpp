@@ -1,5 +1,5 @@
 // Plain loops of ref_ffn.h: the router's softmax, top-k and log-sum-exp from their definitions, the
-// SwiGLU MLP, and the MoE sum over the chosen experts in ascending index (jamba-spec.md §3.9).
+// SwiGLU and relu² MLPs, and the MoE sum over the chosen experts in ascending index (jamba-spec.md §3.9).
 #include "engine/reference/ref_ffn.h"
 
 #include <algorithm>
@@ -36,18 +36,36 @@ void swiglu(const MlpWeights& w, const float* x, float* y) {
   linear(w.down, g.data(), y);
 }
 
-float moe(const MoeWeights& w, int64_t k, const float* x, float* y, float* probs, int32_t* topk) {
+void relu2_mlp(const MlpWeights& w, const float* x, float* y) {
+  const int64_t I = w.up.rows;
+  std::vector<float> u(static_cast<size_t>(I));  // (I,)
+  linear(w.up, x, u.data(), w.up_bias.empty() ? nullptr : w.up_bias.data());
+  for (int64_t i = 0; i < I; ++i) {
+    const double r = std::max(0.0f, u[i]);  // relu(u)²
+    u[i] = static_cast<float>(r * r);
+  }
+  linear(w.down, u.data(), y, w.down_bias.empty() ? nullptr : w.down_bias.data());
+}
+
+float moe(const MoeWeights& w, int64_t k, bool renormalize, const float* x, float* y, float* probs, int32_t* topk) {
   const int64_t E = static_cast<int64_t>(w.experts.size()), H = w.router.cols;
   std::vector<float> logits(static_cast<size_t>(E));  // (E,)
   linear(w.router, x, logits.data());
   const float lse = router(logits.data(), E, k, probs, topk);
   std::vector<int32_t> chosen(topk, topk + k);
   std::sort(chosen.begin(), chosen.end());  // experts in ascending index (jamba-spec.md §3.9)
+  double chosen_mass = 0;  // Σ of the k chosen probabilities
+  for (int32_t e : chosen) chosen_mass += probs[e];
+  const double div = renormalize ? chosen_mass : 1.0;
   std::vector<double> acc(static_cast<size_t>(H), 0.0);
   std::vector<float> ye(static_cast<size_t>(H));
   for (int32_t e : chosen) {
     swiglu(w.experts[e], x, ye.data());
-    for (int64_t c = 0; c < H; ++c) acc[c] += static_cast<double>(probs[e]) * ye[c];
+    for (int64_t c = 0; c < H; ++c) acc[c] += static_cast<double>(probs[e]) / div * ye[c];
+  }
+  if (!w.shared.down.empty()) {  // the shared expert, unweighted (Granite's shared_mlp)
+    swiglu(w.shared, x, ye.data());
+    for (int64_t c = 0; c < H; ++c) acc[c] += ye[c];
   }
   for (int64_t c = 0; c < H; ++c) y[c] = static_cast<float>(acc[c]);
   return lse;

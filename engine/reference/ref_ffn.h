@@ -15,10 +15,19 @@ float router(const float* logits, int64_t E, int64_t k, float* probs, int32_t* t
 
 // y (H,) = down · (silu(gate · x) ⊙ (up · x)) for x (H,).
 void swiglu(const MlpWeights& w, const float* x, float* y);
+// y (H,) = down · relu(up · x + b_up)² + b_down for x (H,): Nemotron-H's MLP (HF NemotronHMLP, act "relu2"; So et
+// al. 2021, "Primer"), no gate.
+void relu2_mlp(const MlpWeights& w, const float* x, float* y);
+// The dense MLP a layer's FfnParams::gated names: swiglu or relu2_mlp.
+inline void mlp(const MlpWeights& w, bool gated, const float* x, float* y) {
+  gated ? swiglu(w, x, y) : relu2_mlp(w, x, y);
+}
 
 // One token through an MoE block: router, the top-k experts in ascending index, each output scaled by
-// its probability (not renormalised, jamba-spec.md §3.9) and summed. x (H,) → y (H,); probs (E,),
-// topk (k,), the return value the lse.
-float moe(const MoeWeights& w, int64_t k, const float* x, float* y, float* probs, int32_t* topk);
+// its probability (Jamba: not renormalised, jamba-spec.md §3.9; `renormalize`: divided by the sum of
+// the k chosen probabilities, i.e. a softmax over the k chosen logits, Granite's top-k gating) and
+// summed, plus the shared expert's output when w has one. x (H,) → y (H,); probs (E,) the softmax
+// over all E (the instruments' view), topk (k,), the return value the lse.
+float moe(const MoeWeights& w, int64_t k, bool renormalize, const float* x, float* y, float* probs, int32_t* topk);
 
 }  // namespace hl::ref

@@ -125,8 +125,8 @@ class RefMamba2 final : public RefMixer {
     d_.P = c_.mamba_d_head;
     d_.N = c_.mamba_d_state;
     d_.G = c_.mamba_n_groups;
-    d_.dt_min = c_.time_step_limit_min;
-    d_.dt_max = c_.time_step_limit_max;
+    d_.dt_min = c_.mamba2_dt_lo();
+    d_.dt_max = c_.mamba2_dt_hi();
     window_.assign(static_cast<size_t>(c_.mamba_d_conv * c_.mamba2_conv_dim()), 0.0f);
     S_.assign(static_cast<size_t>(c_.mamba_inner() * d_.N), 0.0f);
   }

@@ -47,7 +47,9 @@ void ReferenceModel::start(const RunOptions& opts) {
   fed_ = 0;
   mixers_.clear();  // each kind's unit, its state empty (ref_attention.cpp, ref_mamba.cpp, ...)
   for (int64_t i = 0; i < L; ++i)
-    mixers_.push_back(find_module(RefMixerTable::entries(), model_->schedule[i].mixer, "reference", i)(*model_, i, plan));
+    mixers_.push_back(mixer_present(model_->schedule[i].mixer)
+                          ? find_module(RefMixerTable::entries(), model_->schedule[i].mixer, "reference", i)(*model_, i, plan)
+                          : nullptr);
   columns_.assign(static_cast<size_t>(L + 1), {});
   std::vector<float> x(static_cast<size_t>(H));  // (H,)
   for (int64_t r = 0; r < n_reg_; ++r) {
@@ -82,23 +84,30 @@ void ReferenceModel::layers(float* h, int64_t row, TokenTrace* r) {
   const double eps = cfg_.rms_norm_eps;
   const bool instr = r && opts_.instruments;
   std::vector<float> x(static_cast<size_t>(H)), y(static_cast<size_t>(H));  // (H,) each
+  // Granite's µP multipliers (1 elsewhere): the input row × embedding_multiplier (a register's too),
+  // each residual branch × residual_multiplier before it is added.
+  const double emb = cfg_.embedding_multiplier, res = cfg_.residual_multiplier;
+  if (emb != 1.0)
+    for (int64_t c = 0; c < H; ++c) h[c] = static_cast<float>(h[c] * emb);
   observe("embed", -1, row, h, H);
   if (r) residual_column(0, h, r);
   int64_t xi = 0;  // this layer's index among the MoE layers
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     const LayerWeights& lw = model_->w.layers[i];
-    rmsnorm(h, lw.input_norm.data(), H, eps, x.data());
-    observe("attn_norm", i, row, x.data(), H);
-    RefRow at;
-    at.layer = i;
-    at.row = row;
-    at.rec = r;
-    at.instruments = instr;
-    at.full = instr && opts_.full;
-    at.observer = &observer_;
-    mixers_[static_cast<size_t>(i)]->token(x.data(), y.data(), at);
-    observe("mixer_out", i, row, y.data(), H);
-    for (int64_t c = 0; c < H; ++c) h[c] += y[c];  // residual
+    if (RefMixer* mixer = mixers_[static_cast<size_t>(i)].get()) {  // none in an MLP-only layer (Nemotron-H's -)
+      rmsnorm(h, lw.input_norm.data(), H, eps, x.data());
+      observe("attn_norm", i, row, x.data(), H);
+      RefRow at;
+      at.layer = i;
+      at.row = row;
+      at.rec = r;
+      at.instruments = instr;
+      at.full = instr && opts_.full;
+      at.observer = &observer_;
+      mixer->token(x.data(), y.data(), at);
+      observe("mixer_out", i, row, y.data(), H);
+      for (int64_t c = 0; c < H; ++c) h[c] += static_cast<float>(res * y[c]);  // residual
+    }
     if (model_->schedule[i].ffn == FfnKind::None) {  // a mixer-only layer (Nemotron-H's M, *)
       observe("layer_out", i, row, h, H);
       if (r) residual_column(i + 1, h, r);
@@ -109,7 +118,8 @@ void ReferenceModel::layers(float* h, int64_t row, TokenTrace* r) {
     if (model_->schedule[i].is_moe()) {
       std::vector<float> probs(static_cast<size_t>(E));
       std::vector<int32_t> topk(static_cast<size_t>(K));
-      const float lse = moe(lw.moe, K, x.data(), y.data(), probs.data(), topk.data());
+      const FfnParams& fp = model_->schedule[i].ffn_params;
+      const float lse = moe(lw.moe, K, fp.renormalize, x.data(), y.data(), probs.data(), topk.data());
       observe("router_probs", i, row, probs.data(), E);
       if (instr) {
         std::copy(probs.begin(), probs.end(), r->router_probs.begin() + xi * E);
@@ -118,10 +128,10 @@ void ReferenceModel::layers(float* h, int64_t row, TokenTrace* r) {
       }
       ++xi;
     } else {
-      swiglu(lw.mlp, x.data(), y.data());
+      mlp(lw.mlp, model_->schedule[i].ffn_params.gated, x.data(), y.data());
     }
     observe("ffn_out", i, row, y.data(), H);
-    for (int64_t c = 0; c < H; ++c) h[c] += y[c];  // residual
+    for (int64_t c = 0; c < H; ++c) h[c] += static_cast<float>(res * y[c]);  // residual
     observe("layer_out", i, row, h, H);
     if (r) residual_column(i + 1, h, r);
   }
@@ -142,6 +152,8 @@ TokenTrace ReferenceModel::step(int32_t token) {
   if (r.nonfinite_layer < 0 && !std::all_of(h.begin(), h.end(), [](float v) { return std::isfinite(v); }))
     r.nonfinite_layer = nonfinite_final_norm(L);
   linear(model_->w.lm_head, h.data(), r.logits.data());  // (V,)
+  if (cfg_.logits_scaling != 1.0)  // Granite: logits ÷ logits_scaling
+    for (float& v : r.logits) v = static_cast<float>(v / cfg_.logits_scaling);
   observe("logits", -1, row, r.logits.data(), V);
   finish_record(r, L, opts_);
   ++fed_;

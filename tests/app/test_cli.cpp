@@ -278,6 +278,43 @@ TEST(CliBamba, InfoAndTrace) {
   EXPECT_EQ(f.find("logits")->shape, (std::vector<int64_t>{5, 4096}));
 }
 
+// Nemotron-H and Granite 4.0-H checkpoints (the generator's presets in the families' own names): info
+// names the family, the pattern or the multipliers, and trace runs them on the CPU.
+TEST(CliMamba2Families, NemotronHAndGranite_InfoAndTrace) {
+  struct Case {
+    const char* preset;
+    const char* family;
+    const char* schedule;
+    const char* text;
+  } cases[] = {
+      {"nemotron-h-tiny", "nemotron_h",
+       "12 layers: S - S - S A - S - S A -; no MoE; no FFN at 0,2,4,5,7,9,10; no mixer at 1,3,6,8,11",
+       "pattern     M-M-M*-M-M*-  (M Mamba-2, * attention, - relu2 MLP)\n"},
+      {"granite-h-tiny", "granitemoehybrid", "8 layers: S S S A S S S A; MoE at 0,1,2,3,4,5,6,7",
+       "multipliers embedding 12, residual 0.22, attention scale 0.0078125, logits / 6; shared expert 256\n"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.preset);
+    const fs::path dir = scratchDir() / c.preset;
+    hl::GenerateOptions o;
+    o.config = hl::preset_config(c.preset);
+    o.seed = 3;
+    hl::generate_checkpoint(dir.string(), o);
+    RunResult r = runHybridlens({"info", "--checkpoint", dir.string(), "--json"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["family"], c.family);
+    EXPECT_EQ(j["schedule"], c.schedule);
+    r = runHybridlens({"info", "--checkpoint", dir.string()});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find(c.text), std::string::npos) << r.out;
+    const fs::path out = scratchDir() / (std::string(c.preset) + ".safetensors");
+    r = runHybridlens({"trace", "--checkpoint", dir.string(), "--ids", "1,5,9", "--out", out.string()});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(hl::SafetensorsFile::open(out.string()).find("logits")->shape, (std::vector<int64_t>{3, 4096}));
+  }
+}
+
 TEST_F(CliOnCheckpoint, Trace_IdsAndGeneration_WritesTokensAndLogits) {
   const fs::path out = scratchDir() / "trace.safetensors";
   RunResult r = runHybridlens({"trace", "--checkpoint", dir_.string(), "--ids", "1, 5,9", "--generate", "3",

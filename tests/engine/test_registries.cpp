@@ -43,6 +43,14 @@ void expect_every_mixer_kind_once(const Table& table, const char* what) {
   for (MixerKind k : all_mixer_kinds()) EXPECT_EQ(count_kind(table, k), 1) << what << ": " << mixer_name(k);
 }
 
+// Units: one for each kind that is a mixer; none for `none` (the loops skip the layer's mixer).
+template <class Table>
+void expect_every_present_mixer_kind_once(const Table& table, const char* what) {
+  EXPECT_EQ(table.size(), static_cast<size_t>(kMixerKinds - 1)) << what;
+  for (MixerKind k : all_mixer_kinds())
+    EXPECT_EQ(count_kind(table, k), mixer_present(k) ? 1 : 0) << what << ": " << mixer_name(k);
+}
+
 // A device backend may lack a kind (its model then falls back to the CPU with a one-line
 // BackendFailure, test_layer_modules.cpp): it must hold the kinds Jamba needs, and none twice.
 template <class Table>
@@ -65,14 +73,14 @@ void expect_every_ffn_kind_once(const Table& table, const char* what) {
 
 }  // namespace
 
-TEST(Registries, MixerKindsHaveANameALetterAndAtLeastOnePart) {
+TEST(Registries, MixerKindsHaveANameALetterAndAtLeastOnePart_ExceptNone) {
   ASSERT_GE(kMixerKinds, 2);
   std::map<std::string, int> names;
   std::map<char, int> letters;
   for (MixerKind k : all_mixer_kinds()) {
     ++names[mixer_name(k)];
     ++letters[mixer_letter(k)];
-    EXPECT_TRUE(mixer_has_attention(k) || mixer_has_ssm(k)) << mixer_name(k);
+    EXPECT_EQ(mixer_has_attention(k) || mixer_has_ssm(k), mixer_present(k)) << mixer_name(k);
   }
   for (const auto& [n, c] : names) EXPECT_EQ(c, 1) << "name " << n;
   for (const auto& [l, c] : letters) EXPECT_EQ(c, 1) << "letter " << l;
@@ -80,17 +88,19 @@ TEST(Registries, MixerKindsHaveANameALetterAndAtLeastOnePart) {
   EXPECT_TRUE(mixer_has_ssm(MixerKind::Mamba1) && !mixer_has_attention(MixerKind::Mamba1));
   EXPECT_FALSE(mixer_has_attention(static_cast<MixerKind>(kMixerKinds)));  // out of range: no part
   EXPECT_STREQ(mixer_name(static_cast<MixerKind>(kMixerKinds)), "?");
+  EXPECT_FALSE(mixer_present(MixerKind::None));
+  EXPECT_EQ(mixer_letter(MixerKind::None), '-');
 }
 
 TEST(Registries, EveryMixerKindHasItsWeightsAndReferenceOnce) {
   expect_every_mixer_kind_once(MixerOpsTable::entries(), "weights (model/mixer_<kind>.cpp)");
   for (const MixerOps& o : MixerOpsTable::entries())
     EXPECT_TRUE(o.bind && o.widened_floats && o.each_matrix && o.vector_floats && o.state_elements) << mixer_name(o.kind);
-  expect_every_mixer_kind_once(ref::RefMixerTable::entries(), "reference units");
+  expect_every_present_mixer_kind_once(ref::RefMixerTable::entries(), "reference units");
 }
 
 TEST(Registries, EveryKindHasOneCpuUnit_DeviceBackendsHoldJambasKindsAndNoneTwice) {
-  expect_every_mixer_kind_once(cpu::CpuMixerTable::entries(), "cpu mixers");
+  expect_every_present_mixer_kind_once(cpu::CpuMixerTable::entries(), "cpu mixers");
   expect_every_ffn_kind_once(cpu::CpuFfnTable::entries(), "cpu feed-forwards");
 #ifdef HL_HAVE_VULKAN
   expect_jamba_kinds_once_none_twice(vk::VkMixerTable::entries(), "vulkan mixers");

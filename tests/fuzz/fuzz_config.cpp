@@ -29,7 +29,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const hl::LoadError&) {
     return 0;
   }
-  if (c.hidden_size <= 0 || c.num_attention_heads <= 0 || c.hidden_size % c.num_attention_heads != 0) std::abort();
+  if (c.hidden_size <= 0 || c.num_attention_heads <= 0 || c.head_dim() <= 0) std::abort();
+  // Without an explicit head_dim (Nemotron-H's) the heads divide the hidden size.
+  if (c.head_dim_explicit == 0 && c.hidden_size % c.num_attention_heads != 0) std::abort();
+  if (c.mamba_inner() <= 0 || c.mamba_n_groups <= 0 || c.mamba2_norm_group() <= 0) std::abort();
   if (c.attn_layer_offset >= c.attn_layer_period || c.expert_layer_offset >= c.expert_layer_period) std::abort();
   if (c.num_experts_per_tok < 1 || c.num_experts_per_tok > c.num_experts) std::abort();
   hl::JambaConfig r;
@@ -39,5 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::abort();
   }
   if (r.hidden_size != c.hidden_size || r.mamba_dt_rank != c.mamba_dt_rank) std::abort();
+  if (r.family != c.family || r.num_hidden_layers != c.num_hidden_layers || r.layer_pattern != c.layer_pattern ||
+      r.attn_layer_indices != c.attn_layer_indices || r.head_dim() != c.head_dim() || r.num_experts != c.num_experts)
+    std::abort();
   return 0;
 }

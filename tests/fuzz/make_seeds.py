@@ -126,6 +126,28 @@ def config_seeds():
     variant("python_inf_time_step_limit.json", time_step_limit=[0.0, float("inf")])
     variant("python_nan_rms_norm_eps.json", rms_norm_eps=float("nan"))
     variant("python_neg_inf_initializer_range.json", initializer_range=float("-inf"), note="Infinity NaN \\\"")
+    # Nemotron-H: its own field names, a pattern or a list of kinds (with HF's legacy aliases), and an
+    # MoE ('E') layer, refused.
+    nemotron = dict(model_type="nemotron_h", vocab_size=64, hidden_size=40, intermediate_size=96,
+                    num_hidden_layers=6, hybrid_override_pattern="M-M*-M", num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=16, mlp_hidden_act="relu2", ssm_state_size=8,
+                    mamba_num_heads=6, mamba_head_dim=8, n_groups=2, conv_kernel=4, use_conv_bias=True,
+                    use_bias=False, time_step_min=0.001, time_step_limit=[0.0, float("inf")],
+                    layer_norm_epsilon=1e-05)
+    w("valid_nemotron_h_pattern.json", json.dumps(nemotron, indent=1))
+    w("valid_nemotron_h_list.json", json.dumps(dict(
+        model_type="nemotron_h", vocab_size=32, hidden_size=16, intermediate_size=24,
+        layers_block_type=["attention", "linear_attention", "mlp", "full_attention"], num_attention_heads=2,
+        num_key_value_heads=1, head_dim=None, ssm_state_size=4, mamba_num_heads=4, mamba_head_dim=4,
+        mamba_n_groups=2, mamba_d_conv=3, mamba_dt_limit=[0.01, 1.0], tie_word_embeddings=True), indent=1))
+    w("bad_nemotron_h_moe_layer.json", json.dumps(dict(nemotron, hybrid_override_pattern="MEM*"), indent=1))
+    # Granite 4.0-H: the golden cases' configs and one expert (refused).
+    for case in ["granite_moe", "granite_dense"]:
+        with open(os.path.join(ROOT, "tests/golden", case, "config.json"), "rb") as f:
+            w("valid_" + case + ".json", f.read())
+    with open(os.path.join(ROOT, "tests/golden/granite_moe/config.json")) as f:
+        granite = json.load(f)
+    w("bad_granite_one_expert.json", json.dumps(dict(granite, num_local_experts=1), indent=1))
     w("bad_truncated.json", json.dumps(base)[:200])
     w("bad_empty.json", "")
     w("bad_array.json", "[1, 2]")

@@ -107,7 +107,7 @@ def case_specs():
                  "shared MLP alone (shared_intermediate_size 96; no block_sparse_moe tensors, no router; "
                  "num_experts_per_tok 0 as in the published dense configs; intermediate_size unused); "
                  "layer_types [attention, mamba, mamba, attention], H 48, V 128, nh 4 / nkv 1 (hd 12), "
-                 "attention_bias true (q/k/v/o biases), position_embedding_type \"rope\": RoPE over all 12 dims of "
+                 "attention_bias false (published Granite 4.0 configs; HybridLens refuses attention biases), position_embedding_type \"rope\": RoPE over all 12 dims of "
                  "each head (rotate_half), rope_theta 10000 top-level with rope_scaling null; multipliers "
                  "embedding 4, residual 0.5, attention 0.25 (head_dim^-0.5 would be 0.2887), logits_scaling 3; "
                  "Mamba-2 with Di 96, 6 heads with mamba_d_head 16 given, n_groups 1, d_state 16, d_conv 3, chunk 4, "
@@ -116,7 +116,7 @@ def case_specs():
                  "Granite 4.0 checkpoints), eps 1e-5, every tensor BF16.",
              config=make_config(vocab_size=128, hidden_size=48, num_hidden_layers=4,
                                 layer_types=["attention", "mamba", "mamba", "attention"], num_attention_heads=4,
-                                num_key_value_heads=1, attention_bias=True, position_embedding_type="rope",
+                                num_key_value_heads=1, attention_bias=False, position_embedding_type="rope",
                                 rope_theta=10000.0, rope_scaling=None, num_local_experts=0, num_experts_per_tok=0,
                                 intermediate_size=80, shared_intermediate_size=96, embedding_multiplier=4.0,
                                 residual_multiplier=0.5, attention_multiplier=0.25, logits_scaling=3.0,

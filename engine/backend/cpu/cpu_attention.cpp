@@ -1,6 +1,6 @@
 // The attention mixer of the CPU backend (jamba-spec.md §3.4): no positional encoding (Jamba) or
 // RoPE on the first rotary dims of q and k at the row's slot (Bamba; Su et al. 2021, HF's rotate_half), GQA
-// kv = q_head / (nh/nkv), scale 1/sqrt(hd), the normalizers of trace-format.md §2 with the row
+// kv = q_head / (nh/nkv), scale 1/sqrt(hd) (Granite: attention_multiplier), the normalizers of trace-format.md §2 with the row
 // instruments fused (probes/attention_probe.h). The unit owns its layer's KV cache (registers first).
 // Decode computes q|k|v in one threaded pass.
 #include <cmath>
@@ -97,7 +97,8 @@ void CpuAttention::forward(const float* x, int64_t S, float* y, TokenTrace* cons
   len_ = base + S;
   float* o = grow(sc.o, S * nh * hd);  // (S, nh*hd)
   std::fill(o, o + S * nh * hd, 0.0f);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const double mult = run_.cfg.attention_multiplier;  // Granite's softmax scale; 0: 1/√hd
+  const float scale = mult > 0 ? static_cast<float>(mult) : 1.0f / std::sqrt(static_cast<float>(hd));
   const bool instr = run_.opts.instruments, full = run_.opts.full;
   const simd::Kernels& kern = simd::kernels();
   const float* K = k_.data();  // (len, nkv*hd)

@@ -19,6 +19,17 @@
 
 namespace hl::cpu {
 
+namespace {
+// h += m · y over n floats (m = 1: a plain residual add).
+void add_residual(float* h, const float* y, int64_t n, float m) {
+  if (m == 1.0f) {
+    for (int64_t j = 0; j < n; ++j) h[j] += y[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) h[j] += m * y[j];
+  }
+}
+}  // namespace
+
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model)
     : model_(std::move(model)), cfg_(model_->config), run_(*model_) {
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
@@ -37,7 +48,8 @@ void CpuBackend::start(const RunOptions& opts) {
   const int n_reg = plan.registers;
   position_ = 0;
   // The units keep their buffers from run to run: a restart allocates nothing once warm.
-  for (std::unique_ptr<CpuMixer>& m : mixers_) m->start(plan);
+  for (std::unique_ptr<CpuMixer>& m : mixers_)
+    if (m) m->start(plan);
   rank1_.assign(static_cast<size_t>(cfg_.num_hidden_layers + 1), Rank1Tracker(H));
   run_.thread_rows.resize(static_cast<size_t>(ThreadPool::global().size()));
   for (std::vector<float>& t : run_.thread_rows) grow(t, 2 * (n_reg + 256));  // as the KV rows reserved
@@ -79,6 +91,11 @@ void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrac
   float** rows = grow(sc_.logit_rows, S);
   for (int64_t s = 0; s < S; ++s) rows[s] = recs[s]->logits.data();
   linear_to_rows(model_->w.lm_head, h, S, rows);
+  if (cfg_.logits_scaling != 1.0) {  // Granite: logits ÷ logits_scaling
+    const float ls = static_cast<float>(cfg_.logits_scaling);
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t v = 0; v < V; ++v) rows[s][v] /= ls;
+  }
   if (run_.observer)
     for (int64_t s = 0; s < S; ++s) run_.observe("logits", -1, rows[s], 1, V, recs + s);
   // nonfinite_layer L: the final norm's output, L + 1: the logits (token_trace.h); then the fields
@@ -114,21 +131,28 @@ void CpuBackend::run_block(float* h, int64_t S, TokenTrace* const* recs) {
   const int64_t H = cfg_.hidden_size;
   float* x = grow(sc_.x, S * H);  // (S, H)
   float* y = grow(sc_.y, S * H);  // (S, H)
+  // Granite's µP multipliers (1 elsewhere): every input row × embedding_multiplier, registers too;
+  // each residual branch × residual_multiplier.
+  const float emb = static_cast<float>(cfg_.embedding_multiplier), res = static_cast<float>(cfg_.residual_multiplier);
+  if (emb != 1.0f)
+    for (int64_t j = 0; j < S * H; ++j) h[j] *= emb;
   run_.observe("embed", -1, h, S, H, recs);
   observe_residual(0, h, S, recs);
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     const LayerWeights& lw = model_->w.layers[i];
-    rmsnorm(h, lw.input_norm.data(), S, H, cfg_.rms_norm_eps, x);
-    run_.observe("attn_norm", i, x, S, H, recs);
-    mixers_[i]->forward(x, S, y, recs);
-    run_.observe("mixer_out", i, y, S, H, recs);
-    for (int64_t j = 0; j < S * H; ++j) h[j] += y[j];
+    if (CpuMixer* m = mixers_[i].get()) {  // none in an MLP-only layer (Nemotron-H's -)
+      rmsnorm(h, lw.input_norm.data(), S, H, cfg_.rms_norm_eps, x);
+      run_.observe("attn_norm", i, x, S, H, recs);
+      m->forward(x, S, y, recs);
+      run_.observe("mixer_out", i, y, S, H, recs);
+      add_residual(h, y, S * H, res);
+    }
     if (CpuFfn* f = ffns_[i].get()) {
       rmsnorm(h, lw.pre_ff_norm.data(), S, H, cfg_.rms_norm_eps, x);
       run_.observe("ffn_norm", i, x, S, H, recs);
       f->forward(x, S, y, recs);
       run_.observe("ffn_out", i, y, S, H, recs);
-      for (int64_t j = 0; j < S * H; ++j) h[j] += y[j];
+      add_residual(h, y, S * H, res);
     }
     run_.observe("layer_out", i, h, S, H, recs);
     observe_residual(i + 1, h, S, recs);

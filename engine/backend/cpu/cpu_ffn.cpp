@@ -1,7 +1,8 @@
-// The feed-forwards of the CPU backend: dense SwiGLU (jamba-spec.md §3.8) and the mixture of experts
-// without renormalisation (§3.9, router instruments of probes/router_probe.h). Decode fuses gate+up+
-// SiLU of all chosen experts into one threaded pass; a prefill runs each expert once over the tokens
-// routed to it. Stateless between tokens; buffers shared by all FFN units (FfnScratch).
+// The feed-forwards of the CPU backend: dense SwiGLU (jamba-spec.md §3.8) or relu² (Nemotron-H), and the
+// mixture of experts without renormalisation (§3.9) or with it and a shared expert (Granite), router
+// instruments of probes/router_probe.h. Decode fuses gate+up+SiLU of all chosen experts into one
+// threaded pass; a prefill runs each expert once over the tokens routed to it. Stateless between
+// tokens; buffers shared by all FFN units (FfnScratch).
 #include <algorithm>
 
 #include "engine/backend/cpu/cpu_module.h"
@@ -20,6 +21,7 @@ struct FfnScratch {
   std::vector<float> g, u, xe, ye, ye_k;  // hidden (n, I) ×2, gathered rows (n, H), (n, H), (K, H)
   std::vector<float> rlogits, rprobs;     // (S, E)
   std::vector<int32_t> topk;              // (S, K)
+  std::vector<float> gate_w;              // (S, K) renormalised weights of the chosen experts
   std::vector<int64_t> rows;              // tokens routed to one expert
   std::vector<float> weights;             // their routing probabilities
 };
@@ -72,13 +74,30 @@ void swiglu_decode(FfnScratch& sc, int64_t H, const MlpWeights* const* mlps, con
     for (int64_t c = 0; c < H; ++c) y[c] += weights[j] * ye[j * H + c];
 }
 
+// Nemotron-H's MLP on n rows (HF NemotronHMLP with relu2; no gate): y (n, H) = relu(x Wuᵀ)² Wdᵀ.
+void relu2_mlp(FfnScratch& sc, const MlpWeights& w, const float* x, int64_t n, float* y) {
+  const int64_t I = w.up.rows;
+  float* u = grow(sc.u, n * I);  // (n, I)
+  linear(w.up, x, n, u, w.up_bias.empty() ? nullptr : w.up_bias.data());
+  ThreadPool::global().parallel_for(n * I, 8192, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const float r = u[i] > 0.0f ? u[i] : 0.0f;
+      u[i] = r * r;
+    }
+  });
+  linear(w.down, u, n, y, w.down_bias.empty() ? nullptr : w.down_bias.data());
+}
+
 class CpuDense final : public CpuFfn {
  public:
-  CpuDense(CpuRun& run, int64_t layer) : run_(run), w_(run.model.w.layers[layer].mlp) {}
+  CpuDense(CpuRun& run, int64_t layer)
+      : run_(run), w_(run.model.w.layers[layer].mlp), gated_(run.sched[layer].ffn_params.gated) {}
   void forward(const float* x, int64_t S, float* y, TokenTrace* const*) override {
     FfnScratch& sc = run_.scratch<FfnScratch>();
     const MlpWeights* m = &w_;
-    if (S == 1)
+    if (!gated_)
+      relu2_mlp(sc, w_, x, S, y);
+    else if (S == 1)
       swiglu_decode(sc, run_.cfg.hidden_size, &m, nullptr, 1, x, y);
     else
       swiglu(sc, w_, x, S, y);
@@ -87,12 +106,17 @@ class CpuDense final : public CpuFfn {
  private:
   CpuRun& run_;
   const MlpWeights& w_;
+  const bool gated_;  // SwiGLU, or the relu² MLP without gate
 };
 
 class CpuMoe final : public CpuFfn {
  public:
   CpuMoe(CpuRun& run, int64_t layer)
-      : run_(run), layer_(layer), w_(run.model.w.layers[layer].moe), xi_(run.sched[layer].moe_index) {}
+      : run_(run),
+        layer_(layer),
+        w_(run.model.w.layers[layer].moe),
+        xi_(run.sched[layer].moe_index),
+        renormalize_(run.sched[layer].ffn_params.renormalize) {}
   void forward(const float* x, int64_t S, float* y, TokenTrace* const* recs) override;
 
  private:
@@ -100,6 +124,7 @@ class CpuMoe final : public CpuFfn {
   const int64_t layer_;
   const MoeWeights& w_;
   const int64_t xi_;  // among the MoE layers: the X_n slot of the records
+  const bool renormalize_;  // the k weights divided by their sum (Granite's top-k softmax)
 };
 
 void CpuMoe::forward(const float* x, int64_t S, float* y, TokenTrace* const* recs) {
@@ -108,6 +133,7 @@ void CpuMoe::forward(const float* x, int64_t S, float* y, TokenTrace* const* rec
   float* logits = grow(sc.rlogits, S * E);  // (S, E)
   float* probs = grow(sc.rprobs, S * E);    // (S, E)
   int32_t* topk = grow(sc.topk, S * K);     // (S, K)
+  if (renormalize_) grow(sc.gate_w, S * K);
   linear(w_.router, x, S, logits);
   for (int64_t s = 0; s < S; ++s) {
     const float lse = route(&logits[s * E], E, K, &probs[s * E], &topk[s * K]);
@@ -119,18 +145,32 @@ void CpuMoe::forward(const float* x, int64_t S, float* y, TokenTrace* const* rec
     }
   }
   run_.observe("router_probs", layer_, probs, S, E, recs);
+  // The weight of each token's chosen experts: its probability, or (renormalize) that over the sum
+  // of the k chosen (a softmax over the k chosen logits).
+  if (renormalize_)
+    for (int64_t s = 0; s < S; ++s) {
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k) sum += probs[s * E + topk[s * K + k]];
+      for (int64_t k = 0; k < K; ++k) sc.gate_w[s * K + k] = static_cast<float>(probs[s * E + topk[s * K + k]] / sum);
+    }
+  auto weight = [&](int64_t s, int64_t k) { return renormalize_ ? sc.gate_w[s * K + k] : probs[s * E + topk[s * K + k]]; };
+  const bool shared = !w_.shared.down.empty();  // Granite's shared expert, weight 1, beside the routed
   // Experts in ascending index (jamba-spec.md §3.9), each output the probability-weighted sum.
-  if (S == 1 && K >= 1 && K <= kMaxDecodeExperts) {
-    int32_t chosen[kMaxDecodeExperts];
-    std::copy(topk, topk + K, chosen);
-    std::sort(chosen, chosen + K);
+  if (S == 1 && K >= 1 && K + shared <= kMaxDecodeExperts) {
+    int32_t order[kMaxDecodeExperts];  // positions in topk, by expert index
+    for (int64_t j = 0; j < K; ++j) order[j] = static_cast<int32_t>(j);
+    std::sort(order, order + K, [&](int32_t a, int32_t b) { return topk[a] < topk[b]; });
     const MlpWeights* mlps[kMaxDecodeExperts];
     float w[kMaxDecodeExperts];
     for (int64_t j = 0; j < K; ++j) {
-      mlps[j] = &w_.experts[chosen[j]];
-      w[j] = probs[chosen[j]];
+      mlps[j] = &w_.experts[topk[order[j]]];
+      w[j] = weight(0, order[j]);
     }
-    swiglu_decode(sc, H, mlps, w, static_cast<int>(K), x, y);
+    if (shared) {
+      mlps[K] = &w_.shared;
+      w[K] = 1.0f;
+    }
+    swiglu_decode(sc, H, mlps, w, static_cast<int>(K + shared), x, y);
     return;
   }
   // Prefill: gather the tokens that chose e, run e once on all of them.
@@ -144,7 +184,7 @@ void CpuMoe::forward(const float* x, int64_t S, float* y, TokenTrace* const* rec
       for (int64_t k = 0; k < K; ++k)
         if (topk[s * K + k] == e) {
           rows.push_back(s);
-          weights.push_back(probs[s * E + e]);
+          weights.push_back(weight(s, k));
         }
     if (rows.empty()) continue;
     const int64_t n = static_cast<int64_t>(rows.size());
@@ -159,6 +199,13 @@ void CpuMoe::forward(const float* x, int64_t S, float* y, TokenTrace* const* rec
     ThreadPool::global().parallel_for(n, grain, [&](int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j)
         for (int64_t c = 0; c < H; ++c) y[rows[j] * H + c] += weights[j] * ye[j * H + c];
+    });
+  }
+  if (shared) {  // the shared expert on every token, added unweighted
+    float* ys = grow(sc.ye, S * H);  // (S, H)
+    swiglu(sc, w_.shared, x, S, ys);
+    ThreadPool::global().parallel_for(S * H, 8192, [&](int64_t b, int64_t e) {
+      for (int64_t j = b; j < e; ++j) y[j] += ys[j];
     });
   }
 }

@@ -99,7 +99,7 @@ void CpuMamba2::forward(const float* x, int64_t S, float* y, TokenTrace* const* 
   run_.observe("ssm_conv", layer_, xbc, S, conv_, recs);
   // Δ (S, nh) = clamp(softplus(dt + dt_bias), time_step_limit).
   float* delta = grow(sc.delta, S * nh_);
-  const float lo = static_cast<float>(cfg.time_step_limit_min), hi = static_cast<float>(cfg.time_step_limit_max);
+  const float lo = static_cast<float>(cfg.mamba2_dt_lo()), hi = static_cast<float>(cfg.mamba2_dt_hi());
   for (int64_t s = 0; s < S; ++s) {
     float* d = delta + s * nh_;
     const float* dt = zxd + s * proj + Di_ + conv_;

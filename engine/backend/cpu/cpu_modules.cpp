@@ -7,7 +7,9 @@
 namespace hl::cpu {
 
 std::unique_ptr<CpuMixer> make_mixer(CpuRun& run, int64_t layer) {
-  return find_module(CpuMixerTable::entries(), run.sched[layer].mixer, "cpu", layer)(run, layer);
+  const MixerKind kind = run.sched[layer].mixer;
+  if (!mixer_present(kind)) return nullptr;
+  return find_module(CpuMixerTable::entries(), kind, "cpu", layer)(run, layer);
 }
 
 std::unique_ptr<CpuFfn> make_ffn(CpuRun& run, int64_t layer) {

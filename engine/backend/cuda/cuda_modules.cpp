@@ -10,6 +10,7 @@ namespace hl::cuda {
 CudaUnits make_cuda_units(const CudaModuleContext& ctx) {
   const LayerSchedule& sched = ctx.schedule;
   CudaUnits u;
+  check_model_params(ctx.config, "cuda");
   for (int64_t i = 0; i < sched.size(); ++i) check_layer_params(sched[i], "cuda", i);
   for (int64_t i = 0; i < sched.size(); ++i)
     u.mixers.push_back(find_module(CudaMixerTable::entries(), sched[i].mixer, "cuda", i)(ctx, i));

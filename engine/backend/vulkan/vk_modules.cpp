@@ -8,6 +8,7 @@
 namespace hl::vk {
 
 void check_vk_modules(const Model& m) {
+  check_model_params(m.config, "vulkan");
   for (int64_t i = 0; i < m.schedule.size(); ++i) {
     find_module(VkMixerTable::entries(), m.schedule[i].mixer, "vulkan", i);
     check_layer_params(m.schedule[i], "vulkan", i);
