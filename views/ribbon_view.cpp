@@ -130,7 +130,10 @@ void LayerRibbonView::rebuild() {
   for (int b = period; b < L; b += period) addVLine(ribbon, b - 0.5, QPen(t.foreground, 1, Qt::DashLine));
   const int moeCount = static_cast<int>(sched.num_moe());
   QCPItemText* legend = addLabel(ribbon, L - 0.4, 2.0,
-                                 mixerLegend(sched) + tr("E MoE (%1)  D dense MLP (%2)").arg(moeCount).arg(L - moeCount),
+                                 mixerLegend(sched) + tr("E MoE (%1)  D dense MLP (%2)").arg(moeCount).arg(sched.num_dense()) +
+                                     (L - moeCount - sched.num_dense() > 0
+                                          ? tr("  - no FFN (%1)").arg(L - moeCount - sched.num_dense())
+                                          : QString()),
                                  Qt::AlignRight | Qt::AlignBottom);
   legend->setClipToAxisRect(false);
 

@@ -18,6 +18,7 @@
 #include "engine/probes/memory.h"
 #include "engine/reference/ref_model.h"
 #include "sessions/session_file.h"
+#include "tests/engine/family_test_util.h"
 #include "tests/engine/golden_util.h"
 #include "tests/engine/session_test_util.h"
 #include "test_util.h"
@@ -135,25 +136,9 @@ TEST(BambaTiny, CpuPrefillAndDecode_MatchTheReferenceForward) {
   test::TempDir dir;
   auto model = bamba_tiny(dir);
   ASSERT_EQ(model->config.family, Family::Bamba);
-  const std::vector<int32_t> ids = {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3};
-  RunOptions opts;
-  opts.full = true;
-  const std::vector<TokenTrace> want = ref::ReferenceModel(model).run(ids, opts);
-  for (bool prefill : {false, true}) {
-    SCOPED_TRACE(prefill ? "prefill" : "decode");
-    auto cpu = make_backend("cpu", model);
-    const std::vector<TokenTrace> got = golden_test::run_tokens(*cpu, ids, opts, prefill);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t t = 0; t < got.size(); ++t) {
-      float scale = 0;
-      for (float v : want[t].logits) scale = std::max(scale, std::fabs(v));
-      for (size_t v = 0; v < got[t].logits.size(); ++v)
-        ASSERT_NEAR(got[t].logits[v], want[t].logits[v], 1e-4 * scale) << "token " << t << " logit " << v;
-      for (size_t m = 0; m < got[t].ssm_delta.size(); ++m)
-        ASSERT_NEAR(got[t].ssm_delta[m], want[t].ssm_delta[m], 1e-5) << "token " << t;
-      ASSERT_EQ(got[t].ssm_delta_mean.size(), 6u);  // the six Mamba-2 layers
-    }
-  }
+  family_test::expect_cpu_matches_reference(model, {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3});
+  const std::vector<TokenTrace> r = golden_test::run_tokens(*make_backend("cpu", model), {1, 2}, RunOptions{}, false);
+  EXPECT_EQ(r[0].ssm_delta_mean.size(), 6u);  // the six Mamba-2 layers
 }
 
 TEST(BambaTiny, StateBytes_ConvWindowOfXBCAndTheHeadsState) {

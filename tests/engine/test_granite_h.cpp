@@ -19,6 +19,7 @@
 #include "engine/model/loader.h"
 #include "engine/reference/ref_model.h"
 #include "sessions/session_file.h"
+#include "tests/engine/family_test_util.h"
 #include "tests/engine/golden_util.h"
 #include "tests/engine/session_test_util.h"
 #include "test_util.h"
@@ -130,27 +131,6 @@ std::shared_ptr<Model> granite_tiny(const test::TempDir& dir, void (*patch)(Jamb
   return load_model(dir.path);
 }
 
-void expect_cpu_matches_reference(const std::shared_ptr<Model>& model, const std::vector<int32_t>& ids) {
-  RunOptions opts;
-  opts.full = true;
-  const std::vector<TokenTrace> want = ref::ReferenceModel(model).run(ids, opts);
-  for (bool prefill : {false, true}) {
-    SCOPED_TRACE(prefill ? "prefill" : "decode");
-    auto cpu = make_backend("cpu", model);
-    const std::vector<TokenTrace> got = golden_test::run_tokens(*cpu, ids, opts, prefill);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t t = 0; t < got.size(); ++t) {
-      float scale = 0;
-      for (float v : want[t].logits) scale = std::max(scale, std::fabs(v));
-      for (size_t v = 0; v < got[t].logits.size(); ++v)
-        ASSERT_NEAR(got[t].logits[v], want[t].logits[v], 1e-4 * scale) << "token " << t << " logit " << v;
-      ASSERT_EQ(got[t].router_topk, want[t].router_topk) << "token " << t;
-      for (size_t e = 0; e < got[t].router_probs.size(); ++e)
-        ASSERT_NEAR(got[t].router_probs[e], want[t].router_probs[e], 1e-5) << "token " << t;
-    }
-  }
-}
-
 TEST(GraniteHTiny, HfNames_CpuPrefillAndDecode_MatchTheReferenceForward) {
   test::TempDir dir;
   auto model = granite_tiny(dir);
@@ -162,7 +142,7 @@ TEST(GraniteHTiny, HfNames_CpuPrefillAndDecode_MatchTheReferenceForward) {
   EXPECT_NE(f.find("model.layers.0.shared_mlp.output_linear.weight"), nullptr);
   EXPECT_NE(f.find("model.layers.3.post_attention_layernorm.weight"), nullptr);
   EXPECT_NE(f.find("model.norm.weight"), nullptr);
-  expect_cpu_matches_reference(model, {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3});
+  family_test::expect_cpu_matches_reference(model, {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3});
 }
 
 TEST(GraniteHTiny, SharedMlpAlone_NoRouter_MatchesTheReference) {
@@ -175,7 +155,7 @@ TEST(GraniteHTiny, SharedMlpAlone_NoRouter_MatchesTheReference) {
   const SafetensorsFile f = SafetensorsFile::open(dir / "model.safetensors");
   EXPECT_EQ(f.find("model.layers.0.block_sparse_moe.router.layer.weight"), nullptr);
   EXPECT_NE(f.find("model.layers.0.shared_mlp.input_linear.weight"), nullptr);
-  expect_cpu_matches_reference(model, {3, 1, 4, 1, 5, 9, 2, 6});
+  family_test::expect_cpu_matches_reference(model, {3, 1, 4, 1, 5, 9, 2, 6});
 }
 
 // The multipliers act: the same weights with every multiplier 1 give other logits, and logits_scaling

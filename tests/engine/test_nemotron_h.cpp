@@ -22,6 +22,7 @@
 #include "engine/probes/memory.h"
 #include "engine/reference/ref_model.h"
 #include "sessions/session_file.h"
+#include "tests/engine/family_test_util.h"
 #include "tests/engine/golden_util.h"
 #include "tests/engine/session_test_util.h"
 #include "test_util.h"
@@ -152,30 +153,6 @@ std::shared_ptr<Model> nemotron_tiny(const test::TempDir& dir, void (*patch)(Jam
   return load_model(dir.path);
 }
 
-void expect_cpu_matches_reference(const std::shared_ptr<Model>& model, const std::vector<int32_t>& ids) {
-  RunOptions opts;
-  opts.full = true;
-  const std::vector<TokenTrace> want = ref::ReferenceModel(model).run(ids, opts);
-  for (bool prefill : {false, true}) {
-    SCOPED_TRACE(prefill ? "prefill" : "decode");
-    auto cpu = make_backend("cpu", model);
-    const std::vector<TokenTrace> got = golden_test::run_tokens(*cpu, ids, opts, prefill);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t t = 0; t < got.size(); ++t) {
-      float scale = 0;
-      for (float v : want[t].logits) scale = std::max(scale, std::fabs(v));
-      for (size_t v = 0; v < got[t].logits.size(); ++v)
-        ASSERT_NEAR(got[t].logits[v], want[t].logits[v], 1e-4 * scale) << "token " << t << " logit " << v;
-      ASSERT_EQ(got[t].ssm_delta.size(), want[t].ssm_delta.size());
-      for (size_t m = 0; m < got[t].ssm_delta.size(); ++m)
-        ASSERT_NEAR(got[t].ssm_delta[m], want[t].ssm_delta[m], 1e-5) << "token " << t;
-      for (size_t l = 0; l < got[t].resid_max_abs.size(); ++l)
-        ASSERT_NEAR(got[t].resid_max_abs[l], want[t].resid_max_abs[l], 1e-4 * (1 + want[t].resid_max_abs[l]))
-            << "token " << t << " column " << l;
-    }
-  }
-}
-
 TEST(NemotronHTiny, BackboneNames_CpuPrefillAndDecode_MatchTheReferenceForward) {
   test::TempDir dir;
   auto model = nemotron_tiny(dir);
@@ -187,7 +164,7 @@ TEST(NemotronHTiny, BackboneNames_CpuPrefillAndDecode_MatchTheReferenceForward) 
   EXPECT_NE(f.find("backbone.layers.5.mixer.q_proj.weight"), nullptr);
   EXPECT_NE(f.find("backbone.norm_f.weight"), nullptr);
   EXPECT_EQ(f.find("backbone.layers.1.mixer.gate_proj.weight"), nullptr);  // relu²: no gate
-  expect_cpu_matches_reference(model, {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3});
+  family_test::expect_cpu_matches_reference(model, {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3});
   RunOptions opts;
   const std::vector<TokenTrace> r = golden_test::run_tokens(*make_backend("cpu", model), {5, 6}, opts, false);
   EXPECT_EQ(r[0].ssm_delta_mean.size(), 5u);  // the five Mamba-2 layers (0, 2, 4, 7, 9)
@@ -198,7 +175,7 @@ TEST(NemotronHTiny, BackboneNames_CpuPrefillAndDecode_MatchTheReferenceForward) 
 TEST(NemotronHTiny, DeltaFloorAtTimeStepMin_BindsOnEveryBackendAndTheReference) {
   test::TempDir dir;
   auto model = nemotron_tiny(dir, [](JambaConfig& c) { c.time_step_min = 0.75; });
-  expect_cpu_matches_reference(model, {3, 1, 4, 1, 5, 9, 2, 6});
+  family_test::expect_cpu_matches_reference(model, {3, 1, 4, 1, 5, 9, 2, 6});
   RunOptions opts;
   opts.full = true;
   for (const TokenTrace& t : golden_test::run_tokens(*make_backend("cpu", model), {3, 1, 4}, opts, true))
