@@ -135,6 +135,9 @@ JambaConfig parse_config(const std::string& json_text, const std::string& source
   r.optional_integer("intermediate_size", &c.intermediate_size, 1, int64_t{1} << 20);
   r.optional_integer("num_hidden_layers", &c.num_hidden_layers, 1, limits::kMaxLayers);
   r.optional_integer("num_attention_heads", &c.num_attention_heads, 1, c.hidden_size);
+  if (!r.find("num_attention_heads") && c.num_attention_heads > c.hidden_size)
+    r.fail("num_attention_heads", "expected " + JsonReader::integer_range(1, c.hidden_size) + " (at most hidden_size), got the default " +
+                                      std::to_string(c.num_attention_heads) + "; set it");
   if (!own_names && c.hidden_size % c.num_attention_heads != 0)
     r.expected("num_attention_heads", "a divisor of hidden_size " + std::to_string(c.hidden_size),
                json(c.num_attention_heads));

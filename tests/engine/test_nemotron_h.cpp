@@ -106,6 +106,12 @@ TEST(NemotronHConfigCorrupt, EachDefectItsOwnMessage) {
     SCOPED_TRACE(r.extra);
     EXPECT_LOAD_ERROR(parse_config(nemotron_json(r.extra)), r.message);
   }
+  // A default that does not fit the file's sizes is refused as if written (fuzz_config found a config
+  // whose written form did not read back): NemotronHConfig's 32 heads with hidden_size 16.
+  nlohmann::json j = nlohmann::json::parse(nemotron_json(R"({"hidden_size": 16})"));
+  j.erase("num_attention_heads");
+  EXPECT_LOAD_ERROR(parse_config(j.dump()),
+                    "field 'num_attention_heads': expected an integer in [1, 16] (at most hidden_size), got the default 32; set it");
 }
 
 TEST(NemotronHSchedule, OnePartALayer_MambaAttentionOrMlp) {

@@ -141,6 +141,9 @@ def config_seeds():
         num_key_value_heads=1, head_dim=None, ssm_state_size=4, mamba_num_heads=4, mamba_head_dim=4,
         mamba_n_groups=2, mamba_d_conv=3, mamba_dt_limit=[0.01, 1.0], tie_word_embeddings=True), indent=1))
     w("bad_nemotron_h_moe_layer.json", json.dumps(dict(nemotron, hybrid_override_pattern="MEM*"), indent=1))
+    # A default (32 heads) larger than the file's hidden_size: refused as if written (found by fuzz_config).
+    w("bad_nemotron_h_default_heads.json", json.dumps(
+        {k: v for k, v in dict(nemotron, hidden_size=16).items() if k != "num_attention_heads"}, indent=1))
     # Granite 4.0-H: the golden cases' configs and one expert (refused).
     for case in ["granite_moe", "granite_dense"]:
         with open(os.path.join(ROOT, "tests/golden", case, "config.json"), "rb") as f:
