@@ -50,8 +50,20 @@ inline float next_token_entropy(const float* z, size_t n) {
   using logit_detail::f4;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   if (n == 0) return nan;
-  float m = -std::numeric_limits<float>::infinity();
-  for (size_t v = 0; v < n; ++v) {
+  // m = max z, four at a time; x − x is 0 for a finite lane and NaN for ±Inf or NaN, so one sum of
+  // them says whether every logit is finite.
+  const float inf = std::numeric_limits<float>::infinity();
+  f4 mx = f4{} - inf, bad = {};
+  const size_t n4 = n - n % 4;
+  for (size_t v = 0; v < n4; v += 4) {
+    f4 x;
+    std::memcpy(&x, z + v, sizeof x);
+    bad += x - x;
+    mx = x > mx ? x : mx;
+  }
+  if (!(bad[0] + bad[1] + bad[2] + bad[3] == 0.0f)) return nan;
+  float m = std::max(std::max(mx[0], mx[1]), std::max(mx[2], mx[3]));
+  for (size_t v = n4; v < n; ++v) {
     if (!std::isfinite(z[v])) return nan;
     m = std::max(m, z[v]);
   }
