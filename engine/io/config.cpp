@@ -310,20 +310,18 @@ std::string config_to_json(const JambaConfig& c) {
     else
       j["mamba_dt_rank"] = c.mamba_dt_rank;
   }
-  if (jamba) {
+  if (!nemotron) {  // Nemotron-H names its biases use_conv_bias / use_bias (its own writer)
     j["mamba_conv_bias"] = c.mamba_conv_bias;
     j["mamba_proj_bias"] = c.mamba_proj_bias;
+  }
+  if (jamba) {
     j["router_aux_loss_coef"] = c.router_aux_loss_coef;
     j["use_mamba_kernels"] = false;
   } else if (nemotron) {
     nemotron_h_fields_to_json(c, j);
   } else if (granite) {
-    j["mamba_conv_bias"] = c.mamba_conv_bias;
-    j["mamba_proj_bias"] = c.mamba_proj_bias;
     granite_h_fields_to_json(c, j);
   } else {
-    j["mamba_conv_bias"] = c.mamba_conv_bias;
-    j["mamba_proj_bias"] = c.mamba_proj_bias;
     bamba_fields_to_json(c, j);
   }
   if (!c.torch_dtype.empty()) j["torch_dtype"] = c.torch_dtype;

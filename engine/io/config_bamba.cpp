@@ -131,8 +131,7 @@ void read_mamba2_fields(const JsonReader& r, JambaConfig& c) {
   r.optional_number("time_step_max", &c.time_step_max, 0.0, 1e6);
 }
 
-void bamba_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j) {
-  j["attn_layer_indices"] = c.attn_layer_indices;
+void mamba2_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j) {
   j["mamba_n_heads"] = c.mamba_n_heads;
   j["mamba_d_head"] = c.mamba_d_head;
   j["mamba_n_groups"] = c.mamba_n_groups;
@@ -140,6 +139,11 @@ void bamba_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j) {
   j["time_step_min"] = c.time_step_min;
   j["time_step_max"] = c.time_step_max;
   j["time_step_limit"] = {c.time_step_limit_min, c.time_step_limit_max};  // ∞ written as Infinity (config_to_json)
+}
+
+void bamba_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j) {
+  j["attn_layer_indices"] = c.attn_layer_indices;
+  mamba2_fields_to_json(c, j);
   j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
 }
 

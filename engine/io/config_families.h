@@ -23,6 +23,8 @@ void granite_h_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j);
 // The Mamba-2 fields Bamba and Granite name alike: mamba_n_heads, mamba_d_head ("auto" or
 // mamba_expand · hidden_size / heads), mamba_n_groups, mamba_chunk_size, time_step_limit/min/max.
 void read_mamba2_fields(const JsonReader& r, JambaConfig& c);
+// Writes those fields under the same names (Bamba's and Granite's writers).
+void mamba2_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j);
 // RoPE θ: a top-level rope_theta (older files), overridden by rope_parameters' and then rope_scaling's
 // rope_theta; their rope_type (or type) must be "default": scaled RoPE is refused by name.
 void read_rope_theta(const JsonReader& r, JambaConfig& c);

@@ -3,8 +3,8 @@
 // the multipliers (embedding, residual, attention scale, logits), the routed experts with the shared
 // MLP beside them (or the shared MLP alone with num_local_experts 0), NoPE or RoPE over the whole head.
 // The Mamba-2 fields are Bamba's (config_bamba.cpp). Not the schedule (model/layer_schedule.cpp).
+#include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "engine/io/config_families.h"
 #include "engine/io/input_limits.h"
@@ -105,8 +105,7 @@ void read_granite_h_fields(const JsonReader& r, JambaConfig& c) {
     c.rope_theta = 0;
     c.partial_rotary_factor = 0;
   }
-  for (const char* f : {"init_method"})
-    if (const json* v = r.find(f); v && !v->is_string()) r.expected(f, "a string", *v);
+  if (const json* v = r.find("init_method"); v && !v->is_string()) r.expected("init_method", "a string", *v);
   (void)r.find("normalization_function");
 }
 
@@ -115,13 +114,7 @@ void granite_h_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
     types.push_back(std::count(c.attn_layer_indices.begin(), c.attn_layer_indices.end(), i) ? "attention" : "mamba");
   j["layer_types"] = types;
-  j["mamba_n_heads"] = c.mamba_n_heads;
-  j["mamba_d_head"] = c.mamba_d_head;
-  j["mamba_n_groups"] = c.mamba_n_groups;
-  j["mamba_chunk_size"] = c.mamba_chunk_size;
-  j["time_step_min"] = c.time_step_min;
-  j["time_step_max"] = c.time_step_max;
-  j["time_step_limit"] = {c.time_step_limit_min, c.time_step_limit_max};
+  mamba2_fields_to_json(c, j);
   if (c.head_dim_explicit > 0) j["head_dim"] = c.head_dim_explicit;
   j["attention_bias"] = false;
   j["embedding_multiplier"] = c.embedding_multiplier;

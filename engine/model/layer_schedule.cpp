@@ -211,24 +211,19 @@ std::string LayerSchedule::ffn_strip() const {
 std::string LayerSchedule::describe() const {
   std::string s = std::to_string(size()) + (size() == 1 ? " layer:" : " layers:");
   for (const LayerSpec& l : layers_) s += std::string(" ") + mixer_letter(l.mixer);
-  auto list = [&](FfnKind k) {
+  auto list = [&](auto is) {  // "1,3,5": the layers `is` holds for
     std::string r;
     for (int64_t i = 0; i < size(); ++i)
-      if (layers_[static_cast<size_t>(i)].ffn == k) {
+      if (is(layers_[static_cast<size_t>(i)])) {
         if (!r.empty()) r += ',';
         r += std::to_string(i);
       }
     return r;
   };
-  s += moe_layers_.empty() ? "; no MoE" : "; MoE at " + list(FfnKind::MoE);
-  const std::string none = list(FfnKind::None);
+  s += moe_layers_.empty() ? "; no MoE" : "; MoE at " + list([](const LayerSpec& l) { return l.is_moe(); });
+  const std::string none = list([](const LayerSpec& l) { return l.ffn == FfnKind::None; });
   if (!none.empty()) s += "; no FFN at " + none;
-  std::string bare;  // layers without a mixer
-  for (int64_t i = 0; i < size(); ++i)
-    if (layers_[static_cast<size_t>(i)].mixer == MixerKind::None) {
-      if (!bare.empty()) bare += ',';
-      bare += std::to_string(i);
-    }
+  const std::string bare = list([](const LayerSpec& l) { return !mixer_present(l.mixer); });
   if (!bare.empty()) s += "; no mixer at " + bare;
   return s;
 }

@@ -37,8 +37,16 @@ uint64_t widened_bytes(const JambaConfig& c, const LayerSchedule& sched) {
   for (const LayerSpec& l : sched.layers())
     floats += H * ((mixer_present(l.mixer) ? 1 : 0) + (l.ffn != FfnKind::None ? 1 : 0)) /* the norms */ +
               mixer_ops(l.mixer).widened_floats(c) +
-              (l.ffn == FfnKind::Dense && c.mlp_bias ? c.intermediate_size + H : 0) /* MLP biases */;
+              (l.ffn == FfnKind::Dense && c.mlp_bias ? l.ffn_params.d_ff + H : 0) /* MLP biases */;
   return floats * sizeof(float);
+}
+
+// Gate and up of one MLP stored fused as [gate rows; up rows] (I each, of H columns), from row
+// `first` of gu: the v5 fused experts (E, 2I, H) and Granite's shared_mlp (2I, H).
+void gate_up_views(WeightBinder& b, const TensorInfo& gu, int64_t first, int64_t I, int64_t H, const std::string& q,
+                   MlpWeights& x) {
+  x.gate = b.view(gu, first * H, I, H, q + "gate_proj.weight");     // (I, H)
+  x.up = b.view(gu, (first + I) * H, I, H, q + "up_proj.weight");   // (I, H)
 }
 
 void bind_moe(WeightBinder& b, const JambaConfig& c, const std::string& p, MoeWeights& w) {
@@ -52,8 +60,7 @@ void bind_moe(WeightBinder& b, const JambaConfig& c, const std::string& p, MoeWe
     for (int64_t e = 0; e < E; ++e) {
       std::string q = p + "experts." + std::to_string(e) + ".";
       MlpWeights& x = w.experts[static_cast<size_t>(e)];
-      x.gate = b.view(gu, e * 2 * I * H, I, H, q + "gate_proj.weight");    // (I, H)
-      x.up = b.view(gu, (e * 2 * I + I) * H, I, H, q + "up_proj.weight");  // (I, H)
+      gate_up_views(b, gu, e * 2 * I, I, H, q, x);
       x.down = b.view(dn, e * H * I, H, I, q + "down_proj.weight");        // (H, I)
     }
     return;
@@ -69,10 +76,8 @@ void bind_moe(WeightBinder& b, const JambaConfig& c, const std::string& p, MoeWe
 
 // A SwiGLU MLP stored fused (Granite's shared_mlp): gate_up (2I, H) rows [0, I) gate, [I, 2I) up; down (H, I).
 void bind_fused_mlp(WeightBinder& b, const std::string& p, int64_t I, int64_t H, MlpWeights& w) {
-  const TensorInfo& gu = b.need(p + "gate_up_proj", {2 * I, H});
-  w.gate = b.view(gu, 0, I, H, p + "gate_proj.weight");      // (I, H)
-  w.up = b.view(gu, I * H, I, H, p + "up_proj.weight");      // (I, H)
-  w.down = b.mat(p + "down_proj", H, I);                      // (H, I)
+  gate_up_views(b, b.need(p + "gate_up_proj", {2 * I, H}), 0, I, H, p, w);
+  w.down = b.mat(p + "down_proj", H, I);  // (H, I)
 }
 
 // The mean row of the embedding (test-time registers), accumulated in float64.
