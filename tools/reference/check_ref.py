@@ -24,6 +24,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import jamba_ref as jr  # noqa: E402
+import golden_falcon  # noqa: E402
 import golden_granite  # noqa: E402
 import golden_nemotron  # noqa: E402
 import make_golden as mg  # noqa: E402
@@ -247,7 +248,8 @@ def check_mixers_and_model():
 
 def check_step_vs_prefill_and_golden():
     print("(b) prefill vs one-token-at-a-time (1e-10) and golden files reproduce")
-    for spec in mg.case_specs() + mg.bamba_case_specs() + golden_nemotron.case_specs() + golden_granite.case_specs():
+    for spec in (mg.case_specs() + mg.bamba_case_specs() + golden_nemotron.case_specs() + golden_granite.case_specs()
+                 + golden_falcon.case_specs()):
         folder = os.path.join(GOLDEN, spec["name"])
         ref = spec.get("ref", jr.JambaRef).load(folder)
         runs = json.load(open(os.path.join(folder, "expected", "runs.json")))["runs"]
@@ -380,6 +382,8 @@ def main():
     check_nemotron.run_checks(check, close)
     import check_granite                                                  # Granite 4.0-H section
     check_granite.run_checks(check, close)
+    import check_falcon                                                   # Falcon-H1 section
+    check_falcon.run_checks(check, close)
     total = "all checks passed" if not FAILS else f"{len(FAILS)} FAILED: {FAILS}"
     print(total)
     return 0 if not FAILS else 1

@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bamba_ref  # noqa: E402
+import golden_falcon  # noqa: E402
 import golden_granite  # noqa: E402
 import golden_nemotron  # noqa: E402
 import jamba_ref  # noqa: E402
@@ -418,7 +419,8 @@ def main():
     os.makedirs(out_root, exist_ok=True)
     spreads, min_margin = {}, np.inf
     summary = []
-    for spec in case_specs() + bamba_case_specs() + golden_nemotron.case_specs() + golden_granite.case_specs():
+    for spec in (case_specs() + bamba_case_specs() + golden_nemotron.case_specs() + golden_granite.case_specs()
+                 + golden_falcon.case_specs()):
         folder = os.path.join(out_root, spec["name"])
         if os.path.isdir(folder):
             shutil.rmtree(folder)
