@@ -26,7 +26,12 @@ CellText cellText(const hl::LayerSpec& l, bool longForm) {
     t.mixer = QString(QChar::fromLatin1(hl::mixer_letter(l.mixer)));
     t.ffn = QString(QChar::fromLatin1(hl::ffn_letter(l.ffn)));
   } else {
-    if (attn)
+    if (l.mixer == hl::MixerKind::Parallel)  // Falcon-H1: both side by side
+      t.mixer = QStringLiteral("attn ∥ Mamba-2\n%1 heads ∥ %2×%3")
+                    .arg(l.attn.heads)
+                    .arg(l.ssm.heads)
+                    .arg(l.ssm.d_inner / l.ssm.heads);
+    else if (attn)
       t.mixer = QStringLiteral("attention\n%1 heads, %2 kv").arg(l.attn.heads).arg(l.attn.kv_heads);
     else if (l.mixer == hl::MixerKind::Mamba2)  // heads of Di / heads channels
       t.mixer = QStringLiteral("Mamba-2\n%1×%2, N %3").arg(l.ssm.heads).arg(l.ssm.d_inner / l.ssm.heads).arg(l.ssm.d_state);
@@ -57,6 +62,7 @@ QString mixerLegend(const hl::LayerSchedule& sched) {
                          : kind == hl::MixerKind::Mamba2  ? QStringLiteral("Mamba-2")
                          : kind == hl::MixerKind::Mamba1  ? QStringLiteral("Mamba")
                          : kind == hl::MixerKind::None    ? QStringLiteral("no mixer")
+                         : kind == hl::MixerKind::Parallel ? QStringLiteral("attention ∥ Mamba-2")
                                                           : QString::fromLatin1(hl::mixer_name(kind));
     s += QStringLiteral("%1 %2 (%3)  ").arg(QChar::fromLatin1(hl::mixer_letter(kind))).arg(name).arg(n);
   }

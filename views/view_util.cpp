@@ -219,7 +219,8 @@ QString layerName(const ModelShape& s, int layer) {
   const bool attn = s.attnOrdinal(layer) >= 0;
   const hl::MixerKind k =
       layer >= 0 && layer < s.schedule.size() ? s.schedule[layer].mixer : hl::MixerKind::Mamba1;
-  return QStringLiteral("L%1 %2").arg(layer).arg(attn                           ? "attn"
+  return QStringLiteral("L%1 %2").arg(layer).arg(k == hl::MixerKind::Parallel ? "attn∥ssm"
+                                                 : attn                         ? "attn"
                                                  : k == hl::MixerKind::Mamba2 ? "mamba-2"
                                                  : k == hl::MixerKind::None   ? "mlp"
                                                                               : "mamba");

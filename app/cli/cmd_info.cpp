@@ -123,6 +123,20 @@ nlohmann::json collect(const std::string& dir) {
     j["shape"]["logits_scaling"] = c.logits_scaling;
     j["shape"]["shared_intermediate_size"] = c.shared_intermediate_size;
   }
+  if (c.family == Family::FalconH1) {  // µP multipliers and the SSM's optional gated norm
+    auto& f = j["shape"];
+    f["mamba_rms_norm"] = c.mamba_rms_norm;
+    f["mamba_norm_before_gate"] = c.mamba_norm_before_gate;
+    f["embedding_multiplier"] = c.embedding_multiplier;
+    f["lm_head_multiplier"] = c.lm_head_multiplier;
+    f["key_multiplier"] = c.key_multiplier;
+    f["attention_in_multiplier"] = c.attention_in_multiplier;
+    f["attention_out_multiplier"] = c.attention_out_multiplier;
+    f["ssm_in_multiplier"] = c.ssm_in_multiplier;
+    f["ssm_out_multiplier"] = c.ssm_out_multiplier;
+    f["ssm_multipliers"] = c.ssm_multipliers;
+    f["mlp_multipliers"] = {c.mlp_gate_multiplier, c.mlp_down_multiplier};
+  }
   if (c.family == Family::NemotronH) {
     j["shape"]["layer_pattern"] = c.layer_pattern;  // hybrid_override_pattern: M, *, -
     j["shape"]["mlp_hidden_act"] = c.mlp_hidden_act;
@@ -218,7 +232,21 @@ void printText(const nlohmann::json& j) {
   std::printf("layers      %" PRId64 ": %" PRId64 " attention, %" PRId64 " Mamba; %" PRId64 " MoE, %" PRId64 " dense\n",
               I(j["num_layers"]), I(j["num_attention_layers"]), I(j["num_mamba_layers"]), I(j["num_moe_layers"]),
               I(j["num_dense_layers"]));
-  if (sh.contains("embedding_multiplier"))
+  if (sh.contains("ssm_multipliers")) {  // Falcon-H1
+    const auto& sm = sh["ssm_multipliers"];
+    std::printf("multipliers embedding %g, LM head %g, keys %g, attention in %g / out %g, SSM in %g / out %g,\n"
+                "            in_proj z %g x %g B %g C %g dt %g, MLP gate %g / down %g; gated norm %s\n",
+                sh["embedding_multiplier"].get<double>(), sh["lm_head_multiplier"].get<double>(),
+                sh["key_multiplier"].get<double>(), sh["attention_in_multiplier"].get<double>(),
+                sh["attention_out_multiplier"].get<double>(), sh["ssm_in_multiplier"].get<double>(),
+                sh["ssm_out_multiplier"].get<double>(), sm[0].get<double>(), sm[1].get<double>(), sm[2].get<double>(),
+                sm[3].get<double>(), sm[4].get<double>(), sh["mlp_multipliers"][0].get<double>(),
+                sh["mlp_multipliers"][1].get<double>(),
+                !sh["mamba_rms_norm"].get<bool>()        ? "none"
+                : sh["mamba_norm_before_gate"].get<bool>() ? "before the gate"
+                                                           : "after the gate");
+  }
+  if (sh.contains("residual_multiplier"))
     std::printf("multipliers embedding %g, residual %g, attention scale %g, logits / %g; shared expert %" PRId64 "\n",
                 sh["embedding_multiplier"].get<double>(), sh["residual_multiplier"].get<double>(),
                 sh["attention_multiplier"].get<double>(), sh["logits_scaling"].get<double>(),
@@ -227,7 +255,7 @@ void printText(const nlohmann::json& j) {
     std::printf("pattern     %s  (M Mamba-2, * attention, - %s MLP)\n", sh["layer_pattern"].get<std::string>().c_str(),
                 sh["mlp_hidden_act"].get<std::string>().c_str());
   std::printf("schedule    %s\n", j["schedule"].get<std::string>().c_str());
-  std::printf("ribbon      mixer %s  (A attention, M Mamba-1, S Mamba-2, - none)\n", j["ribbon"]["mixer"].get<std::string>().c_str());
+  std::printf("ribbon      mixer %s  (A attention, M Mamba-1, S Mamba-2, P attention ∥ Mamba-2, - none)\n", j["ribbon"]["mixer"].get<std::string>().c_str());
   std::printf("            ffn   %s  (E MoE, D dense, - none)\n", j["ribbon"]["ffn"].get<std::string>().c_str());
   for (const auto& l : j["layers"]) {
     std::printf("  layer %3" PRId64 "  %-9s  %s%s\n", I(l["index"]), l["mixer"].get<std::string>().c_str(),

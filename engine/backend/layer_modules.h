@@ -74,6 +74,9 @@ inline void check_model_params(const JambaConfig& c, const char* backend) {
   if (c.has_multipliers())
     throw BackendFailure(std::string(backend) +
                          ": no kernel for the embedding / residual / attention / logits multipliers; use the cpu backend");
+  if (c.attention_bias || c.mlp_bias)
+    throw BackendFailure(std::string(backend) + ": no kernel for " +
+                         (c.attention_bias ? "attention" : "MLP") + " projection biases; use the cpu backend");
 }
 
 }  // namespace hl

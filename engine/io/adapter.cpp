@@ -217,7 +217,7 @@ std::vector<LinearModule> linear_modules(const Model& m, bool include_lm_head) {
         add(ex + "down_proj", L.moe.experts[e].down, nullptr);
       }
     } else {
-      add("feed_forward.gate_proj", L.mlp.gate, nullptr);
+      add("feed_forward.gate_proj", L.mlp.gate, &L.mlp.gate_bias);
       add("feed_forward.up_proj", L.mlp.up, &L.mlp.up_bias);
       add("feed_forward.down_proj", L.mlp.down, &L.mlp.down_bias);
     }

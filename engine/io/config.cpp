@@ -46,6 +46,7 @@ const char* family_name(Family f) {
     case Family::Bamba: return "bamba";
     case Family::NemotronH: return "nemotron_h";
     case Family::GraniteH: return "granitemoehybrid";
+    case Family::FalconH1: return "falcon_h1";
   }
   return "?";
 }
@@ -117,13 +118,14 @@ JambaConfig parse_config(const std::string& json_text, const std::string& source
   json j = parse_json_checked(json_text, source, 16, JsonDialect::Python);  // Python writes Infinity/NaN
   const JsonReader r = JsonReader::top(j, source);
   const std::string kTypes =
-      "\"jamba\", \"bamba\", \"nemotron_h\" or \"granitemoehybrid\" (the model types supported)";
+      "\"jamba\", \"bamba\", \"nemotron_h\", \"granitemoehybrid\" or \"falcon_h1\" (the model types supported)";
   const json& mt = r.require("model_type", kTypes);
   const std::string type = mt.is_string() ? mt.get<std::string>() : "";
   JambaConfig c = type == "jamba"              ? JambaConfig{}
                   : type == "bamba"            ? bamba_defaults()
                   : type == "nemotron_h"       ? nemotron_h_defaults()
                   : type == "granitemoehybrid" ? granite_h_defaults()
+                  : type == "falcon_h1"        ? falcon_h1_defaults()
                                                : (r.expected("model_type", kTypes, mt), JambaConfig{});
   // Nemotron-H names the norm epsilon, the activations and the Mamba fields its own way
   // (config_nemotron_h.cpp); an explicit head_dim frees the heads from dividing hidden_size.
@@ -138,7 +140,9 @@ JambaConfig parse_config(const std::string& json_text, const std::string& source
   if (!r.find("num_attention_heads") && c.num_attention_heads > c.hidden_size)
     r.fail("num_attention_heads", "expected " + JsonReader::integer_range(1, c.hidden_size) + " (at most hidden_size), got the default " +
                                       std::to_string(c.num_attention_heads) + "; set it");
-  if (!own_names && c.hidden_size % c.num_attention_heads != 0)
+  // Falcon-H1's explicit head_dim frees the heads too (its published 0.5B: 8 heads of 64 in 1024).
+  const bool free_heads = own_names || (c.family == Family::FalconH1 && r.find("head_dim") && !r.find("head_dim")->is_null());
+  if (!free_heads && c.hidden_size % c.num_attention_heads != 0)
     r.expected("num_attention_heads", "a divisor of hidden_size " + std::to_string(c.hidden_size),
                json(c.num_attention_heads));
   const json* kv = r.find("num_key_value_heads");
@@ -195,8 +199,10 @@ JambaConfig parse_config(const std::string& json_text, const std::string& source
     read_bamba_fields(r, c);
   else if (c.family == Family::NemotronH)
     read_nemotron_h_fields(r, c);
-  else
+  else if (c.family == Family::GraniteH)
     read_granite_h_fields(r, c);
+  else
+    read_falcon_h1_fields(r, c);
 
   // Type checks of fields that do not change the math.
   auto check_type = [&](const char* f, bool (*ok)(const json&), const char* expected) {
@@ -266,10 +272,11 @@ JambaConfig load_config_file(const std::string& path) {
 std::string config_to_json(const JambaConfig& c) {
   nlohmann::ordered_json j;
   const bool jamba = c.family == Family::Jamba, nemotron = c.family == Family::NemotronH;
-  const bool granite = c.family == Family::GraniteH;
+  const bool granite = c.family == Family::GraniteH, falcon = c.family == Family::FalconH1;
   j["architectures"] = {jamba      ? "JambaForCausalLM"
                         : nemotron ? "NemotronHForCausalLM"
                         : granite  ? "GraniteMoeHybridForCausalLM"
+                        : falcon   ? "FalconH1ForCausalLM"
                                    : "BambaForCausalLM"};
   j["model_type"] = family_name(c.family);
   j["vocab_size"] = c.vocab_size;
@@ -321,6 +328,8 @@ std::string config_to_json(const JambaConfig& c) {
     nemotron_h_fields_to_json(c, j);
   } else if (granite) {
     granite_h_fields_to_json(c, j);
+  } else if (falcon) {
+    falcon_h1_fields_to_json(c, j);
   } else {
     bamba_fields_to_json(c, j);
   }

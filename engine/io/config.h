@@ -18,9 +18,9 @@ bool parse_normalizer(const std::string& s, Normalizer* out);  // inverse of nor
 
 // The families config.json may name in model_type. Jamba's fields and defaults are the struct's own;
 // Bamba (HF BambaConfig) and Nemotron-H (HF NemotronHConfig) start from their defaults
-// (bamba_defaults, nemotron_h_defaults) and read their own fields (config_bamba.cpp, config_nemotron_h.cpp).
-enum class Family : uint8_t { Jamba, Bamba, NemotronH, GraniteH };
-// the model_type: "jamba", "bamba", "nemotron_h", "granitemoehybrid"
+// (bamba_defaults, nemotron_h_defaults, ...) and read their own fields (config_<family>.cpp).
+enum class Family : uint8_t { Jamba, Bamba, NemotronH, GraniteH, FalconH1 };
+// the model_type: "jamba", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1"
 const char* family_name(Family f);
 
 struct JambaConfig {
@@ -71,7 +71,8 @@ struct JambaConfig {
   std::string layer_pattern;
   int64_t head_dim_explicit = 0;
   std::string mlp_hidden_act = "silu";
-  bool mlp_bias = false;  // Nemotron-H: biases on the MLP's up and down projections
+  bool mlp_bias = false;  // Nemotron-H: biases on the MLP's up and down projections (Falcon-H1: gate too)
+  bool attention_bias = false;  // Falcon-H1, Granite 4.0-H: biases on q, k, v and o
   // Granite 4.0-H (HF GraniteMoeHybridConfig): the embeddings × embedding_multiplier, each residual
   // branch × residual_multiplier, logits ÷ logits_scaling, the attention's softmax scale
   // attention_multiplier (0: 1/√head_dim); a shared expert of shared_intermediate_size beside the
@@ -80,6 +81,22 @@ struct JambaConfig {
   double attention_multiplier = 0.0;
   int64_t shared_intermediate_size = 0;
   bool moe_renormalize = false;
+  // Falcon-H1 (HF FalconH1Config): attention and a Mamba-2 SSM side by side in every layer, with µP
+  // multipliers — the attention's input and output, its keys (key_multiplier), the SSM's input and
+  // output, the five segments z | x | B | C | dt of the SSM's in_proj output (ssm_multipliers), the
+  // MLP's gate (inside the SiLU) and down projection, and the logits (× lm_head_multiplier). The SSM
+  // width Di is mamba_d_ssm (= heads · head dim); its gated RMSNorm is optional (mamba_rms_norm),
+  // per B/C group, before or after the gate (mamba_norm_before_gate); out_proj's bias is
+  // projectors_bias, in_proj's mamba_proj_bias.
+  double attention_in_multiplier = 1.0, attention_out_multiplier = 1.0, key_multiplier = 1.0;
+  double ssm_in_multiplier = 1.0, ssm_out_multiplier = 1.0;
+  std::vector<double> ssm_multipliers = {1.0, 1.0, 1.0, 1.0, 1.0};  // z, x, B, C, dt
+  double mlp_gate_multiplier = 1.0, mlp_down_multiplier = 1.0;
+  double lm_head_multiplier = 1.0;
+  bool mamba_rms_norm = true;           // the Mamba-2 gated RMSNorm (every family but Falcon-H1 has it)
+  bool mamba_norm_before_gate = false;  // normalise y, then × silu(z) (Falcon-H1's default)
+  bool projectors_bias = false;         // Falcon-H1: the SSM's out_proj bias
+  int64_t mamba_d_ssm = 0;              // Falcon-H1: as written (0: null, mamba_expand · hidden_size)
   // Extensions (trace-format.md §1).
   Normalizer attention_normalizer = Normalizer::Softmax;
   int64_t num_register_tokens = 0;
@@ -90,13 +107,20 @@ struct JambaConfig {
 
   // Derived.
   int64_t head_dim() const { return head_dim_explicit > 0 ? head_dim_explicit : hidden_size / num_attention_heads; }
-  int64_t mamba_inner() const {  // Di: Nemotron-H's heads × head dim, elsewhere expand × hidden
-    return family == Family::NemotronH ? mamba_n_heads * mamba_d_head : mamba_expand * hidden_size;
+  int64_t mamba_inner() const {  // Di: Nemotron-H's and Falcon-H1's heads × head dim, elsewhere expand × hidden
+    return family == Family::NemotronH || family == Family::FalconH1 ? mamba_n_heads * mamba_d_head
+                                                                      : mamba_expand * hidden_size;
   }
   int64_t mamba2_conv_dim() const { return mamba_inner() + 2 * mamba_n_groups * mamba_d_state; }  // x|B|C
-  // The gated RMSNorm's group: Bamba normalises over all Di channels at once, Nemotron-H per B/C group.
+  // The gated RMSNorm's group: Bamba normalises over all Di channels at once, Nemotron-H and
+  // Falcon-H1 per B/C group.
   int64_t mamba2_norm_group() const {
-    return family == Family::NemotronH ? mamba_inner() / mamba_n_groups : mamba_inner();
+    return family == Family::NemotronH || family == Family::FalconH1 ? mamba_inner() / mamba_n_groups : mamba_inner();
+  }
+  bool mamba2_out_bias() const { return family == Family::FalconH1 ? projectors_bias : mamba_proj_bias; }
+  // The µP factors of in_proj's output segments z | x|B|C | dt are not all 1 (Falcon-H1).
+  bool has_ssm_multipliers() const {
+    return std::any_of(ssm_multipliers.begin(), ssm_multipliers.end(), [](double m) { return m != 1.0; });
   }
   // The Δ clamp after the softplus: time_step_limit, raised for Nemotron-H to time_step_min (HF's
   // torch path clamps there from below; its kernel path applies time_step_limit, (0, ∞) published).
@@ -105,13 +129,19 @@ struct JambaConfig {
   }
   double mamba2_dt_hi() const { return time_step_limit_max; }
   bool mlp_gated() const { return mlp_hidden_act != "relu2"; }  // SwiGLU; relu2 has no gate
-  double attention_scale() const {  // z = q·k · scale
-    return attention_multiplier > 0 ? attention_multiplier : 1.0 / std::sqrt(static_cast<double>(head_dim()));
+  // z = q·k · scale: 1/√head_dim or Granite's attention_multiplier, × Falcon-H1's key_multiplier
+  // (it scales every key, so every score, before RoPE, which is linear).
+  double attention_scale() const {
+    return (attention_multiplier > 0 ? attention_multiplier : 1.0 / std::sqrt(static_cast<double>(head_dim()))) *
+           key_multiplier;
   }
   // Multipliers a plain Jamba-shaped forward pass does not apply (device backends refuse them).
   bool has_multipliers() const {
     return embedding_multiplier != 1.0 || residual_multiplier != 1.0 || logits_scaling != 1.0 ||
-           attention_multiplier > 0;
+           attention_multiplier > 0 || key_multiplier != 1.0 || lm_head_multiplier != 1.0 ||
+           attention_in_multiplier != 1.0 || attention_out_multiplier != 1.0 || ssm_in_multiplier != 1.0 ||
+           ssm_out_multiplier != 1.0 || has_ssm_multipliers() || mlp_gate_multiplier != 1.0 ||
+           mlp_down_multiplier != 1.0;
   }
   int64_t rotary_dim() const {  // HF: int(head_dim * partial_rotary_factor); 0 without RoPE
     return rope_theta > 0 ? static_cast<int64_t>(static_cast<double>(head_dim()) * partial_rotary_factor) : 0;
@@ -120,7 +150,7 @@ struct JambaConfig {
 };
 
 // Parses config.json text. `source` names the file in messages. Throws LoadError: invalid UTF-8/JSON,
-// duplicate keys, nesting deeper than 16, model_type other than "jamba", "bamba", "nemotron_h" or "granitemoehybrid", a wrong JSON type or a value
+// duplicate keys, nesting deeper than 16, model_type other than "jamba", "bamba", "nemotron_h", "granitemoehybrid" or "falcon_h1", a wrong JSON type or a value
 // out of range (the message names the field and the allowed range).
 JambaConfig parse_config(const std::string& json_text, const std::string& source = "config.json");
 // Reads and parses a file (size-limited: a config.json larger than 1 MiB is refused).
@@ -133,5 +163,7 @@ JambaConfig bamba_defaults();
 JambaConfig nemotron_h_defaults();
 // HF GraniteMoeHybridConfig's defaults (model_type "granitemoehybrid").
 JambaConfig granite_h_defaults();
+// HF FalconH1Config's defaults (model_type "falcon_h1").
+JambaConfig falcon_h1_defaults();
 
 }  // namespace hl

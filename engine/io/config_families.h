@@ -20,6 +20,9 @@ void nemotron_h_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j);
 // Granite 4.0-H's own fields: layer_types, the multipliers, experts with a shared one, NoPE or RoPE.
 void read_granite_h_fields(const JsonReader& r, JambaConfig& c);
 void granite_h_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j);
+// Falcon-H1's own fields: the Mamba-2 side with mamba_d_ssm and its optional norm, RoPE, the µP multipliers.
+void read_falcon_h1_fields(const JsonReader& r, JambaConfig& c);
+void falcon_h1_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j);
 // The Mamba-2 fields Bamba and Granite name alike: mamba_n_heads, mamba_d_head ("auto" or
 // mamba_expand · hidden_size / heads), mamba_n_groups, mamba_chunk_size, time_step_limit/min/max.
 void read_mamba2_fields(const JsonReader& r, JambaConfig& c);

@@ -61,10 +61,7 @@ void read_granite_h_fields(const JsonReader& r, JambaConfig& c) {
   read_layer_types(r, c);
   read_mamba2_fields(r, c);
   if (const json* v = r.find("head_dim"); v && !v->is_null()) r.optional_integer("head_dim", &c.head_dim_explicit, 1, 4096);
-  bool attention_bias = false;
-  r.optional_boolean("attention_bias", &attention_bias);
-  if (attention_bias)
-    r.fail("attention_bias", "expected false (biases on Granite's attention projections are not supported), got true");
+  r.optional_boolean("attention_bias", &c.attention_bias);  // q, k, v, o biases (GraniteMoeHybridAttention)
   // Multipliers (µP; HF's defaults 1.0). attention_multiplier replaces 1/√head_dim as the softmax scale.
   r.optional_number("embedding_multiplier", &c.embedding_multiplier, 0.0, 1e6, true);
   r.optional_number("residual_multiplier", &c.residual_multiplier, 0.0, 1e6, true);
@@ -116,7 +113,7 @@ void granite_h_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j) {
   j["layer_types"] = types;
   mamba2_fields_to_json(c, j);
   if (c.head_dim_explicit > 0) j["head_dim"] = c.head_dim_explicit;
-  j["attention_bias"] = false;
+  j["attention_bias"] = c.attention_bias;
   j["embedding_multiplier"] = c.embedding_multiplier;
   j["residual_multiplier"] = c.residual_multiplier;
   j["attention_multiplier"] = c.attention_multiplier;

@@ -268,7 +268,14 @@ std::vector<TensorSpec> build_specs(const GenerateOptions& o) {
       add(p + "self_attn.v_proj.weight", {nkv * hd, H}, normal(lin(H)));
       add(p + "self_attn.o_proj.weight", {H, nh * hd}, normal(lin(nh * hd) * out_scale));
       if (o.sinks) add(p + "self_attn.sinks", {nh}, normal(1.0));
-    } else if (sched[i].mixer == MixerKind::Mamba2) {  // HF Bamba's BambaMixer (mixer_mamba2.h)
+      if (c.attention_bias) {
+        for (const char* proj : {"q", "k", "v"})
+          add(p + "self_attn." + proj + "_proj.bias", {(proj[0] == 'q' ? nh : nkv) * hd}, normal(0.1));
+        add(p + "self_attn.o_proj.bias", {H}, normal(0.02));
+      }
+    }
+    const bool mamba2 = sched[i].mixer == MixerKind::Mamba2 || sched[i].mixer == MixerKind::Parallel;
+    if (mamba2) {  // HF Bamba's BambaMixer (mixer_mamba2.h); Falcon-H1's beside the attention
       const std::string m = p + "mamba.";
       const int64_t conv = c.mamba2_conv_dim(), heads = c.mamba_n_heads, proj = Di + conv + heads;
       add(m + "in_proj.weight", {proj, H}, normal(lin(H)));
@@ -278,9 +285,9 @@ std::vector<TensorSpec> build_specs(const GenerateOptions& o) {
       add(m + "dt_bias", {heads}, InitSpec{Init::DtBias, 1.0});
       add(m + "A_log", {heads}, InitSpec{Init::ALog, 1.0, 16});  // A = −(1..16) over the heads, as HF's U[1, 16]
       add(m + "D", {heads}, one);
-      add(m + "norm.weight", {Di}, one);
+      if (c.mamba_rms_norm) add(m + "norm.weight", {Di}, one);
       add(m + "out_proj.weight", {H, Di}, normal(lin(Di) * out_scale));
-      if (c.mamba_proj_bias) add(m + "out_proj.bias", {H}, normal(0.02));
+      if (c.mamba2_out_bias()) add(m + "out_proj.bias", {H}, normal(0.02));
     } else if (sched[i].mixer == MixerKind::Mamba1) {
       const std::string m = p + "mamba.";
       add(m + "in_proj.weight", {2 * Di, H}, normal(lin(H)));
@@ -353,6 +360,7 @@ std::vector<TensorSpec> build_specs(const GenerateOptions& o) {
       add(f + "up_proj.weight", {I, H}, normal(lin(H)));
       add(f + "down_proj.weight", {H, I}, normal(lin(I) * out_scale));
       if (c.mlp_bias) {
+        if (sched[i].ffn_params.gated) add(f + "gate_proj.bias", {I}, normal(0.02));
         add(f + "up_proj.bias", {I}, normal(0.02));
         add(f + "down_proj.bias", {H}, normal(0.02));
       }

@@ -45,7 +45,7 @@ void schedule(JambaConfig* c, int64_t attn_period, int64_t attn_offset, int64_t 
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "tiny-dev", "demo-random", "3b", "jamba-v0.1", "bamba-tiny", "nemotron-h-tiny", "granite-h-tiny"};
+  return {"tiny", "tiny-dev", "demo-random", "3b", "jamba-v0.1", "bamba-tiny", "nemotron-h-tiny", "granite-h-tiny", "falcon-h1-tiny"};
 }
 
 JambaConfig preset_config(const std::string& name) {
@@ -155,6 +155,41 @@ JambaConfig preset_config(const std::string& name) {
     c.attention_multiplier = 0.0078125;
     c.logits_scaling = 6.0;
     c.tie_word_embeddings = true;
+    c.eos_token_ids = {2};
+    c.torch_dtype = "bfloat16";
+    return c;
+  }
+  if (name == "falcon-h1-tiny") {
+    // A small TII Falcon-H1 (model_type "falcon_h1"): H 128, 6 layers, each attention ∥ Mamba-2 then
+    // a SwiGLU MLP of 384; attention nh 4 / nkv 2 of head_dim 48 (nh · hd ≠ H) with RoPE θ 1e11;
+    // Mamba-2 of mamba_d_ssm 192 (6 heads of 32, 1 group, d_state 16) without the gated norm
+    // (y · silu(z)); µP multipliers of the magnitudes Falcon-H1 ships (embedding 5.66, keys 0.39,
+    // attention out 0.94, SSM in 1.25 / out 0.24, in_proj segments 0.25–0.5, MLP gate 0.88 / down
+    // 0.59, LM head 0.039); untied head, V 4096.
+    JambaConfig c = falcon_h1_defaults();
+    c.hidden_size = 128;
+    c.intermediate_size = 384;
+    c.num_hidden_layers = 6;
+    c.vocab_size = 4096;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.head_dim_explicit = 48;
+    c.rope_theta = 1e11;
+    c.mamba_d_ssm = 192;
+    c.mamba_n_heads = 6;
+    c.mamba_d_head = 32;
+    c.mamba_n_groups = 1;
+    c.mamba_d_state = 16;
+    c.mamba_chunk_size = 64;
+    c.embedding_multiplier = 5.656854249492381;
+    c.lm_head_multiplier = 0.0390625;
+    c.key_multiplier = 0.390625;
+    c.attention_out_multiplier = 0.9375;
+    c.ssm_in_multiplier = 1.25;
+    c.ssm_out_multiplier = 0.23570226039551587;
+    c.ssm_multipliers = {0.3535533905932738, 0.25, 0.3535533905932738, 0.5, 0.3535533905932738};
+    c.mlp_gate_multiplier = 0.8838834764831844;
+    c.mlp_down_multiplier = 0.5859375;
     c.eos_token_ids = {2};
     c.torch_dtype = "bfloat16";
     return c;

@@ -99,13 +99,17 @@ LayerSchedule LayerSchedule::from_config(const JambaConfig& c) {
   const int64_t L = std::max<int64_t>(0, c.num_hidden_layers);
   std::vector<MixerKind> mixers(static_cast<size_t>(L));
   std::vector<FfnKind> ffns(static_cast<size_t>(L));
-  const bool nemotron = c.family == Family::NemotronH;
+  const bool nemotron = c.family == Family::NemotronH, falcon = c.family == Family::FalconH1;
+  for (int64_t i = 0; falcon && i < L; ++i) {  // Falcon-H1: attention ∥ Mamba-2, then a SwiGLU MLP, every layer
+    mixers[static_cast<size_t>(i)] = MixerKind::Parallel;
+    ffns[static_cast<size_t>(i)] = FfnKind::Dense;
+  }
   for (int64_t i = 0; nemotron && i < L; ++i) {
     const char k = i < static_cast<int64_t>(c.layer_pattern.size()) ? c.layer_pattern[static_cast<size_t>(i)] : '?';
     mixers[static_cast<size_t>(i)] = k == '*' ? MixerKind::Attention : k == 'M' ? MixerKind::Mamba2 : MixerKind::None;
     ffns[static_cast<size_t>(i)] = k == '-' ? FfnKind::Dense : FfnKind::None;
   }
-  for (int64_t i = 0; !nemotron && i < L; ++i) {
+  for (int64_t i = 0; !nemotron && !falcon && i < L; ++i) {
     const bool bamba = c.family == Family::Bamba || c.family == Family::GraniteH;  // attention by index
     const bool attn = bamba ? std::count(c.attn_layer_indices.begin(), c.attn_layer_indices.end(), i) > 0
                             : c.attn_layer_period > 0 && i % c.attn_layer_period == c.attn_layer_offset;
@@ -125,7 +129,8 @@ LayerSchedule LayerSchedule::from_config(const JambaConfig& c) {
   // Granite without routed experts: the shared MLP is the layer's dense MLP.
   const bool shared_only = c.family == Family::GraniteH && c.num_experts < 2;
   p.ffn = {shared_only ? c.shared_intermediate_size : c.intermediate_size, c.num_experts, c.num_experts_per_tok,
-           c.mlp_gated(), shared_only ? 0 : c.shared_intermediate_size, c.moe_renormalize};
+           c.mlp_gated(), shared_only ? 0 : c.shared_intermediate_size, c.moe_renormalize,
+           c.mlp_gate_multiplier, c.mlp_down_multiplier};
   return from_lists(mixers, ffns, p, "config.json");
 }
 
@@ -171,6 +176,8 @@ LayerSchedule LayerSchedule::from_lists(const std::vector<MixerKind>& mixers, co
       case FfnKind::Dense:
         l.ffn_params.d_ff = params.ffn.d_ff;
         l.ffn_params.gated = params.ffn.gated;
+        l.ffn_params.gate_multiplier = params.ffn.gate_multiplier;
+        l.ffn_params.down_multiplier = params.ffn.down_multiplier;
         break;
       case FfnKind::None: break;
       default:

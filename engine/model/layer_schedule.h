@@ -55,6 +55,8 @@ struct FfnParams {
   bool gated = true;                 // SwiGLU (gate, up, down); false: down(relu(up x)²) (Nemotron-H)
   int64_t shared_d_ff = 0;           // MoE layers: a shared expert's width beside the routed (Granite); 0 none
   bool renormalize = false;          // MoE layers: the k chosen probabilities renormalised to sum 1 (Granite)
+  // Dense SwiGLU: down(up x ⊙ silu(gate_multiplier · gate x)) · down_multiplier (Falcon-H1's µP; 1 elsewhere).
+  double gate_multiplier = 1.0, down_multiplier = 1.0;
   bool operator==(const FfnParams&) const = default;
 };
 // The parameters shared by the layers of a schedule (every family so far has one set).

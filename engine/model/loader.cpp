@@ -37,7 +37,8 @@ uint64_t widened_bytes(const JambaConfig& c, const LayerSchedule& sched) {
   for (const LayerSpec& l : sched.layers())
     floats += H * ((mixer_present(l.mixer) ? 1 : 0) + (l.ffn != FfnKind::None ? 1 : 0)) /* the norms */ +
               mixer_ops(l.mixer).widened_floats(c) +
-              (l.ffn == FfnKind::Dense && c.mlp_bias ? l.ffn_params.d_ff + H : 0) /* MLP biases */;
+              (l.ffn == FfnKind::Dense && c.mlp_bias ? (l.ffn_params.gated ? 2 : 1) * l.ffn_params.d_ff + H : 0)
+              /* MLP biases */;
   return floats * sizeof(float);
 }
 
@@ -164,6 +165,8 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
       if (spec.ffn_params.gated) lw.mlp.gate = b.mat(p + "feed_forward.gate_proj.weight", I, H);  // (I, H)
       lw.mlp.up = b.mat(p + "feed_forward.up_proj.weight", I, H);      // (I, H)
       lw.mlp.down = b.mat(p + "feed_forward.down_proj.weight", H, I);  // (H, I)
+      if (spec.ffn_params.gated)
+        lw.mlp.gate_bias = b.flagged_vec(c.mlp_bias, "mlp_bias", p + "feed_forward.gate_proj.bias", {I});
       lw.mlp.up_bias = b.flagged_vec(c.mlp_bias, "mlp_bias", p + "feed_forward.up_proj.bias", {I});
       lw.mlp.down_bias = b.flagged_vec(c.mlp_bias, "mlp_bias", p + "feed_forward.down_proj.bias", {H});
     }

@@ -5,6 +5,7 @@
 #pragma once
 #include <vector>
 
+#include "engine/io/config.h"
 #include "engine/model/mat.h"
 
 namespace hl {
@@ -21,5 +22,9 @@ struct Mamba2Weights {
   Mat out_proj;                 // (H, Di)
   std::vector<float> out_bias;  // (H,) or empty
 };
+
+// Falcon-H1's µP factors of in_proj's output rows (HF compute_mup_vector): ssm_multipliers[0..4] over
+// the segments z (Di) | x (Di) | B (G·N) | C (G·N) | dt (nh). Empty when all are 1 (every other family).
+std::vector<float> mamba2_mup_vector(const JambaConfig& c);
 
 }  // namespace hl

@@ -41,7 +41,7 @@ int64_t top_k_sum(const MoeWeights& moe, int64_t k, const std::function<int64_t(
 
 // Widened float vectors of one layer (norms, biases, conv, A, D, sinks): parameters, 4 bytes each.
 int64_t layer_vector_params(const LayerWeights& l, const LayerSpec& s) {
-  return static_cast<int64_t>(l.input_norm.size() + l.pre_ff_norm.size() + l.mlp.up_bias.size() +
+  return static_cast<int64_t>(l.input_norm.size() + l.pre_ff_norm.size() + l.mlp.gate_bias.size() + l.mlp.up_bias.size() +
                               l.mlp.down_bias.size()) +
          mixer_ops(s.mixer).vector_floats(l);
 }

@@ -23,6 +23,7 @@ class MappedFile;
 struct AttentionWeights {
   Mat q, k, v, o;             // (nh*hd, H), (nkv*hd, H), (nkv*hd, H), (H, nh*hd)
   std::vector<float> sinks;   // (nh,) learned sink logits; empty when absent
+  std::vector<float> q_bias, k_bias, v_bias, o_bias;  // (nh*hd,), (nkv*hd,) ×2, (H,) or empty (attention_bias)
 };
 
 struct MambaWeights {
@@ -44,7 +45,7 @@ struct MambaWeights {
 
 struct MlpWeights {
   Mat gate, up, down;                      // (I, H), (I, H), (H, I); gate empty without one (relu²)
-  std::vector<float> up_bias, down_bias;   // (I,), (H,) or empty (Nemotron-H's mlp_bias)
+  std::vector<float> gate_bias, up_bias, down_bias;  // (I,), (I,), (H,) or empty (mlp_bias: Nemotron-H, Falcon-H1)
 };
 
 struct MoeWeights {

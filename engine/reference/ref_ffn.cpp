@@ -27,13 +27,16 @@ float router(const float* logits, int64_t E, int64_t k, float* probs, int32_t* t
   return static_cast<float>(m + std::log(sum));
 }
 
-void swiglu(const MlpWeights& w, const float* x, float* y) {
+void swiglu(const MlpWeights& w, const float* x, float* y, double gate_mult, double down_mult) {
   const int64_t I = w.gate.rows;
   std::vector<float> g(static_cast<size_t>(I)), u(static_cast<size_t>(I));  // (I,) each
-  linear(w.gate, x, g.data());
-  linear(w.up, x, u.data());
-  for (int64_t i = 0; i < I; ++i) g[i] = silu(g[i]) * u[i];
-  linear(w.down, g.data(), y);
+  auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
+  linear(w.gate, x, g.data(), bias(w.gate_bias));
+  linear(w.up, x, u.data(), bias(w.up_bias));
+  for (int64_t i = 0; i < I; ++i) g[i] = silu(static_cast<float>(g[i] * gate_mult)) * u[i];
+  linear(w.down, g.data(), y, bias(w.down_bias));
+  if (down_mult != 1.0)
+    for (int64_t c = 0; c < w.down.rows; ++c) y[c] = static_cast<float>(y[c] * down_mult);
 }
 
 void relu2_mlp(const MlpWeights& w, const float* x, float* y) {

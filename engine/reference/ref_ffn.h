@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/model/layer_schedule.h"
 #include "engine/model/weights.h"
 
 namespace hl::ref {
@@ -14,13 +15,14 @@ namespace hl::ref {
 float router(const float* logits, int64_t E, int64_t k, float* probs, int32_t* topk);
 
 // y (H,) = down · (silu(gate · x) ⊙ (up · x)) for x (H,).
-void swiglu(const MlpWeights& w, const float* x, float* y);
+// gate_mult scales the gate inside the SiLU, down_mult the output (Falcon-H1's mlp_multipliers).
+void swiglu(const MlpWeights& w, const float* x, float* y, double gate_mult = 1.0, double down_mult = 1.0);
 // y (H,) = down · relu(up · x + b_up)² + b_down for x (H,): Nemotron-H's MLP (HF NemotronHMLP, act "relu2"; So et
 // al. 2021, "Primer"), no gate.
 void relu2_mlp(const MlpWeights& w, const float* x, float* y);
 // The dense MLP a layer's FfnParams::gated names: swiglu or relu2_mlp.
-inline void mlp(const MlpWeights& w, bool gated, const float* x, float* y) {
-  gated ? swiglu(w, x, y) : relu2_mlp(w, x, y);
+inline void mlp(const MlpWeights& w, const FfnParams& p, const float* x, float* y) {
+  p.gated ? swiglu(w, x, y, p.gate_multiplier, p.down_multiplier) : relu2_mlp(w, x, y);
 }
 
 // One token through an MoE block: router, the top-k experts in ascending index, each output scaled by

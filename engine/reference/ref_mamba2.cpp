@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/model/mixer_mamba2.h"
 #include "engine/reference/ref_mixer.h"
 #include "engine/reference/ref_ops.h"
 
@@ -100,6 +101,18 @@ void gated_rmsnorm(float* y, const float* z, const float* w, int64_t Di, int64_t
   }
 }
 
+void gate_then_norm_or_not(float* y, const float* z, const float* w, int64_t Di, int64_t group, double eps,
+                           bool norm_before_gate) {
+  if (w && !norm_before_gate) return gated_rmsnorm(y, z, w, Di, group, eps);
+  for (int64_t g0 = 0; w && g0 < Di; g0 += group) {  // normalise first
+    double ss = 0;
+    for (int64_t c = g0; c < g0 + group; ++c) ss += static_cast<double>(y[c]) * y[c];
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(group) + eps);
+    for (int64_t c = g0; c < g0 + group; ++c) y[c] = static_cast<float>(static_cast<double>(w[c]) * (y[c] * inv));
+  }
+  for (int64_t c = 0; c < Di; ++c) y[c] = static_cast<float>(static_cast<double>(y[c]) * silu(z[c]));
+}
+
 void mamba2_hidden_attention_row(const Mamba2Dims& d, const float* delta, const float* B, const float* C,
                                  const float* A, int64_t h, int64_t t, double* row) {
   const int64_t N = d.N, GN = d.G * d.N, g = d.group_of(h);
@@ -129,12 +142,14 @@ class RefMamba2 final : public RefMixer {
     d_.dt_max = c_.mamba2_dt_hi();
     window_.assign(static_cast<size_t>(c_.mamba_d_conv * c_.mamba2_conv_dim()), 0.0f);
     S_.assign(static_cast<size_t>(c_.mamba_inner() * d_.N), 0.0f);
+    mup_ = mamba2_mup_vector(c_);
   }
 
   void token(const float* x, float* y, const RefRow& at) override {
     const int64_t Di = c_.mamba_inner(), conv = c_.mamba2_conv_dim(), W = c_.mamba_d_conv, GN = d_.G * d_.N;
     std::vector<float> zxbcdt(static_cast<size_t>(Di + conv + d_.nh));  // z (Di) | x|B|C (conv) | dt (nh)
     linear(w_.in_proj, x, zxbcdt.data(), w_.in_bias.empty() ? nullptr : w_.in_bias.data());
+    for (size_t k = 0; k < mup_.size(); ++k) zxbcdt[k] *= mup_[k];  // Falcon-H1's µP factors per segment
     at.observe("ssm_in", zxbcdt.data(), Di + conv + d_.nh);
     // The window drops its oldest row and takes this token's x|B|C; conv + bias, then SiLU.
     std::copy(window_.begin() + conv, window_.end(), window_.begin());
@@ -152,7 +167,8 @@ class RefMamba2 final : public RefMixer {
     std::vector<float> out(static_cast<size_t>(Di));  // (Di,)
     mamba2_step(d_, {xbc.data(), xbc.data() + Di, xbc.data() + Di + GN, dt}, w_.dt_bias.data(), w_.A.data(),
                 w_.D.data(), S_.data(), out.data(), retained.data());
-    gated_rmsnorm(out.data(), zxbcdt.data(), w_.norm_w.data(), Di, c_.mamba2_norm_group(), c_.rms_norm_eps);
+    gate_then_norm_or_not(out.data(), zxbcdt.data(), w_.norm_w.empty() ? nullptr : w_.norm_w.data(), Di,
+                          c_.mamba2_norm_group(), c_.rms_norm_eps, c_.mamba_norm_before_gate);
     at.observe("ssm_delta", delta.data(), d_.nh);
     at.observe("ssm_y", out.data(), Di);
     linear(w_.out_proj, out.data(), y, w_.out_bias.empty() ? nullptr : w_.out_bias.data());  // (H,)
@@ -175,6 +191,7 @@ class RefMamba2 final : public RefMixer {
   Mamba2Dims d_;
   std::vector<float> window_;  // (W, conv_dim), oldest row first
   std::vector<float> S_;       // (nh, P, N)
+  std::vector<float> mup_;     // (Di + conv_dim + nh,) in_proj's output factors, or empty (all 1)
 };
 
 std::unique_ptr<RefMixer> make_ref_mamba2(const Model& m, int64_t layer, const RunPlan&) {

@@ -47,6 +47,10 @@ void mamba2_scan_chunked(const Mamba2Dims& d, const std::vector<Mamba2Token>& in
 // y (Di,) ← (y ⊙ silu(z)) normalised by the RMS over each group of `group` channels, times w (Di,)
 // (HF's gated RMSNorm with norm_before_gate = False; group = Di for Bamba, Di / G for Mamba-2).
 void gated_rmsnorm(float* y, const float* z, const float* w, int64_t Di, int64_t group, double eps);
+// The other orders of Falcon-H1's FalconH1RMSNormGated: norm_before_gate (y normalised per group,
+// times w, then ⊙ silu(z)), or no norm at all (w null: y ⊙ silu(z), its mamba_rms_norm false).
+void gate_then_norm_or_not(float* y, const float* z, const float* w, int64_t Di, int64_t group, double eps,
+                           bool norm_before_gate);
 
 // The hidden attention of head h (Ali, Zimerman & Wolf 2024): the row t of the lower-triangular
 // M_h (T, T) with y_t = Σ_{s≤t} M_h[t, s] x_s + D_h x_t for every channel of the head, where

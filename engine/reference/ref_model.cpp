@@ -128,7 +128,7 @@ void ReferenceModel::layers(float* h, int64_t row, TokenTrace* r) {
       }
       ++xi;
     } else {
-      mlp(lw.mlp, model_->schedule[i].ffn_params.gated, x.data(), y.data());
+      mlp(lw.mlp, model_->schedule[i].ffn_params, x.data(), y.data());
     }
     observe("ffn_out", i, row, y.data(), H);
     for (int64_t c = 0; c < H; ++c) h[c] += static_cast<float>(res * y[c]);  // residual
@@ -154,6 +154,8 @@ TokenTrace ReferenceModel::step(int32_t token) {
   linear(model_->w.lm_head, h.data(), r.logits.data());  // (V,)
   if (cfg_.logits_scaling != 1.0)  // Granite: logits ÷ logits_scaling
     for (float& v : r.logits) v = static_cast<float>(v / cfg_.logits_scaling);
+  if (cfg_.lm_head_multiplier != 1.0)  // Falcon-H1: logits × lm_head_multiplier
+    for (float& v : r.logits) v = static_cast<float>(v * cfg_.lm_head_multiplier);
   observe("logits", -1, row, r.logits.data(), V);
   finish_record(r, L, opts_);
   ++fed_;

@@ -292,6 +292,8 @@ TEST(CliMamba2Families, NemotronHAndGranite_InfoAndTrace) {
        "pattern     M-M-M*-M-M*-  (M Mamba-2, * attention, - relu2 MLP)\n"},
       {"granite-h-tiny", "granitemoehybrid", "8 layers: S S S A S S S A; MoE at 0,1,2,3,4,5,6,7",
        "multipliers embedding 12, residual 0.22, attention scale 0.0078125, logits / 6; shared expert 256\n"},
+      {"falcon-h1-tiny", "falcon_h1", "6 layers: P P P P P P; no MoE",
+       "in_proj z 0.353553 x 0.25 B 0.353553 C 0.5 dt 0.353553, MLP gate 0.883883 / down 0.585938; gated norm none\n"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.preset);

@@ -83,7 +83,6 @@ TEST(GraniteHConfigCorrupt, EachDefectItsOwnMessage) {
       {R"({"num_experts_per_tok": 5})", "field 'num_experts_per_tok': expected an integer in [0, 4], got 5"},
       {R"({"num_experts_per_tok": 0})", "field 'num_experts_per_tok': expected an integer in [1, 4] with 4 experts"},
       {R"({"position_embedding_type": "alibi"})", "field 'position_embedding_type': expected \"rope\", \"nope\" or null"},
-      {R"({"attention_bias": true})", "field 'attention_bias': expected false"},
       {R"({"residual_multiplier": 0})", "field 'residual_multiplier': expected a finite number in (0.0, 1000000.0], got 0"},
       {R"({"logits_scaling": -1})", "field 'logits_scaling'"},
       {R"({"mamba_n_heads": 6})", "field 'mamba_n_heads': expected a divisor of mamba_expand · hidden_size = 64"},

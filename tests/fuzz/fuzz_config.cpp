@@ -45,5 +45,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (r.family != c.family || r.num_hidden_layers != c.num_hidden_layers || r.layer_pattern != c.layer_pattern ||
       r.attn_layer_indices != c.attn_layer_indices || r.head_dim() != c.head_dim() || r.num_experts != c.num_experts)
     std::abort();
+  if (r.mamba_inner() != c.mamba_inner() || r.ssm_multipliers != c.ssm_multipliers ||
+      r.lm_head_multiplier != c.lm_head_multiplier || r.mamba_rms_norm != c.mamba_rms_norm ||
+      r.rotary_dim() != c.rotary_dim())
+    std::abort();
+  if (c.family == hl::Family::FalconH1 && (c.rotary_dim() <= 0 || c.rotary_dim() % 2 != 0 ||
+                                           c.mamba_n_heads * c.mamba_d_head != c.mamba_inner()))
+    std::abort();
   return 0;
 }

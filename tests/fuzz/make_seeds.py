@@ -151,6 +151,17 @@ def config_seeds():
     with open(os.path.join(ROOT, "tests/golden/granite_moe/config.json")) as f:
         granite = json.load(f)
     w("bad_granite_one_expert.json", json.dumps(dict(granite, num_local_experts=1), indent=1))
+    # Falcon-H1: mamba_d_ssm with its heads, the µP multipliers and lists, and a bad head count.
+    falcon = dict(model_type="falcon_h1", vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, rope_theta=1e11, mamba_d_ssm=48,
+                  mamba_n_heads=6, mamba_d_head=8, mamba_n_groups=2, mamba_d_state=8, mamba_rms_norm=True,
+                  mamba_norm_before_gate=False, time_step_limit=[0.0, float("inf")], key_multiplier=0.39,
+                  ssm_multipliers=[0.35, 0.25, 0.35, 0.5, 0.35], mlp_multipliers=[0.88, 0.59],
+                  lm_head_multiplier=0.039, embedding_multiplier=5.66)
+    w("valid_falcon_h1.json", json.dumps(falcon, indent=1))
+    w("valid_falcon_h1_nulls.json", json.dumps(dict(falcon, mamba_d_ssm=None, mamba_n_heads=8, mamba_d_head="auto",
+                                                    ssm_multipliers=None, mlp_multipliers=None), indent=1))
+    w("bad_falcon_h1_heads.json", json.dumps(dict(falcon, mamba_n_heads=5), indent=1))
     w("bad_truncated.json", json.dumps(base)[:200])
     w("bad_empty.json", "")
     w("bad_array.json", "[1, 2]")

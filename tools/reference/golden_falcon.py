@@ -116,8 +116,8 @@ def case_specs():
                    ("registers_2", 20, None, 2)]),
         dict(common, name="falcon_variant", seed=1313,
              doc="Falcon-H1: 2 layers (A_n = M_n = 2), H 48, V 128, nh 4 / nkv 1 (MQA) with head_dim 16 given "
-                 "(nh hd 64 != H), RoPE over all 16 dims with rope_parameters {default, rope_theta 1e11}, no "
-                 "attention bias, mlp_bias true (gate/up/down biases, I 80); multipliers embedding 2, lm_head "
+                 "(nh hd 64 != H), RoPE over all 16 dims with rope_parameters {default, rope_theta 1e11}, "
+                 "attention_bias true (q/k/v/o biases), mlp_bias true (gate/up/down biases, I 80); multipliers embedding 2, lm_head "
                  "0.25, key 1.7, attention_in 0.6, attention_out 1.3, ssm_in 0.8, ssm_out 1.5, ssm_multipliers "
                  "[z 1.6, x 0.4, B 1.2, C 0.6, dt 1.1], mlp_multipliers [gate 0.7, down 1.6]; Mamba-2 with "
                  "mamba_d_ssm null (Di = mamba_expand 2 x H = 96), 6 heads with mamba_d_head 16 given, "
@@ -128,7 +128,7 @@ def case_specs():
                  "0.01/0.5 for the dt_bias init only); tied embeddings (no lm_head tensor), eps 1e-5, every "
                  "tensor BF16.",
              config=make_config(vocab_size=128, hidden_size=48, intermediate_size=80, num_hidden_layers=2,
-                                num_attention_heads=4, num_key_value_heads=1, head_dim=16, attention_bias=False,
+                                num_attention_heads=4, num_key_value_heads=1, head_dim=16, attention_bias=True,
                                 mlp_bias=True, rope_parameters={"rope_type": "default", "rope_theta": 1e11},
                                 embedding_multiplier=2.0, lm_head_multiplier=0.25, key_multiplier=1.7,
                                 attention_in_multiplier=0.6, attention_out_multiplier=1.3, ssm_in_multiplier=0.8,

@@ -84,10 +84,13 @@ void CpuAttention::forward(const float* x, int64_t S, float* y, TokenTrace* cons
   if (S == 1) {
     const MatvecJob jobs[3] = {{&w_.q, 0, w_.q.rows, x, q}, {&w_.k, 0, w_.k.rows, x, kn}, {&w_.v, 0, w_.v.rows, x, vn}};
     matvec(jobs, 3);
+    for (auto [v, b] : {std::pair{q, &w_.q_bias}, std::pair{kn, &w_.k_bias}, std::pair{vn, &w_.v_bias}})
+      for (size_t i = 0; i < b->size(); ++i) v[i] += (*b)[i];  // attention_bias (Falcon-H1, Granite)
   } else {
-    linear(w_.q, x, S, q);
-    linear(w_.k, x, S, kn);
-    linear(w_.v, x, S, vn);
+    auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
+    linear(w_.q, x, S, q, bias(w_.q_bias));
+    linear(w_.k, x, S, kn, bias(w_.k_bias));
+    linear(w_.v, x, S, vn, bias(w_.v_bias));
   }
   if (!inv_freq_.empty())
     for (int64_t s = 0; s < S; ++s) {  // the row's position is its KV slot (registers first)
@@ -97,8 +100,11 @@ void CpuAttention::forward(const float* x, int64_t S, float* y, TokenTrace* cons
   len_ = base + S;
   float* o = grow(sc.o, S * nh * hd);  // (S, nh*hd)
   std::fill(o, o + S * nh * hd, 0.0f);
-  const double mult = run_.cfg.attention_multiplier;  // Granite's softmax scale; 0: 1/√hd
-  const float scale = mult > 0 ? static_cast<float>(mult) : 1.0f / std::sqrt(static_cast<float>(hd));
+  // 1/√hd; Granite's attention_multiplier replaces it, Falcon-H1's key_multiplier scales it.
+  const double mult = run_.cfg.attention_multiplier;
+  const float scale = run_.cfg.key_multiplier != 1.0 ? static_cast<float>(run_.cfg.attention_scale())
+                      : mult > 0                     ? static_cast<float>(mult)
+                                                     : 1.0f / std::sqrt(static_cast<float>(hd));
   const bool instr = run_.opts.instruments, full = run_.opts.full;
   const simd::Kernels& kern = simd::kernels();
   const float* K = k_.data();  // (len, nkv*hd)
@@ -130,7 +136,7 @@ void CpuAttention::forward(const float* x, int64_t S, float* y, TokenTrace* cons
     }
   });
   run_.observe("attn_heads", layer_, o, S, nh * hd, recs);
-  linear(w_.o, o, S, y);
+  linear(w_.o, o, S, y, w_.o_bias.empty() ? nullptr : w_.o_bias.data());
 }
 
 }  // namespace

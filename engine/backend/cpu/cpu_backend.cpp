@@ -96,6 +96,11 @@ void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrac
     for (int64_t s = 0; s < S; ++s)
       for (int64_t v = 0; v < V; ++v) rows[s][v] /= ls;
   }
+  if (cfg_.lm_head_multiplier != 1.0) {  // Falcon-H1: logits × lm_head_multiplier
+    const float lm = static_cast<float>(cfg_.lm_head_multiplier);
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t v = 0; v < V; ++v) rows[s][v] *= lm;
+  }
   if (run_.observer)
     for (int64_t s = 0; s < S; ++s) run_.observe("logits", -1, rows[s], 1, V, recs + s);
   // nonfinite_layer L: the final norm's output, L + 1: the logits (token_trace.h); then the fields

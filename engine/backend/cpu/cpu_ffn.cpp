@@ -26,22 +26,37 @@ struct FfnScratch {
   std::vector<float> weights;             // their routing probabilities
 };
 
-// SwiGLU on n rows: y (n, H) = (silu(x Wgᵀ) ⊙ (x Wuᵀ)) Wdᵀ. gate/up may be row ranges of one tensor.
-void swiglu(FfnScratch& sc, const MlpWeights& w, const float* x, int64_t n, float* y) {
+// g (n,) ×= m, skipped for m = 1 (Falcon-H1's gate multiplier, inside the SiLU).
+void scale_rows(float* g, int64_t n, float m) {
+  if (m != 1.0f)
+    for (int64_t i = 0; i < n; ++i) g[i] *= m;
+}
+
+// v (n,) += b[first, first + n), skipped when b is empty.
+void add_bias(float* v, const std::vector<float>& b, int64_t first, int64_t n) {
+  if (b.empty()) return;
+  for (int64_t i = 0; i < n; ++i) v[i] += b[static_cast<size_t>(first + i)];
+}
+
+// SwiGLU on n rows: y (n, H) = (silu(gm · x Wgᵀ) ⊙ (x Wuᵀ)) Wdᵀ. gate/up may be row ranges of one tensor.
+void swiglu(FfnScratch& sc, const MlpWeights& w, const float* x, int64_t n, float* y, float gm = 1.0f) {
   const int64_t I = w.gate.rows;
   float* g = grow(sc.g, n * I);  // (n, I)
   float* u = grow(sc.u, n * I);  // (n, I)
-  linear(w.gate, x, n, g);
-  linear(w.up, x, n, u);
+  linear(w.gate, x, n, g, w.gate_bias.empty() ? nullptr : w.gate_bias.data());
+  linear(w.up, x, n, u, w.up_bias.empty() ? nullptr : w.up_bias.data());
   const simd::Kernels& k = simd::kernels();
-  ThreadPool::global().parallel_for(n * I, 8192, [&](int64_t b, int64_t e) { k.silu_mul(g + b, u + b, e - b); });
-  linear(w.down, g, n, y);
+  ThreadPool::global().parallel_for(n * I, 8192, [&](int64_t b, int64_t e) {
+    scale_rows(g + b, e - b, gm);
+    k.silu_mul(g + b, u + b, e - b);
+  });
+  linear(w.down, g, n, y, w.down_bias.empty() ? nullptr : w.down_bias.data());
 }
 
 // Decode: SwiGLU of one row through k MLPs, y (H,) = Σ_j weight_j · mlp_j(x) in the order given
 // (weights null: k == 1, no scaling). Gate and up of all k in one threaded pass, then the downs.
 void swiglu_decode(FfnScratch& sc, int64_t H, const MlpWeights* const* mlps, const float* weights, int k,
-                   const float* x, float* y) {
+                   const float* x, float* y, float gm = 1.0f) {
   int64_t off[kMaxDecodeExperts + 1] = {0};  // hidden rows of MLP j: [off[j], off[j+1])
   for (int j = 0; j < k; ++j) off[j + 1] = off[j] + mlps[j]->gate.rows;
   float* g = grow(sc.g, off[k]);  // (Σ I_j,) → silu(g)·u
@@ -57,12 +72,16 @@ void swiglu_decode(FfnScratch& sc, int64_t H, const MlpWeights* const* mlps, con
       const Mat& wu = mlps[j]->up;
       kern.matvec(wg.dtype, wg.row_ptr(lo - off[j]), hi - lo, wg.cols, x, g + lo);
       kern.matvec(wu.dtype, wu.row_ptr(lo - off[j]), hi - lo, wu.cols, x, u + lo);
+      add_bias(g + lo, mlps[j]->gate_bias, lo - off[j], hi - lo);  // mlp_bias (Falcon-H1); experts have none
+      add_bias(u + lo, mlps[j]->up_bias, lo - off[j], hi - lo);
+      scale_rows(g + lo, hi - lo, gm);
       kern.silu_mul(g + lo, u + lo, hi - lo);
     }
   });
   if (!weights) {
     const MatvecJob job{&mlps[0]->down, 0, H, g, y};
     matvec(&job, 1);
+    add_bias(y, mlps[0]->down_bias, 0, H);
     return;
   }
   float* ye = grow(sc.ye_k, k * H);  // (k, H)
@@ -91,22 +110,28 @@ void relu2_mlp(FfnScratch& sc, const MlpWeights& w, const float* x, int64_t n, f
 class CpuDense final : public CpuFfn {
  public:
   CpuDense(CpuRun& run, int64_t layer)
-      : run_(run), w_(run.model.w.layers[layer].mlp), gated_(run.sched[layer].ffn_params.gated) {}
+      : run_(run),
+        w_(run.model.w.layers[layer].mlp),
+        gated_(run.sched[layer].ffn_params.gated),
+        gm_(static_cast<float>(run.sched[layer].ffn_params.gate_multiplier)),
+        dm_(static_cast<float>(run.sched[layer].ffn_params.down_multiplier)) {}
   void forward(const float* x, int64_t S, float* y, TokenTrace* const*) override {
     FfnScratch& sc = run_.scratch<FfnScratch>();
     const MlpWeights* m = &w_;
     if (!gated_)
       relu2_mlp(sc, w_, x, S, y);
     else if (S == 1)
-      swiglu_decode(sc, run_.cfg.hidden_size, &m, nullptr, 1, x, y);
+      swiglu_decode(sc, run_.cfg.hidden_size, &m, nullptr, 1, x, y, gm_);
     else
-      swiglu(sc, w_, x, S, y);
+      swiglu(sc, w_, x, S, y, gm_);
+    scale_rows(y, S * run_.cfg.hidden_size, dm_);  // Falcon-H1's down multiplier
   }
 
  private:
   CpuRun& run_;
   const MlpWeights& w_;
   const bool gated_;  // SwiGLU, or the relu² MLP without gate
+  const float gm_, dm_;  // µP gate and down multipliers (1 but for Falcon-H1)
 };
 
 class CpuMoe final : public CpuFfn {

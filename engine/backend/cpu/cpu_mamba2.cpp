@@ -4,6 +4,7 @@
 // S_h (P, N) ← exp(Δ_h A_h) S_h + Δ_h x_h B_gᵀ, y_h = S_h C_g + D_h x_h; the gated RMSNorm
 // (y · silu(z), RMS over the norm group); out_proj. A block of S tokens runs the recurrence in token
 // order, heads spread over the pool (each head's state is its own), which equals decode steps exactly.
+#include <algorithm>
 #include <cmath>
 
 #include "engine/backend/cpu/cpu_module.h"
@@ -31,6 +32,7 @@ class CpuMamba2 final : public CpuMixer {
     N_ = c.mamba_d_state;
     G_ = c.mamba_n_groups;
     W_ = c.mamba_d_conv;
+    mup_ = mamba2_mup_vector(c);
     conv_wT_.resize(static_cast<size_t>(W_ * conv_));  // (W, conv_dim) from conv_w (conv_dim, W)
     for (int64_t ch = 0; ch < conv_; ++ch)
       for (int64_t k = 0; k < W_; ++k) conv_wT_[k * conv_ + ch] = w_.conv_w[ch * W_ + k];
@@ -52,6 +54,7 @@ class CpuMamba2 final : public CpuMixer {
   const int64_t mi_;  // among the SSM layers: the M_n slot of the records
   int64_t Di_ = 0, conv_ = 0, nh_ = 0, P_ = 0, N_ = 0, G_ = 1, W_ = 0;
   std::vector<float> conv_wT_;  // (W, conv_dim)
+  std::vector<float> mup_;      // (Di + conv_dim + nh,) in_proj's output factors, or empty (all 1)
   std::vector<float> win_;      // (W, conv_dim): raw x|B|C of the last W tokens, oldest row first
   std::vector<float> state_;    // (nh, P, N)
 };
@@ -89,6 +92,9 @@ void CpuMamba2::forward(const float* x, int64_t S, float* y, TokenTrace* const* 
   const int64_t proj = Di_ + conv_ + nh_;
   float* zxd = grow(sc.proj, S * proj);  // (S, proj): z | x|B|C | dt
   linear(w_.in_proj, x, S, zxd, w_.in_bias.empty() ? nullptr : w_.in_bias.data());
+  if (!mup_.empty())  // Falcon-H1's µP factors of the segments z | x | B | C | dt
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t k = 0; k < proj; ++k) zxd[s * proj + k] *= mup_[k];
   run_.observe("ssm_in", layer_, zxd, S, proj, recs);
   float* xbc = grow(sc.xbc, S * conv_);  // (S, conv_dim) after the conv and SiLU
   const simd::Kernels& kern = simd::kernels();
@@ -114,20 +120,29 @@ void CpuMamba2::forward(const float* x, int64_t S, float* y, TokenTrace* const* 
                                     [&](int64_t h0, int64_t h1) {
                                       for (int64_t h = h0; h < h1; ++h) scan_head(h, S, xbc, delta, out, retained);
                                     });
-  // Gated RMSNorm per row: v = y · silu(z), then v / RMS(v over each group) · w.
+  // Gated RMSNorm per row: v = y · silu(z), then v / RMS(v over each group) · w. Falcon-H1 may
+  // normalise first and gate after (norm_before_gate), or have no norm (y · silu(z) alone).
   const int64_t group = cfg.mamba2_norm_group();
   const double eps = cfg.rms_norm_eps;
+  const bool norm = !w_.norm_w.empty(), before = norm && cfg.mamba_norm_before_gate;
+  auto normalise = [&](const float* in, float* v) {  // v = in / RMS(in over each group) · w
+    for (int64_t g0 = 0; g0 < Di_; g0 += group) {
+      double ss = 0;
+      for (int64_t c = g0; c < g0 + group; ++c) ss += static_cast<double>(in[c]) * in[c];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(group) + eps));
+      for (int64_t c = g0; c < g0 + group; ++c) v[c] = w_.norm_w[c] * (in[c] * inv);
+    }
+  };
   ThreadPool::global().parallel_for(S, std::max<int64_t>(1, 8192 / Di_), [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
       float* v = out + s * Di_;
       float* z = zxd + s * proj;  // the gate, no longer needed: becomes silu(z) · v
+      if (before) normalise(v, v);
       kern.silu_mul(z, v, Di_);
-      for (int64_t g0 = 0; g0 < Di_; g0 += group) {
-        double ss = 0;
-        for (int64_t c = g0; c < g0 + group; ++c) ss += static_cast<double>(z[c]) * z[c];
-        const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(group) + eps));
-        for (int64_t c = g0; c < g0 + group; ++c) v[c] = w_.norm_w[c] * (z[c] * inv);
-      }
+      if (norm && !before)
+        normalise(z, v);
+      else
+        std::copy(z, z + Di_, v);
     }
   });
   if (instr) {
