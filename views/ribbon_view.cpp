@@ -27,7 +27,7 @@ CellText cellText(const hl::LayerSpec& l, bool longForm) {
     t.ffn = QString(QChar::fromLatin1(hl::ffn_letter(l.ffn)));
   } else {
     if (l.mixer == hl::MixerKind::Parallel)  // Falcon-H1: both side by side
-      t.mixer = QStringLiteral("attn ∥ Mamba-2\n%1 heads ∥ %2×%3")
+      t.mixer = QStringLiteral("attn∥SSM\n%1h, %2×%3")
                     .arg(l.attn.heads)
                     .arg(l.ssm.heads)
                     .arg(l.ssm.d_inner / l.ssm.heads);
@@ -104,8 +104,13 @@ void LayerRibbonView::rebuild() {
         const double y0 = row == 0 ? 1.05 : 0.05;  // row 0: mixer on top
         r->topLeft->setCoords(i - 0.45, y0 + 0.9);
         r->bottomRight->setCoords(i + 0.45, y0);
-        const QColor fill =
-            row == 0 ? (sched[i].has_attention() ? t.attention : t.mamba) : (sched[i].is_moe() ? t.moe : t.dense);
+        // A parallel layer (Falcon-H1: attention ∥ Mamba-2) in the mix of both colours.
+        const bool both = sched[i].has_attention() && sched[i].has_ssm();
+        const QColor mixer = both ? QColor((t.attention.red() + t.mamba.red()) / 2, (t.attention.green() + t.mamba.green()) / 2,
+                                           (t.attention.blue() + t.mamba.blue()) / 2)
+                             : sched[i].has_attention() ? t.attention
+                                                        : t.mamba;
+        const QColor fill = row == 0 ? mixer : (sched[i].is_moe() ? t.moe : t.dense);
         r->setBrush(QBrush(fill));
         r->setPen(i == sel ? QPen(t.foreground, 3) : QPen(t.background, 1));
         if (longForm || L <= 48) {

@@ -98,11 +98,8 @@ void read_bamba_fields(const JsonReader& r, JambaConfig& c) {
   read_mamba2_fields(r, c);
   double z_loss = 0;
   r.optional_number("z_loss_coefficient", &z_loss, 0.0, 1e6);
-  for (const char* f : {"attention_bias", "mlp_bias"}) {
-    bool b = false;
-    r.optional_boolean(f, &b);
-    if (b) r.fail(f, "expected false (Bamba's projections have no bias), got true");
-  }
+  r.optional_boolean("attention_bias", &c.attention_bias);  // q, k, v, o biases (BambaAttention)
+  r.optional_boolean("mlp_bias", &c.mlp_bias);              // gate, up, down biases (BambaMLP)
   read_rope(r, c);
   c.num_experts = 1;
   c.num_experts_per_tok = 1;
@@ -143,6 +140,8 @@ void mamba2_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j) {
 
 void bamba_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j) {
   j["attn_layer_indices"] = c.attn_layer_indices;
+  j["attention_bias"] = c.attention_bias;
+  j["mlp_bias"] = c.mlp_bias;
   mamba2_fields_to_json(c, j);
   j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
 }

@@ -12,6 +12,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/io/config.h"
+#include "engine/io/safetensors.h"
 #include "engine/model/generator.h"
 #include "engine/model/layer_schedule.h"
 #include "engine/model/loader.h"
@@ -81,7 +82,7 @@ TEST(BambaConfigCorrupt, EachDefectItsOwnMessage) {
       {R"({"time_step_limit": [0.1]})", "field 'time_step_limit': expected a list of 2 numbers"},
       {R"({"time_step_limit": [-1, 2]})", "field 'time_step_limit[0]'"},
       {R"({"rope_scaling": {"type": "linear", "factor": 2.0}})", "field 'rope_scaling.type': expected \"default\""},
-      {R"({"attention_bias": true})", "field 'attention_bias': expected false"},
+      {R"({"attention_bias": 1})", "field 'attention_bias': expected true or false"},
   };
   for (const auto& r : rows) {
     SCOPED_TRACE(r.extra);
@@ -124,12 +125,24 @@ TEST(BambaSession, RoundTrip_FamilyScheduleAndInfiniteClamp) {
 }
 
 // bamba-tiny, written by the generator in HF's format and loaded back.
-std::shared_ptr<Model> bamba_tiny(const test::TempDir& dir) {
+std::shared_ptr<Model> bamba_tiny(const test::TempDir& dir, bool biases = false) {
   GenerateOptions o;
   o.config = preset_config("bamba-tiny");
+  o.config.attention_bias = o.config.mlp_bias = biases;
   o.seed = 7;
   generate_checkpoint(dir.path, o);
   return load_model(dir.path);
+}
+
+// attention_bias and mlp_bias (HF's BambaAttention / BambaMLP read them): every projection's bias.
+TEST(BambaTiny, AttentionAndMlpBiases_MatchTheReferenceForward) {
+  test::TempDir dir;
+  auto model = bamba_tiny(dir, true);
+  const SafetensorsFile f = SafetensorsFile::open(dir / "model.safetensors");
+  EXPECT_NE(f.find("model.layers.2.self_attn.k_proj.bias"), nullptr);
+  EXPECT_NE(f.find("model.layers.0.feed_forward.gate_proj.bias"), nullptr);
+  EXPECT_FALSE(model->w.layers[2].attn.o_bias.empty());
+  family_test::expect_cpu_matches_reference(model, {1, 17, 400, 4095, 9, 9, 2000, 33});
 }
 
 TEST(BambaTiny, CpuPrefillAndDecode_MatchTheReferenceForward) {

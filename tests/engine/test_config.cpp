@@ -190,12 +190,12 @@ TEST(ConfigCorrupt, DuplicateKey) {
 
 TEST(ConfigCorrupt, MissingModelType) {
   EXPECT_LOAD_ERROR(parse_config(R"({"hidden_size": 64})"),
-                    "config.json: field 'model_type': expected \"jamba\", \"bamba\", \"nemotron_h\" or \"granitemoehybrid\" (the model types supported), got nothing");
+                    "config.json: field 'model_type': expected \"jamba\", \"bamba\", \"nemotron_h\", \"granitemoehybrid\" or \"falcon_h1\" (the model types supported), got nothing");
 }
 
 TEST(ConfigCorrupt, WrongModelType) {
   EXPECT_LOAD_ERROR(parse_config(R"({"model_type": "llama"})"),
-                    "field 'model_type': expected \"jamba\", \"bamba\", \"nemotron_h\" or \"granitemoehybrid\" (the model types supported), got string \"llama\"");
+                    "field 'model_type': expected \"jamba\", \"bamba\", \"nemotron_h\", \"granitemoehybrid\" or \"falcon_h1\" (the model types supported), got string \"llama\"");
 }
 
 TEST(ConfigCorrupt, WrongJsonTypes) {

@@ -144,6 +144,15 @@ TEST(GraniteHTiny, HfNames_CpuPrefillAndDecode_MatchTheReferenceForward) {
   family_test::expect_cpu_matches_reference(model, {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3});
 }
 
+// attention_bias (GraniteMoeHybridAttention reads it): q, k, v, o biases.
+TEST(GraniteHTiny, AttentionBiases_MatchTheReference) {
+  test::TempDir dir;
+  auto model = granite_tiny(dir, [](JambaConfig& c) { c.attention_bias = true; });
+  const SafetensorsFile f = SafetensorsFile::open(dir / "model.safetensors");
+  EXPECT_NE(f.find("model.layers.3.self_attn.q_proj.bias"), nullptr);
+  family_test::expect_cpu_matches_reference(model, {3, 1, 4, 1, 5, 9, 2, 6});
+}
+
 TEST(GraniteHTiny, SharedMlpAlone_NoRouter_MatchesTheReference) {
   test::TempDir dir;
   auto model = granite_tiny(dir, [](JambaConfig& c) {
