@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/backend/backend.h"
@@ -40,6 +41,26 @@ inline void expect_cpu_matches_reference(const std::shared_ptr<Model>& model, co
       ASSERT_EQ(got[t].router_topk, want[t].router_topk) << "token " << t;
       for (size_t e = 0; e < got[t].router_probs.size(); ++e)
         ASSERT_NEAR(got[t].router_probs[e], want[t].router_probs[e], 1e-5) << "token " << t;
+    }
+  }
+}
+
+// Every device backend this build has refuses `model` with one BackendFailure line: exactly
+// "<backend>: <tail>" when `tail` is given, else one starting "<backend>: no ".
+inline void expect_device_backends_refuse(const std::shared_ptr<Model>& model, const std::string& tail = "") {
+  const std::vector<std::string> here = available_backends();
+  for (const char* name : {"vulkan", "cuda"}) {
+    if (std::find(here.begin(), here.end(), name) == here.end()) continue;
+    try {
+      (void)make_backend(name, model);
+      ADD_FAILURE() << name << " accepted a " << family_name(model->config.family) << " model";
+    } catch (const BackendFailure& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+      if (!tail.empty())
+        EXPECT_EQ(msg, std::string(name) + ": " + tail);
+      else
+        EXPECT_EQ(msg.rfind(std::string(name) + ": no ", 0), 0u) << msg;
     }
   }
 }

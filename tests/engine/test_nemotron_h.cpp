@@ -207,19 +207,7 @@ TEST(NemotronHTiny, StateBytes_OnlyTheMamba2LayersKeepState) {
 
 TEST(NemotronHTiny, DeviceBackends_RefuseInOneLine) {
   test::TempDir dir;
-  auto model = nemotron_tiny(dir);
-  const std::vector<std::string> here = available_backends();
-  for (const char* name : {"vulkan", "cuda"}) {
-    if (std::find(here.begin(), here.end(), name) == here.end()) continue;
-    try {
-      (void)make_backend(name, model);
-      ADD_FAILURE() << name << " accepted a Nemotron-H model";
-    } catch (const BackendFailure& e) {
-      const std::string msg = e.what();
-      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-      EXPECT_EQ(msg.rfind(std::string(name) + ": no ", 0), 0u) << msg;
-    }
-  }
+  family_test::expect_device_backends_refuse(nemotron_tiny(dir));
 }
 
 }  // namespace
