@@ -23,6 +23,7 @@ const std::vector<Command>& commands() {
       {"bench", "decode and prefill speed with the instruments on and off", runBench},
       {"record", "run a checkpoint on tokens and write a session file (A, and B with a toggle changed)", runRecord},
       {"compare", "per-instrument differences of two runs, token-aligned (two sessions, or A/B of one)", runCompare},
+      {"hidden-attention", "the hidden attention of a Mamba-2 layer at one token: each head's row, statistics and strongest keys", runHiddenAttention},
       {"tokenize", "ids and pieces of a text with a checkpoint's tokenizer (tokenizer.json or .model), or decode ids", runTokenize},
 #ifdef HL_HAVE_EXPORT  // the Qt build: figures need QCustomPlot (app/gui_cli/cmd_export.cpp)
       {"export", "every figure (PNG/SVG/PDF) and its CSV from a trace or session file, headless", runExport},

@@ -13,13 +13,17 @@
 
 namespace hl::cli {
 
-void addInputOptions(ArgParser& p, const std::string& generateHelp) {
+void addTokenOptions(ArgParser& p) {
   p.option("checkpoint", "DIR", "checkpoint folder", true)
       .option("ids", "LIST", "token ids to feed, comma-separated (e.g. 1,2,3)")
       .option("prompt", "TEXT", "text to tokenize with the checkpoint's tokenizer.json or tokenizer.model")
       .option("chat", "FILE", "JSON messages [{role, content}...] rendered with the checkpoint's chat template")
-      .flag("no-bos", "with --prompt: do not prepend bos_token_id")
-      .option("generate", "N", generateHelp)
+      .flag("no-bos", "with --prompt: do not prepend bos_token_id");
+}
+
+void addInputOptions(ArgParser& p, const std::string& generateHelp) {
+  addTokenOptions(p);
+  p.option("generate", "N", generateHelp)
       .flag("ignore-eos", "with --generate: do not stop at an EOS token");
 }
 

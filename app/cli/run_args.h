@@ -21,6 +21,8 @@ constexpr int64_t kMaxRegisters = 1 << 16;
 
 // --checkpoint, --ids, --prompt, --chat, --no-bos, --generate (help text `generateHelp`), --ignore-eos.
 void addInputOptions(ArgParser& p, const std::string& generateHelp);
+// The same without --generate and --ignore-eos (commands that only read the given tokens).
+void addTokenOptions(ArgParser& p);
 // --normalizer, --registers, --adapter, --backend.
 void addModelOptions(ArgParser& p);
 

@@ -317,6 +317,33 @@ TEST(CliMamba2Families, NemotronHAndGranite_InfoAndTrace) {
   }
 }
 
+// hidden-attention: every head's row of a Mamba-2 layer (here Falcon-H1's parallel layer) with a
+// register first; the CSV holds heads × keys rows; a Mamba-1 model is refused in one line.
+TEST(CliMamba2Families, HiddenAttention_RowsStatsAndCsv) {
+  const fs::path dir = scratchDir() / "falcon-hidden";
+  hl::GenerateOptions o;
+  o.config = hl::preset_config("falcon-h1-tiny");
+  o.seed = 3;
+  hl::generate_checkpoint(dir.string(), o);
+  const fs::path csv = scratchDir() / "hidden.csv";
+  RunResult r = runHybridlens({"hidden-attention", "--checkpoint", dir.string(), "--ids", "1,5,9,13", "--layer", "1",
+                               "--registers", "1", "--top", "2", "--csv", csv.string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("hidden attention of layer 1 (parallel, SSM layer 1), token 3 of 4 (row 4; 1 register first)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("head   5  entropy"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("6 head rows of 5 keys"), std::string::npos) << r.out;
+  std::ifstream in(csv);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) ++lines;
+  EXPECT_EQ(lines, 1 + 6 * 5);  // header, then 6 heads × 5 keys
+  r = runHybridlens({"hidden-attention", "--checkpoint", dir.string(), "--ids", "1,5", "--head", "6"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--head"), std::string::npos) << r.err;
+}
+
 TEST_F(CliOnCheckpoint, Trace_IdsAndGeneration_WritesTokensAndLogits) {
   const fs::path out = scratchDir() / "trace.safetensors";
   RunResult r = runHybridlens({"trace", "--checkpoint", dir_.string(), "--ids", "1, 5,9", "--generate", "3",

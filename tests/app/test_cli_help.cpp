@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/generator.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -137,6 +139,22 @@ const std::string& chatFile() {
   return s;
 }
 
+// A small Falcon-H1 (Mamba-2 parts for hidden-attention) with the bundled tokenizer (same vocabulary
+// size) and a chat template beside it.
+const std::string& mamba2Model() {
+  static const std::string s = [] {
+    const fs::path d = scratch() / "falcon";
+    hl::GenerateOptions o;
+    o.config = hl::preset_config("falcon-h1-tiny");
+    o.seed = 1;
+    hl::generate_checkpoint(d.string(), o);
+    if (!fs::exists(d / "tokenizer.model")) fs::create_symlink(fs::path(model()) / "tokenizer.model", d / "tokenizer.model");
+    std::ofstream(d / "chat_template.jinja") << "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}";
+    return d.string();
+  }();
+  return s;
+}
+
 // For each command: a command line per option that uses it with a valid value.
 using Cases = std::map<std::string, std::vector<std::string>>;
 
@@ -155,6 +173,26 @@ Cases cases(const std::string& cmd) {
             {"adapter", {"dora", "--base", m, "--adapter", finetune("lora/step-15"), "--out", out + ".csv"}},
             {"tuned", {"dora", "--base", m, "--tuned", finetune("full/step-15"), "--out", out + ".csv"}},
             {"out", {"dora", "--base", m, "--adapter", finetune("dora/step-7"), "--out", out + "2.csv"}}};
+  if (cmd == "hidden-attention") {
+    const std::string f = mamba2Model();
+    const std::vector<std::string> b = {cmd, "--checkpoint", f, "--ids", "1,2,3,4"};
+    auto with = [&](std::vector<std::string> extra) {
+      std::vector<std::string> v = b;
+      v.insert(v.end(), extra.begin(), extra.end());
+      return v;
+    };
+    return {{"checkpoint", b},
+            {"ids", b},
+            {"prompt", {cmd, "--checkpoint", f, "--prompt", "a b"}},
+            {"no-bos", {cmd, "--checkpoint", f, "--prompt", "a b", "--no-bos"}},
+            {"chat", {cmd, "--checkpoint", f, "--chat", chatFile()}},
+            {"layer", with({"--layer", "3"})},
+            {"token", with({"--token", "1"})},
+            {"head", with({"--head", "5"})},
+            {"top", with({"--top", "2"})},
+            {"registers", with({"--registers", "2"})},
+            {"csv", with({"--csv", out + ".csv"})}};
+  }
   if (cmd == "bench") {
     const std::vector<std::string> b = {"bench", "--checkpoint", m, "--tokens", "2", "--rounds", "1", "--prefill", "4"};
     auto with = [&](std::vector<std::string> extra) {
@@ -269,8 +307,14 @@ TEST_P(EveryHelpOption, RunsWithAValidValue_AndIsInTheSynopsis) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Commands, EveryHelpOption,
-                         ::testing::Values("info", "trace", "memory", "dora", "bench", "record", "tokenize", "compare", "export"),
-                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+                         ::testing::Values("info", "trace", "memory", "dora", "bench", "record", "tokenize", "compare", "export",
+                                           "hidden-attention"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
 
 // The README's "Headless commands" table: each command's row names exactly its --help options.
 TEST(Readme, HeadlessCommandsTable_MatchesEachCommandsHelp) {
@@ -278,7 +322,8 @@ TEST(Readme, HeadlessCommandsTable_MatchesEachCommandsHelp) {
   const size_t at = readme.find("## Headless commands");
   ASSERT_NE(at, std::string::npos);
   const std::string section = readme.substr(at, readme.find("\n## ", at + 1) - at);
-  for (const std::string cmd : {"info", "trace", "memory", "dora", "bench", "record", "tokenize", "compare", "export"}) {
+  for (const std::string cmd :
+       {"info", "trace", "memory", "dora", "bench", "record", "tokenize", "compare", "export", "hidden-attention"}) {
     if (cmd == "export" && !HL_HAVE_EXPORT) continue;  // drawn with Qt: not in a build without the GUI
     const std::string key = "| `hybridlens " + cmd + " ";
     const size_t row = section.find(key);
