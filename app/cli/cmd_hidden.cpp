@@ -1,5 +1,5 @@
 // `hybridlens hidden-attention` (trace-format.md §5): runs the tokens through the CPU backend with a
-// collector on its ssm_conv / ssm_delta intermediates and prints, for one Mamba-2 layer and token,
+// collector on its ssm_conv / ssm_delta intermediates and prints, for one SSM layer and token,
 // each head's hidden-attention row M_h[t, ·] (Ali, Zimerman & Wolf 2024): its statistics and strongest
 // keys, and optionally every row value as CSV. The math is engine/probes/hidden_attention.h.
 #include <algorithm>
@@ -25,14 +25,15 @@ ArgParser hiddenParser() {
   ArgParser p("hidden-attention",
               "--checkpoint DIR (--ids 1,2,3 | --prompt TEXT [--no-bos] | --chat FILE.json) [--layer L] [--token T]\n"
               "       [--head H] [--top K] [--registers N] [--csv FILE]",
-              "Runs the model on the CPU backend and prints the hidden attention of a Mamba-2 layer at one\n"
-              "token: per head h the row M_h[t, s] = (C_t . B_s) exp(A_h sum_{r=s+1..t} delta_r) delta_s over\n"
-              "the keys s <= t (registers first, then tokens), its entropy and first-key share over |M|, and\n"
-              "its strongest keys. --csv writes head,key,value rows.");
+              "Runs the model on the CPU backend and prints the hidden attention of an SSM layer at one\n"
+              "token: per Mamba-2 head h the row M_h[t, s] = (C_t . B_s) exp(A_h sum_{r=s+1..t} delta_r) delta_s\n"
+              "over the keys s <= t (registers first, then tokens), its entropy and first-key share over |M|,\n"
+              "and its strongest keys. A Mamba-1 layer's heads are its channels (a decay per state entry);\n"
+              "without --head it prints their mean |M|. --csv writes head,key,value rows.");
   addTokenOptions(p);
-  p.option("layer", "L", "decoder layer with a Mamba-2 part (default: the first)")
+  p.option("layer", "L", "decoder layer with an SSM part (default: the first)")
       .option("token", "T", "token index (default: the last)")
-      .option("head", "H", "one head (default: every head)")
+      .option("head", "H", "one head, or Mamba-1 channel (default: every Mamba-2 head; Mamba-1: the channel mean)")
       .option("top", "K", "strongest keys to list per head (default 5)")
       .option("registers", "N", "test-time register rows before the tokens (default: the trained count)")
       .option("csv", "FILE", "write every row value: head,key,value");
@@ -57,25 +58,23 @@ int runHiddenAttention(const std::vector<std::string>& args) {
 
   std::shared_ptr<Model> model = loadModelOptions(a);
   const LayerSchedule& s = model->schedule;
-  int64_t layer = -1;
-  for (int64_t i : s.ssm_layers())
-    if (s[i].mixer == MixerKind::Mamba2 || s[i].mixer == MixerKind::Parallel) {
-      layer = i;
-      break;
-    }
+  int64_t layer = s.ssm_layers().empty() ? -1 : s.ssm_layers()[0];
   if (a.has("layer")) layer = a.getIntOr("layer", 0, 0, s.size() - 1);
-  if (layer < 0 || (s[layer].mixer != MixerKind::Mamba2 && s[layer].mixer != MixerKind::Parallel))
-    throw UsageError((layer < 0 ? std::string("the model has no Mamba-2 layer")
+  if (layer < 0 || !s[layer].has_ssm())
+    throw UsageError((layer < 0 ? std::string("the model has no SSM layer")
                                 : "layer " + std::to_string(layer) + " is " + mixer_name(s[layer].mixer) +
-                                      ", not a Mamba-2 layer") +
-                     " (" + s.describe() + "; Mamba-1 layers are not supported yet)");
+                                      ", without an SSM part") +
+                     " (" + s.describe() + ")");
+  const bool mamba1 = s[layer].mixer == MixerKind::Mamba1;
   std::unique_ptr<Tokenizer> tok;
   if ((a.has("prompt") || a.has("chat")) && !model->tokenizer_path.empty()) tok = Tokenizer::load(model->tokenizer_path);
   const std::vector<int32_t> ids = inputTokens(a, *model, tok.get());
   const int64_t T = static_cast<int64_t>(ids.size());
   const int64_t t = a.has("token") ? a.getIntOr("token", 0, 0, T - 1) : T - 1;
-  const int64_t nh = model->config.mamba_n_heads;
-  const int64_t h0 = a.has("head") ? a.getIntOr("head", 0, 0, nh - 1) : 0, h1 = a.has("head") ? h0 + 1 : nh;
+  // Heads: Mamba-2's heads, or Mamba-1's channels (without --head, their mean |M| in one row).
+  const int64_t nh = mamba1 ? model->config.mamba_inner() : model->config.mamba_n_heads;
+  const int64_t h0 = a.has("head") ? a.getIntOr("head", 0, 0, nh - 1) : mamba1 ? -1 : 0;
+  const int64_t h1 = a.has("head") ? h0 + 1 : mamba1 ? 0 : nh;
 
   HiddenAttentionCollector collect(model);
   cpu::CpuBackend backend(model);  // the CPU backend reports the intermediates the collector reads
@@ -100,16 +99,20 @@ int runHiddenAttention(const std::vector<std::string>& args) {
   double rowSeconds = 0;
   for (int64_t h = h0; h < h1; ++h) {
     const auto r0 = std::chrono::steady_clock::now();
-    hidden_attention_row(rows, h, row, m.data());
+    if (h < 0)
+      hidden_attention_mean_abs_row(rows, row, m.data());
+    else
+      hidden_attention_row(rows, h, row, m.data());
     rowSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
     const HiddenRowStats st = hidden_row_stats(m.data(), n);
     std::iota(order.begin(), order.end(), 0);
     const int64_t k = std::min(top, n);
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
                       [&](int64_t x, int64_t y) { return std::fabs(m[x]) > std::fabs(m[y]); });
-    std::printf("head %3lld  entropy %.4f nats (%.3f of ln %lld), first key %.4f, sum |M| %.4g; strongest:",
-                static_cast<long long>(h), st.entropy, st.entropy_norm, static_cast<long long>(n), st.first_mass,
-                st.abs_sum);
+    const std::string who = h < 0 ? "mean |M| over the " + std::to_string(nh) + " channels"
+                                   : (mamba1 ? "channel " : "head ") + std::to_string(h);
+    std::printf("%s  entropy %.4f nats (%.3f of ln %lld), first key %.4f, sum |M| %.4g; strongest:", who.c_str(),
+                st.entropy, st.entropy_norm, static_cast<long long>(n), st.first_mass, st.abs_sum);
     for (int64_t j = 0; j < k; ++j) {
       const int64_t key = order[static_cast<size_t>(j)];
       const std::string name = key < n_reg ? "reg" + std::to_string(key) : "#" + std::to_string(ids[key - n_reg]);
@@ -117,10 +120,12 @@ int runHiddenAttention(const std::vector<std::string>& args) {
     }
     std::printf("\n");
     if (csv.is_open())
-      for (int64_t key = 0; key < n; ++key) csv << h << ',' << key << ',' << m[key] << '\n';
+      for (int64_t key = 0; key < n; ++key) csv << (h < 0 ? std::string("mean") : std::to_string(h)) << ',' << key << ','
+                                                 << m[key] << '\n';
   }
-  std::printf("%lld head row%s of %lld keys in %.3f ms\n", static_cast<long long>(h1 - h0), h1 - h0 == 1 ? "" : "s",
-              static_cast<long long>(n), 1e3 * rowSeconds);
+  std::printf("%lld %s row%s of %lld keys in %.3f ms\n", static_cast<long long>(h1 - h0),
+              h0 < 0 ? "channel-mean" : mamba1 ? "channel" : "head", h1 - h0 == 1 ? "" : "s", static_cast<long long>(n),
+              1e3 * rowSeconds);
   if (csv.is_open() && !csv.good()) throw Error("could not write " + a.get("csv"));
   return 0;
 }

@@ -199,6 +199,22 @@ TEST(SimdKernels, SiluMulAndDotAndAxpy_EveryIsa_MatchPortable) {
   }
 }
 
+// exp (the hidden attention's decays): within 2 ulp of libm over the decays' range (x ≤ 0) and beyond.
+TEST(SimdKernels, Exp_EveryIsa_WithinTwoUlpOfLibm) {
+  std::vector<float> v;
+  for (int i = -9000; i <= 1000; ++i) v.push_back(static_cast<float>(i) / 100.0f);  // [-90, 10]
+  for (float x : {0.0f, -0.0f, -87.3f, -103.9f, 88.7f}) v.push_back(x);
+  for (const simd::Kernels* k : all_kernels()) {
+    std::vector<float> got = v;
+    k->exp(got.data(), static_cast<int64_t>(got.size()));
+    for (size_t i = 0; i < v.size(); ++i) {
+      const float want = std::exp(v[i]);
+      const float ulp = std::max(std::nextafter(want, INFINITY) - want, 1e-44f);
+      ASSERT_LE(std::fabs(got[i] - want), 2 * ulp) << k->name << " exp(" << v[i] << ") = " << got[i] << ", libm " << want;
+    }
+  }
+}
+
 TEST(SimdKernels, Softplus_EveryIsa_WithinFourUlpOfLibm) {
   std::vector<float> v;
   for (int i = -6144; i <= 2048; ++i) v.push_back(static_cast<float>(i) / 51.2f);  // [-120, 40] step 1/51.2

@@ -86,9 +86,14 @@ void softplus_portable(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] <= 20.0f ? std::log1p(std::exp(x[i])) : x[i];
 }
 
+void exp_portable(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
+}
+
 const Kernels kPortable = {Isa::Portable,     "portable",    matvec_portable,   widen_portable,
                            dot_portable,      axpy_portable, dot_rows_portable, axpy_rows_portable,
-                           silu_mul_portable, silu_portable, softplus_portable, scan_portable};
+                           silu_mul_portable, silu_portable, softplus_portable, scan_portable,
+                           exp_portable};
 
 Isa cpu_isa() {
 #if defined(__x86_64__) || defined(__i386__)

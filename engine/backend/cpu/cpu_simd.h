@@ -61,6 +61,7 @@ struct Kernels {
   void (*softplus)(float* x, int64_t n);                  // x = x > 20 ? x : log1p(exp(x))
   // The scan of ScanArgs over channels [d0, d1) (vector lanes from the first multiple of kTile on).
   void (*scan)(const ScanArgs& a, int64_t d0, int64_t d1);
+  void (*exp)(float* x, int64_t n);  // x = exp(x) (the scan's exp, ≤ 2 ulp; the hidden attention's decays)
 };
 
 // The best kernels this CPU supports, or those named by $HL_ISA (portable, avx2, avx512).

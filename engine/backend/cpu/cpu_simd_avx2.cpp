@@ -68,7 +68,8 @@ struct V256 {
 
 using K = Kern<V256>;
 const Kernels kAvx2 = {Isa::Avx2,   "avx2",       K::matvec_any, K::widen,        K::dot,      K::axpy,
-                       K::dot_rows, K::axpy_rows, K::silu_mul,   K::silu_inplace, K::softplus, K::scan};
+                       K::dot_rows, K::axpy_rows, K::silu_mul,   K::silu_inplace, K::softplus, K::scan,
+                       K::exp_inplace};
 
 }  // namespace
 

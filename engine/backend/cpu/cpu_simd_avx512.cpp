@@ -70,7 +70,8 @@ struct V512 {
 
 using K = Kern<V512>;
 const Kernels kAvx512 = {Isa::Avx512, "avx512",     K::matvec_any, K::widen,        K::dot,      K::axpy,
-                         K::dot_rows, K::axpy_rows, K::silu_mul,   K::silu_inplace, K::softplus, K::scan};
+                         K::dot_rows, K::axpy_rows, K::silu_mul,   K::silu_inplace, K::softplus, K::scan,
+                         K::exp_inplace};
 
 }  // namespace
 

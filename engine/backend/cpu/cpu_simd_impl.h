@@ -142,6 +142,12 @@ struct Kern {
     for (; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
   }
 
+  static void exp_inplace(float* x, int64_t n) {
+    int64_t i = 0;
+    for (; i + L <= n; i += L) V::store(x + i, exp(V::load(x + i)));
+    for (; i < n; ++i) x[i] = std::exp(x[i]);
+  }
+
   // softplus(v) = v > 20 ? v : log1p(exp(v)), as max(v, 0) + log1p(t) with t = exp(−|v|) in (0, 1]:
   // y = 1 + t rounded, log1p(t) = log(y) + (t − (y − 1))/y, log(y) = e·ln2 + 2·atanh((m − 1)/(m + 1))
   // with y = 2^e·m, m in [√½, √2), the atanh series to f^11 (|f| ≤ 0.172).
