@@ -318,7 +318,7 @@ TEST(CliMamba2Families, NemotronHAndGranite_InfoAndTrace) {
 }
 
 // hidden-attention: every head's row of a Mamba-2 layer (here Falcon-H1's parallel layer) with a
-// register first; the CSV holds heads × keys rows; a Mamba-1 model is refused in one line.
+// register first; the CSV holds heads × keys rows; Jamba's Mamba-1 channels; an attention layer refused.
 TEST(CliMamba2Families, HiddenAttention_RowsStatsAndCsv) {
   const fs::path dir = scratchDir() / "falcon-hidden";
   hl::GenerateOptions o;
@@ -332,7 +332,7 @@ TEST(CliMamba2Families, HiddenAttention_RowsStatsAndCsv) {
   EXPECT_NE(r.out.find("hidden attention of layer 1 (parallel, SSM layer 1), token 3 of 4 (row 4; 1 register first)"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("head   5  entropy"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("head 5  entropy"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("6 head rows of 5 keys"), std::string::npos) << r.out;
   std::ifstream in(csv);
   std::string line;
@@ -342,6 +342,19 @@ TEST(CliMamba2Families, HiddenAttention_RowsStatsAndCsv) {
   r = runHybridlens({"hidden-attention", "--checkpoint", dir.string(), "--ids", "1,5", "--head", "6"});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--head"), std::string::npos) << r.err;
+  // Jamba (Mamba-1): the channel mean by default, one channel with --head.
+  const fs::path jamba = scratchDir() / "jamba-hidden";
+  o.config = hl::preset_config("tiny");
+  hl::generate_checkpoint(jamba.string(), o);
+  r = runHybridlens({"hidden-attention", "--checkpoint", jamba.string(), "--ids", "1,5,9"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("mean |M| over the"), std::string::npos) << r.out;
+  r = runHybridlens({"hidden-attention", "--checkpoint", jamba.string(), "--ids", "1,5,9", "--head", "3"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("channel 3  entropy"), std::string::npos) << r.out;
+  r = runHybridlens({"hidden-attention", "--checkpoint", jamba.string(), "--ids", "1,5,9", "--layer", "2"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("layer 2 is attention, without an SSM part"), std::string::npos) << r.err;
 }
 
 TEST_F(CliOnCheckpoint, Trace_IdsAndGeneration_WritesTokensAndLogits) {
