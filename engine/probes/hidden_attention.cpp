@@ -9,6 +9,7 @@
 #include "engine/backend/cpu/cpu_simd.h"
 #include "engine/core/error.h"
 #include "engine/core/thread_pool.h"
+#include "engine/reference/ref_mamba2.h"
 #include "engine/reference/ref_ops.h"
 
 namespace hl {
@@ -82,18 +83,14 @@ void hidden_attention_row(const SsmRows& in, int64_t h, int64_t t, float* out) {
     std::vector<float> work;
     return mamba1_row(in, h, t, b_transposed(in, t).data(), &in.C[static_cast<size_t>(t * in.N)], work, out);
   }
-  const int64_t N = in.N, GN = in.G * in.N, g = h / (in.nh / in.G);
-  const double A = in.A[static_cast<size_t>(h)];
-  const float* Ct = &in.C[static_cast<size_t>(t * GN + g * N)];
-  double decay = 0;  // A_h Σ_{r=s+1..t} Δ_{r,h}, grown as s walks back from t
-  for (int64_t s = t; s >= 0; --s) {
-    const float* Bs = &in.B[static_cast<size_t>(s * GN + g * N)];
-    double cb = 0;
-    for (int64_t n = 0; n < N; ++n) cb += static_cast<double>(Ct[n]) * Bs[n];
-    const double dts = in.delta[static_cast<size_t>(s * in.nh + h)];
-    out[s] = static_cast<float>(cb * std::exp(decay) * dts);
-    decay += A * dts;
-  }
+  // A Mamba-2 head: the reference's row (ref_mamba2.h), from the same layout (rows, nh) / (rows, G·N).
+  ref::Mamba2Dims d;
+  d.nh = in.nh;
+  d.N = in.N;
+  d.G = in.G;
+  std::vector<double> row(static_cast<size_t>(t + 1));
+  ref::mamba2_hidden_attention_row(d, in.delta.data(), in.B.data(), in.C.data(), in.A.data(), h, t, row.data());
+  for (int64_t s = 0; s <= t; ++s) out[s] = static_cast<float>(row[static_cast<size_t>(s)]);
 }
 
 HiddenRowStats hidden_row_stats(const float* row, int64_t n) {

@@ -100,12 +100,11 @@ void attention_token(const AttentionWeights& w, const JambaConfig& c, Normalizer
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim();
   const int64_t kvw = nkv * hd;
   std::vector<float> q(static_cast<size_t>(nh * hd));  // (nh*hd,)
-  auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };  // attention_bias
-  linear(w.q, x, q.data(), bias(w.q_bias));
+  linear(w.q, x, q.data(), w.q_bias);
   kv.k.resize(static_cast<size_t>((kv.len + 1) * kvw));
   kv.v.resize(static_cast<size_t>((kv.len + 1) * kvw));
-  linear(w.k, x, &kv.k[kv.len * kvw], bias(w.k_bias));  // (nkv*hd,) Jamba: no positional encoding (jamba-spec.md §3.1)
-  linear(w.v, x, &kv.v[kv.len * kvw], bias(w.v_bias));
+  linear(w.k, x, &kv.k[kv.len * kvw], w.k_bias);  // (nkv*hd,) Jamba: no positional encoding (jamba-spec.md §3.1)
+  linear(w.v, x, &kv.v[kv.len * kvw], w.v_bias);
   if (const int64_t rot = c.rotary_dim(); rot > 0) {  // Bamba: RoPE; the row's position is its slot (registers first)
     rope(q.data(), nh, hd, rot, kv.len, c.rope_theta);
     rope(&kv.k[kv.len * kvw], nkv, hd, rot, kv.len, c.rope_theta);
@@ -114,7 +113,7 @@ void attention_token(const AttentionWeights& w, const JambaConfig& c, Normalizer
   if (probs) probs->assign(static_cast<size_t>(nh * kv.len), 0.0f);
   attention_heads(q.data(), kv.k.data(), kv.v.data(), kv.len, nh, nkv, hd, norm, null_logits, heads, rows,
                   probs ? probs->data() : nullptr, c.attention_scale());
-  linear(w.o, heads, y, bias(w.o_bias));  // (H,)
+  linear(w.o, heads, y, w.o_bias);  // (H,)
 }
 
 namespace {

@@ -30,11 +30,10 @@ float router(const float* logits, int64_t E, int64_t k, float* probs, int32_t* t
 void swiglu(const MlpWeights& w, const float* x, float* y, double gate_mult, double down_mult) {
   const int64_t I = w.gate.rows;
   std::vector<float> g(static_cast<size_t>(I)), u(static_cast<size_t>(I));  // (I,) each
-  auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
-  linear(w.gate, x, g.data(), bias(w.gate_bias));
-  linear(w.up, x, u.data(), bias(w.up_bias));
+  linear(w.gate, x, g.data(), w.gate_bias);
+  linear(w.up, x, u.data(), w.up_bias);
   for (int64_t i = 0; i < I; ++i) g[i] = silu(static_cast<float>(g[i] * gate_mult)) * u[i];
-  linear(w.down, g.data(), y, bias(w.down_bias));
+  linear(w.down, g.data(), y, w.down_bias);
   if (down_mult != 1.0)
     for (int64_t c = 0; c < w.down.rows; ++c) y[c] = static_cast<float>(y[c] * down_mult);
 }
@@ -42,12 +41,12 @@ void swiglu(const MlpWeights& w, const float* x, float* y, double gate_mult, dou
 void relu2_mlp(const MlpWeights& w, const float* x, float* y) {
   const int64_t I = w.up.rows;
   std::vector<float> u(static_cast<size_t>(I));  // (I,)
-  linear(w.up, x, u.data(), w.up_bias.empty() ? nullptr : w.up_bias.data());
+  linear(w.up, x, u.data(), w.up_bias);
   for (int64_t i = 0; i < I; ++i) {
     const double r = std::max(0.0f, u[i]);  // relu(u)²
     u[i] = static_cast<float>(r * r);
   }
-  linear(w.down, u.data(), y, w.down_bias.empty() ? nullptr : w.down_bias.data());
+  linear(w.down, u.data(), y, w.down_bias);
 }
 
 float moe(const MoeWeights& w, int64_t k, bool renormalize, const float* x, float* y, float* probs, int32_t* topk) {

@@ -48,7 +48,7 @@ void mamba_token(const MambaWeights& w, const JambaConfig& c, const float* x, Ma
   const double eps = c.rms_norm_eps;
   MambaOut& o = *out;
   o.xz.resize(static_cast<size_t>(2 * Di));  // x branch (first Di), gate z (second Di)
-  linear(w.in_proj, x, o.xz.data(), w.in_bias.empty() ? nullptr : w.in_bias.data());
+  linear(w.in_proj, x, o.xz.data(), w.in_bias);
   // The window drops its oldest row and takes this token's raw input u0 (Di,) as its newest.
   std::copy(cache.window.begin() + Di, cache.window.end(), cache.window.begin());
   std::copy(o.xz.begin(), o.xz.begin() + Di, cache.window.end() - Di);
@@ -74,7 +74,7 @@ void mamba_token(const MambaWeights& w, const JambaConfig& c, const float* x, Ma
   o.gated.resize(static_cast<size_t>(Di));
   scan_step(cache.h.data(), o.delta.data(), w.A.data(), B.data(), C.data(), w.D.data(), o.u.data(), o.xz.data() + Di,
             Di, N, o.gated.data(), o.retained.data());
-  linear(w.out_proj, o.gated.data(), y, w.out_bias.empty() ? nullptr : w.out_bias.data());  // (H,)
+  linear(w.out_proj, o.gated.data(), y, w.out_bias);  // (H,)
 }
 
 namespace {

@@ -91,8 +91,10 @@ void mamba2_scan_chunked(const Mamba2Dims& d, const std::vector<Mamba2Token>& in
   }
 }
 
-void gated_rmsnorm(float* y, const float* z, const float* w, int64_t Di, int64_t group, double eps) {
-  for (int64_t c = 0; c < Di; ++c) y[c] = static_cast<float>(static_cast<double>(y[c]) * silu(z[c]));
+namespace {
+
+// y (Di,) ← y normalised by the RMS over each group of `group` channels, times w (Di,).
+void group_rmsnorm(float* y, const float* w, int64_t Di, int64_t group, double eps) {
   for (int64_t g0 = 0; g0 < Di; g0 += group) {
     double ss = 0;
     for (int64_t c = g0; c < g0 + group; ++c) ss += static_cast<double>(y[c]) * y[c];
@@ -101,16 +103,23 @@ void gated_rmsnorm(float* y, const float* z, const float* w, int64_t Di, int64_t
   }
 }
 
+// y (Di,) ← y ⊙ silu(z).
+void gate(float* y, const float* z, int64_t Di) {
+  for (int64_t c = 0; c < Di; ++c) y[c] = static_cast<float>(static_cast<double>(y[c]) * silu(z[c]));
+}
+
+}  // namespace
+
+void gated_rmsnorm(float* y, const float* z, const float* w, int64_t Di, int64_t group, double eps) {
+  gate(y, z, Di);
+  group_rmsnorm(y, w, Di, group, eps);
+}
+
 void gate_then_norm_or_not(float* y, const float* z, const float* w, int64_t Di, int64_t group, double eps,
                            bool norm_before_gate) {
   if (w && !norm_before_gate) return gated_rmsnorm(y, z, w, Di, group, eps);
-  for (int64_t g0 = 0; w && g0 < Di; g0 += group) {  // normalise first
-    double ss = 0;
-    for (int64_t c = g0; c < g0 + group; ++c) ss += static_cast<double>(y[c]) * y[c];
-    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(group) + eps);
-    for (int64_t c = g0; c < g0 + group; ++c) y[c] = static_cast<float>(static_cast<double>(w[c]) * (y[c] * inv));
-  }
-  for (int64_t c = 0; c < Di; ++c) y[c] = static_cast<float>(static_cast<double>(y[c]) * silu(z[c]));
+  if (w) group_rmsnorm(y, w, Di, group, eps);  // normalise first
+  gate(y, z, Di);
 }
 
 void mamba2_hidden_attention_row(const Mamba2Dims& d, const float* delta, const float* B, const float* C,
@@ -148,7 +157,7 @@ class RefMamba2 final : public RefMixer {
   void token(const float* x, float* y, const RefRow& at) override {
     const int64_t Di = c_.mamba_inner(), conv = c_.mamba2_conv_dim(), W = c_.mamba_d_conv, GN = d_.G * d_.N;
     std::vector<float> zxbcdt(static_cast<size_t>(Di + conv + d_.nh));  // z (Di) | x|B|C (conv) | dt (nh)
-    linear(w_.in_proj, x, zxbcdt.data(), w_.in_bias.empty() ? nullptr : w_.in_bias.data());
+    linear(w_.in_proj, x, zxbcdt.data(), w_.in_bias);
     for (size_t k = 0; k < mup_.size(); ++k) zxbcdt[k] *= mup_[k];  // Falcon-H1's µP factors per segment
     at.observe("ssm_in", zxbcdt.data(), Di + conv + d_.nh);
     // The window drops its oldest row and takes this token's x|B|C; conv + bias, then SiLU.
@@ -171,7 +180,7 @@ class RefMamba2 final : public RefMixer {
                           c_.mamba2_norm_group(), c_.rms_norm_eps, c_.mamba_norm_before_gate);
     at.observe("ssm_delta", delta.data(), d_.nh);
     at.observe("ssm_y", out.data(), Di);
-    linear(w_.out_proj, out.data(), y, w_.out_bias.empty() ? nullptr : w_.out_bias.data());  // (H,)
+    linear(w_.out_proj, out.data(), y, w_.out_bias);  // (H,)
     if (!at.instruments) return;
     TokenTrace* r = at.rec;
     double sum = 0;  // ssm_delta_mean: the mean of Δ over the heads

@@ -14,6 +14,10 @@ void embedding(const Mat& E, int32_t id, float* out);
 
 // y (W.rows,) = W (rows, cols) · x (cols,) (+ bias (rows,) when non-null): nn.Linear, y = x Wᵀ + b.
 void linear(const Mat& W, const float* x, float* y, const float* bias = nullptr);
+// Same with the bias as the weights hold it (an empty vector: none).
+inline void linear(const Mat& W, const float* x, float* y, const std::vector<float>& bias) {
+  linear(W, x, y, bias.empty() ? nullptr : bias.data());
+}
 
 // y (n,) = w ⊙ x / sqrt(mean(x²) + eps) (jamba-spec.md §3.2: eps inside the root). In place allowed.
 void rmsnorm(const float* x, const float* w, int64_t n, double eps, float* y);

@@ -87,10 +87,9 @@ void CpuAttention::forward(const float* x, int64_t S, float* y, TokenTrace* cons
     for (auto [v, b] : {std::pair{q, &w_.q_bias}, std::pair{kn, &w_.k_bias}, std::pair{vn, &w_.v_bias}})
       for (size_t i = 0; i < b->size(); ++i) v[i] += (*b)[i];  // attention_bias (Falcon-H1, Granite)
   } else {
-    auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
-    linear(w_.q, x, S, q, bias(w_.q_bias));
-    linear(w_.k, x, S, kn, bias(w_.k_bias));
-    linear(w_.v, x, S, vn, bias(w_.v_bias));
+    linear(w_.q, x, S, q, w_.q_bias);
+    linear(w_.k, x, S, kn, w_.k_bias);
+    linear(w_.v, x, S, vn, w_.v_bias);
   }
   if (!inv_freq_.empty())
     for (int64_t s = 0; s < S; ++s) {  // the row's position is its KV slot (registers first)
@@ -136,7 +135,7 @@ void CpuAttention::forward(const float* x, int64_t S, float* y, TokenTrace* cons
     }
   });
   run_.observe("attn_heads", layer_, o, S, nh * hd, recs);
-  linear(w_.o, o, S, y, w_.o_bias.empty() ? nullptr : w_.o_bias.data());
+  linear(w_.o, o, S, y, w_.o_bias);
 }
 
 }  // namespace

@@ -43,14 +43,14 @@ void swiglu(FfnScratch& sc, const MlpWeights& w, const float* x, int64_t n, floa
   const int64_t I = w.gate.rows;
   float* g = grow(sc.g, n * I);  // (n, I)
   float* u = grow(sc.u, n * I);  // (n, I)
-  linear(w.gate, x, n, g, w.gate_bias.empty() ? nullptr : w.gate_bias.data());
-  linear(w.up, x, n, u, w.up_bias.empty() ? nullptr : w.up_bias.data());
+  linear(w.gate, x, n, g, w.gate_bias);
+  linear(w.up, x, n, u, w.up_bias);
   const simd::Kernels& k = simd::kernels();
   ThreadPool::global().parallel_for(n * I, 8192, [&](int64_t b, int64_t e) {
     scale_rows(g + b, e - b, gm);
     k.silu_mul(g + b, u + b, e - b);
   });
-  linear(w.down, g, n, y, w.down_bias.empty() ? nullptr : w.down_bias.data());
+  linear(w.down, g, n, y, w.down_bias);
 }
 
 // Decode: SwiGLU of one row through k MLPs, y (H,) = Σ_j weight_j · mlp_j(x) in the order given
@@ -97,14 +97,14 @@ void swiglu_decode(FfnScratch& sc, int64_t H, const MlpWeights* const* mlps, con
 void relu2_mlp(FfnScratch& sc, const MlpWeights& w, const float* x, int64_t n, float* y) {
   const int64_t I = w.up.rows;
   float* u = grow(sc.u, n * I);  // (n, I)
-  linear(w.up, x, n, u, w.up_bias.empty() ? nullptr : w.up_bias.data());
+  linear(w.up, x, n, u, w.up_bias);
   ThreadPool::global().parallel_for(n * I, 8192, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const float r = u[i] > 0.0f ? u[i] : 0.0f;
       u[i] = r * r;
     }
   });
-  linear(w.down, u, n, y, w.down_bias.empty() ? nullptr : w.down_bias.data());
+  linear(w.down, u, n, y, w.down_bias);
 }
 
 class CpuDense final : public CpuFfn {

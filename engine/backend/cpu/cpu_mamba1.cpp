@@ -54,7 +54,7 @@ void CpuMamba1::forward(const float* x, int64_t S, float* y, TokenTrace* const* 
   MambaScratch& sc = run_.scratch<MambaScratch>();
   const int64_t Di = cfg.mamba_inner(), N = cfg.mamba_d_state, W = cfg.mamba_d_conv, R = cfg.mamba_dt_rank;
   float* xz = grow(sc.xz, S * 2 * Di);  // (S, 2Di): u0 | z
-  linear(w_.in_proj, x, S, xz, w_.in_bias.empty() ? nullptr : w_.in_bias.data());
+  linear(w_.in_proj, x, S, xz, w_.in_bias);
   run_.observe("ssm_in", layer_, xz, S, 2 * Di, recs);
   // Causal depthwise conv over [cached window, block], then SiLU: u (S, Di), channels spread over the pool.
   float* u = grow(sc.u, S * Di);
@@ -130,7 +130,7 @@ void CpuMamba1::forward(const float* x, int64_t S, float* y, TokenTrace* const* 
   }
   run_.observe("ssm_delta", layer_, dt, S, Di, recs);
   run_.observe("ssm_y", layer_, gated, S, Di, recs);
-  linear(w_.out_proj, gated, S, y, w_.out_bias.empty() ? nullptr : w_.out_bias.data());
+  linear(w_.out_proj, gated, S, y, w_.out_bias);
 }
 
 }  // namespace

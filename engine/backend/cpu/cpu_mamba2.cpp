@@ -91,7 +91,7 @@ void CpuMamba2::forward(const float* x, int64_t S, float* y, TokenTrace* const* 
   Mamba2Scratch& sc = run_.scratch<Mamba2Scratch>();
   const int64_t proj = Di_ + conv_ + nh_;
   float* zxd = grow(sc.proj, S * proj);  // (S, proj): z | x|B|C | dt
-  linear(w_.in_proj, x, S, zxd, w_.in_bias.empty() ? nullptr : w_.in_bias.data());
+  linear(w_.in_proj, x, S, zxd, w_.in_bias);
   if (!mup_.empty())  // Falcon-H1's µP factors of the segments z | x | B | C | dt
     for (int64_t s = 0; s < S; ++s)
       for (int64_t k = 0; k < proj; ++k) zxd[s * proj + k] *= mup_[k];
@@ -159,7 +159,7 @@ void CpuMamba2::forward(const float* x, int64_t S, float* y, TokenTrace* const* 
   }
   run_.observe("ssm_delta", layer_, delta, S, nh_, recs);
   run_.observe("ssm_y", layer_, out, S, Di_, recs);
-  linear(w_.out_proj, out, S, y, w_.out_bias.empty() ? nullptr : w_.out_bias.data());
+  linear(w_.out_proj, out, S, y, w_.out_bias);
 }
 
 }  // namespace

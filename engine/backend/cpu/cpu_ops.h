@@ -16,6 +16,10 @@ struct Kernels;
 // Y (S, W.rows) = X (S, W.cols) · Wᵀ (+ bias (W.rows,) when non-null). Threaded over output rows.
 // S == 1: vector matvec; S > 1: BLAS on fp32 panels (the reference loop when built without BLAS).
 void linear(const Mat& W, const float* X, int64_t S, float* Y, const float* bias = nullptr);
+// Same with the bias as the weights hold it (an empty vector: none).
+inline void linear(const Mat& W, const float* X, int64_t S, float* Y, const std::vector<float>& bias) {
+  linear(W, X, S, Y, bias.empty() ? nullptr : bias.data());
+}
 // Same, using only rows [row0, row0 + nrows) of W (a view into a fused tensor).
 void linear_rows(const Mat& W, int64_t row0, int64_t nrows, const float* X, int64_t S, float* Y);
 
