@@ -4,10 +4,15 @@
 What it is: (a) an independent torch float64 model built from HF's module structure (NemotronHBlock:
 residual + mixer(norm(h)); NemotronHMamba2Mixer.torch_forward with its naive chunked SSD and its cached
 one-token branch; NemotronHAttention with eager_attention_forward and repeat_kv, no RoPE; NemotronHMLP;
-Zamba2RMSNormGated), whose parameters are nn.Linear / nn.Conv1d modules filled by load_state_dict(strict)
-from the checkpoint under HF's names, so names, shapes and bias flags are checked too; compared with
-the reference on logits, attention rows, dt and the residual stream of every run; (b) the mixer against
-the direct O(T^2) sum with the grouped gated norm by hand; (c) config rules, the dt clamp, byte counters.
+Zamba2RMSNormGated; NemotronHMoE with NemotronHTopkRouter and route_tokens_to_experts in HF's own torch
+ops (sigmoid, topk, scatter_, masked_fill 0.0, gather), HF's stacked NemotronHExperts or, for published
+per-expert names, NVIDIA's ModuleList of NemotronHMLP experts, both with index_add_), whose parameters
+are nn.Linear / nn.Conv1d / nn.Parameter / buffers filled by load_state_dict(strict) from the checkpoint
+under its names, so names, shapes and bias flags are checked too; compared with the reference on logits,
+attention rows, dt, router instruments and the residual stream of every run; (b) the mixer against the
+direct O(T^2) sum with the grouped gated norm by hand; (c) config rules, the dt clamp, byte counters;
+(d) the MoE cases exercise what they claim (correction bias, group limit, no near-ties, float32 routes
+alike) and HF's masked_fill(0.0) quirk on a hand-made row.
 Prefill vs step (1e-10) and the files reproducing: check_ref.py (b).
 What it is not: HF's code (transformers is not installed here; written from reading it), or a C++ test.
 Usage: run by check_ref.py (run_checks(check, close)).
@@ -16,6 +21,7 @@ import json
 import math
 import os
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -32,18 +38,25 @@ import nemotron_ref as nr  # noqa: E402
 GOLDEN = os.path.join(HERE, "..", "..", "tests", "golden")
 
 
+MOE_DEFAULTS = dict(n_routed_experts=8, moe_intermediate_size=7688, moe_shared_expert_intermediate_size=7688,
+                   moe_latent_size=None, num_experts_per_tok=2, routed_scaling_factor=1.0, n_group=1, topk_group=1,
+                   norm_topk_prob=True)                                      # HF NemotronHConfig defaults
+
+
 class Cfg:
     """The config fields HF's modules read, straight from config.json (pattern form or list form)."""
-    def __init__(self, d):
+    def __init__(self, d, per_expert=False):
         kinds = d.get("layers_block_type")
         self.types = ([{"linear_attention": "mamba", "full_attention": "attention"}.get(k, k) for k in kinds]
-                      if kinds else [{"M": "mamba", "*": "attention", "-": "mlp"}[ch]
+                      if kinds else [{"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}[ch]
                                      for ch in d["hybrid_override_pattern"]])
         self.__dict__.update({k: d[k] for k in (
             "hidden_size", "vocab_size", "num_attention_heads", "num_key_value_heads", "head_dim", "attention_bias",
             "intermediate_size", "mlp_bias", "mamba_num_heads", "mamba_head_dim", "n_groups", "ssm_state_size",
             "conv_kernel", "chunk_size", "use_conv_bias", "use_bias", "time_step_min", "time_step_limit",
             "layer_norm_epsilon", "tie_word_embeddings")})
+        self.__dict__.update({k: d.get(k, v) for k, v in MOE_DEFAULTS.items()})
+        self.per_expert = per_expert                                         # published experts.{e}.* names
 
 
 class RMSNorm(nn.Module):                                                    # NemotronHRMSNorm
@@ -187,20 +200,106 @@ class Attention(nn.Module):                                                  # N
 
 
 class MLP(nn.Module):                                                        # NemotronHMLP, relu2
-    def __init__(self, c):
+    def __init__(self, c, n_in=None, n_mid=None):
         super().__init__()
-        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=c.mlp_bias)
-        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=c.mlp_bias)
+        n_in, n_mid = n_in or c.hidden_size, n_mid or c.intermediate_size
+        self.up_proj = nn.Linear(n_in, n_mid, bias=c.mlp_bias)
+        self.down_proj = nn.Linear(n_mid, n_in, bias=c.mlp_bias)
 
     def forward(self, x):
         return self.down_proj(torch.relu(self.up_proj(x)) ** 2)
+
+
+def hf_route(logits, corr, n_group, topk_group, top_k, norm_topk_prob, scale):
+    """NemotronHMoE.route_tokens_to_experts, op for op. Returns (indices (S, K) in topk's order, weights,
+    the masked choice scores (S, E))."""
+    E = logits.shape[-1]
+    s = logits.sigmoid()
+    choice = s + corr
+    group_scores = choice.view(-1, n_group, E // n_group).topk(2, dim=-1)[0].sum(dim=-1)
+    group_idx = torch.topk(group_scores, k=topk_group, dim=-1, sorted=False)[1]
+    group_mask = torch.zeros_like(group_scores)
+    group_mask.scatter_(1, group_idx, 1)
+    score_mask = group_mask.unsqueeze(-1).expand(-1, n_group, E // n_group).reshape(-1, E)
+    masked = choice.masked_fill(~score_mask.bool(), 0.0)
+    idx = torch.topk(masked, k=top_k, dim=-1, sorted=False)[1]
+    w = s.gather(1, idx)
+    if norm_topk_prob:
+        w = w / (w.sum(dim=-1, keepdim=True) + 1e-20)
+    return idx, w * scale, masked
+
+
+def ordered(idx, masked):
+    """Chosen experts in descending masked choice, ties to the lower index (the trace's router_topk)."""
+    idx = idx.sort(dim=-1).values
+    return idx.gather(1, torch.sort(-masked.gather(1, idx), dim=-1, stable=True).indices)
+
+
+class TopkRouter(nn.Module):                                                 # NemotronHTopkRouter
+    def __init__(self, c):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(c.n_routed_experts, c.hidden_size))
+        self.register_buffer("e_score_correction_bias", torch.zeros(c.n_routed_experts))
+
+    def forward(self, h):                                                    # HF: in float32; float64 here
+        return F.linear(h.view(-1, self.weight.shape[1]), self.weight)
+
+
+class Experts(nn.Module):                                                    # NemotronHExperts (HF, stacked)
+    def __init__(self, c, n_in):
+        super().__init__()
+        self.up_proj = nn.Parameter(torch.empty(c.n_routed_experts, c.moe_intermediate_size, n_in))
+        self.down_proj = nn.Parameter(torch.empty(c.n_routed_experts, n_in, c.moe_intermediate_size))
+
+    def forward(self, h, idx, w):
+        out = torch.zeros_like(h)
+        mask = F.one_hot(idx, num_classes=self.up_proj.shape[0]).permute(2, 1, 0)     # (E, K, tokens)
+        for e in torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero().squeeze(-1).tolist():
+            pos, tok = torch.where(mask[e])
+            y = F.linear(torch.relu(F.linear(h[tok], self.up_proj[e])) ** 2, self.down_proj[e])
+            out.index_add_(0, tok, y * w[tok, pos, None])
+        return out
+
+
+class ExpertList(nn.ModuleList):                 # NVIDIA's remote code: NemotronHMLP per expert, in Lat dims
+    def forward(self, h, idx, w):
+        out = torch.zeros_like(h)
+        mask = F.one_hot(idx, num_classes=len(self)).permute(2, 0, 1)                  # (E, tokens, K)
+        for e, expert in enumerate(self):
+            tok, pos = torch.where(mask[e])
+            if tok.numel() > 0:
+                out.index_add_(0, tok, expert(h[tok]) * w[tok, pos].unsqueeze(-1))
+        return out
+
+
+class MoE(nn.Module):                                                        # NemotronHMoE
+    def __init__(self, c):
+        super().__init__()
+        self.c, lat = c, c.moe_latent_size
+        n_in = lat or c.hidden_size
+        self.gate = TopkRouter(c)
+        self.experts = (ExpertList([MLP(c, n_in, c.moe_intermediate_size) for _ in range(c.n_routed_experts)])
+                        if c.per_expert else Experts(c, n_in))
+        self.shared_experts = MLP(c, c.hidden_size, c.moe_shared_expert_intermediate_size)
+        self.fc1_latent_proj = nn.Linear(c.hidden_size, lat, bias=c.mlp_bias) if lat else nn.Identity()
+        self.fc2_latent_proj = nn.Linear(lat, c.hidden_size, bias=c.mlp_bias) if lat else nn.Identity()
+        self.records = []
+
+    def forward(self, h):
+        c, shape = self.c, h.shape
+        logits = self.gate(h)
+        idx, w, masked = hf_route(logits, self.gate.e_score_correction_bias, c.n_group, c.topk_group,
+                                  c.num_experts_per_tok, c.norm_topk_prob, c.routed_scaling_factor)
+        self.records.append((logits, idx, masked))
+        out = self.fc2_latent_proj(self.experts(self.fc1_latent_proj(h.view(-1, shape[-1])), idx, w))
+        return out.view(*shape) + self.shared_experts(h)
 
 
 class Block(nn.Module):                                                      # NemotronHBlock
     def __init__(self, c, kind):
         super().__init__()
         self.norm = RMSNorm(c.hidden_size, c.layer_norm_epsilon)
-        self.mixer = {"mamba": Mixer, "attention": Attention, "mlp": MLP}[kind](c)
+        self.mixer = {"mamba": Mixer, "attention": Attention, "mlp": MLP, "moe": MoE}[kind](c)
 
     def forward(self, h):
         return h + self.mixer(self.norm(h))
@@ -219,8 +318,8 @@ class CausalLM(nn.Module):
     def __init__(self, folder):
         super().__init__()
         d = json.load(open(os.path.join(folder, "config.json")))
-        self.c = c = Cfg(d)
         tensors, _, _ = jr.read_safetensors(os.path.join(folder, "model.safetensors"))
+        self.c = c = Cfg(d, per_expert=any(".mixer.experts.0." in k for k in tensors))
         self.prefix = "backbone" if "backbone.embeddings.weight" in tensors else "model"
         self.add_module(self.prefix, Backbone(c))
         self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False)
@@ -255,8 +354,20 @@ def run_checks(check, close):
         c = ref.cfg
         tm = CausalLM(folder)
         check(f"{tag}: torch model loads the file strictly under HF's names ({tm.prefix}.)", True)
-        check(f"{tag}: schedule", c.kinds == "".join({"mamba": "M", "attention": "*", "mlp": "-"}[k]
+        check(f"{tag}: schedule", c.kinds == "".join({"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}[k]
                                                      for k in tm.c.types), c.kinds)
+        moes = [(i, blk.mixer) for i, blk in enumerate(tm.bb.layers) if isinstance(blk.mixer, MoE)]
+        for i, mo in moes:                                                   # the block on random rows
+            xx = rng.normal(size=(9, c.H)) * 1.5
+            mo.records = []
+            with torch.no_grad():
+                want = mo(cb.T(xx)[None])[0].numpy()
+            o, r = ref.moe_block(ref.layers[i], xx)
+            close(f"{tag}: layer {i} MoE block == torch NemotronHMoE ({'per-expert' if tm.c.per_expert else 'stacked'}"
+                  f" experts{', latent' if c.Lat else ''})", o, want)
+            _, idx, masked = mo.records[0]
+            check(f"{tag}: layer {i} chosen experts == HF's topk, in masked-score order",
+                  np.array_equal(r["topk"], ordered(idx, masked).numpy()))
         mixers = [(i, blk.mixer) for i, blk in enumerate(tm.bb.layers) if isinstance(blk.mixer, Mixer)]
         for S in (1, c.W - 1, c.W, c.chunk, 2 * c.chunk + 3):                 # conv edges, chunk crossings
             xx = rng.normal(size=(S, c.H))
@@ -298,8 +409,8 @@ def run_checks(check, close):
             for _, mx in mixers:
                 mx.dts = []
             for blk in tm.bb.layers:
-                if isinstance(blk.mixer, Attention):
-                    blk.mixer.rows = []
+                if isinstance(blk.mixer, (Attention, MoE)):
+                    blk.mixer.rows, blk.mixer.records = [], []
             with torch.no_grad():
                 logits, resid = tm(torch.tensor(run["token_ids"]), n_reg, null)
             close(f"{rt}: logits == torch HF-structure model", a["logits"], logits[n_reg:].numpy())
@@ -313,11 +424,21 @@ def run_checks(check, close):
             A_ch = np.stack([np.repeat(ref.layers[i]["A"], c.P) for i in c.mamba_layers])
             close(f"{rt}: ssm_retained = exp(dt A) of the channel's head", a["ssm_retained"],
                   np.exp(a["ssm_delta"] * A_ch[None]), 1e-12)
-            Tn = len(run["token_ids"])
-            check(f"{rt}: shapes (A_n {len(c.attn_layers)}, M_n {len(c.mamba_layers)}, L+1 {c.L + 1}), no router",
+            Tn, X_n = len(run["token_ids"]), len(c.moe_layers)
+            check(f"{rt}: shapes (A_n {len(c.attn_layers)}, M_n {len(c.mamba_layers)}, X_n {X_n}, L+1 {c.L + 1})",
                   a["attn_entropy"].shape == (Tn, len(c.attn_layers), c.nh) and a["ssm_delta"].shape ==
                   (Tn, len(c.mamba_layers), c.Di) and a["rank1_distance"].shape == (Tn, c.L + 1)
-                  and not any(k.startswith("router") for k in a))
+                  and (a["router_topk"].shape == (Tn, X_n, c.K) and a["router_probs"].shape == (Tn, X_n, c.E)
+                       if X_n else not any(k.startswith("router") for k in a)))
+            if moes:
+                recs = [mo.records[0] for _, mo in moes]                          # (logits, idx, masked)
+                s_ = [torch.sigmoid(lg[n_reg:]) for lg, _, _ in recs]
+                close(f"{rt}: router_probs == torch sigmoid / its sum", a["router_probs"],
+                      np.stack([(x / x.sum(-1, keepdim=True)).numpy() for x in s_], 1))
+                close(f"{rt}: router_lse == torch logsumexp", a["router_lse"],
+                      np.stack([torch.logsumexp(lg[n_reg:], -1).numpy() for lg, _, _ in recs], 1))
+                check(f"{rt}: router_topk == HF's topk of the masked biased scores, descending",
+                      np.array_equal(a["router_topk"], np.stack([ordered(i, m)[n_reg:].numpy() for _, i, m in recs], 1)))
             check(f"{rt}: ssm_state_bytes = M_n (conv_dim W + Di N) 4", np.all(
                 a["ssm_state_bytes"] == len(c.mamba_layers) * (c.conv_dim * c.W + c.Di * c.N) * 4))
             check(f"{rt}: kv_cache_bytes over the '*' layers", np.array_equal(
@@ -345,3 +466,76 @@ def run_checks(check, close):
     check("config: bare Infinity in time_step_limit reads as inf",
           "Infinity" in open(os.path.join(GOLDEN, "nemotron_basic", "config.json")).read()
           and nr.NemotronHConfig.from_file(os.path.join(GOLDEN, "nemotron_basic", "config.json")).dt_max == math.inf)
+    moe_checks(check, close)
+
+
+def moe_checks(check, close):
+    """(d) The MoE cases exercise what their descriptions claim; HF's masked_fill(0.0); MoE config rules."""
+    for spec in gn.case_specs():
+        folder = os.path.join(GOLDEN, spec["name"])
+        ref = nr.NemotronHRef.load(folder)
+        c, tag = ref.cfg, spec["name"]
+        if not c.moe_layers:
+            continue
+        ref32 = nr.NemotronHRef.load(folder, dtype=np.float32)
+        n_pos = n_bias = n_grp = n_out = flips = 0
+        margin, frac = np.inf, 0.0
+        route = lambda lg, corr, ng, tg: hf_route(lg, corr, ng, tg, c.K, c.norm_topk, c.route_scale)[0]  # noqa: E731
+        for run in json.load(open(os.path.join(folder, "expected", "runs.json")))["runs"]:
+            args = (run["token_ids"], run["normalizer"], run["registers"])
+            margin = min(margin, gn.routing_margin(ref, *args))
+            for j, r in enumerate(gn.routing_records(ref, *args)):
+                lg, corr = cb.T(r["logits"]), cb.T(ref.layers[c.moe_layers[j]]["corr"])
+                chosen = route(lg, corr, c.n_group, c.topk_group).sort(-1).values
+                n_bias += int(torch.any(route(lg, 0 * corr, c.n_group, c.topk_group).sort(-1).values != chosen, -1).sum())
+                n_grp += int(torch.any(route(lg, corr, 1, 1).sort(-1).values != chosen, -1).sum())
+                n_out += int(np.sum(~np.take_along_axis(np.repeat(r["kept"], c.group_size, -1), r["topk"], -1)))
+                n_pos += len(chosen)
+            a, b = ref.run(*args), ref32.run(*args)
+            flips += int(np.sum(a["router_topk"] != b["router_topk"]))
+            d = np.abs(b["logits"] - a["logits"]) / (1e-4 * np.abs(a["logits"]) + 1e-5 * max(1.0, np.abs(a["logits"]).max()))
+            frac = max(frac, float(d.max()))
+        check(f"{tag}: the correction bias changes the chosen experts at {n_bias} of {n_pos} positions", n_bias > 0)
+        if c.topk_group < c.n_group:
+            check(f"{tag}: the group limit ({c.topk_group} of {c.n_group} groups) excludes an expert the ungrouped "
+                  f"top-{c.K} would choose at {n_grp} of {n_pos} positions", n_grp > 0)
+        check(f"{tag}: no masked-out expert is chosen (HF's 0.0 fill never decides here)", n_out == 0)
+        check(f"{tag}: smallest routing-score gap deciding a group or an expert {margin:.1e} >= 2e-5", margin >= 2e-5)
+        check(f"{tag}: the float32 reference routes alike (logits at {frac:.3f} of the recommended tolerance)",
+              flips == 0 and frac < 0.1)
+    # HF's masked_fill(0.0): a masked-out expert's 0.0 beats a negative kept score (E 6, 3 groups, keep 2, K 4)
+    cfg = nr.NemotronHConfig(dict(hybrid_override_pattern="E", n_routed_experts=6, n_group=3, topk_group=2,
+                                  num_experts_per_tok=4, norm_topk_prob=True, routed_scaling_factor=2.0))
+    sg = np.array([0.6, 0.3, 0.55, 0.25, 0.15, 0.1])
+    corr = np.array([0.0, -0.5, 0.0, -0.5, 0.0, 0.0])                       # choices 0.6 -0.2 | 0.55 -0.25 | 0.15 0.1
+    lg = np.log(sg / (1 - sg))[None]
+    r = nr.NemotronHRef.route(SimpleNamespace(cfg=cfg), lg, corr)
+    idx, w, _ = hf_route(cb.T(lg), cb.T(corr), 3, 2, 4, True, 2.0)
+    want = sg[[0, 2, 4, 5]] / sg[[0, 2, 4, 5]].sum() * 2.0
+    check("route: groups 0, 1 kept; experts [0, 2, 4, 5] (masked 0.0 > -0.2; -inf masking would give "
+          "[0, 2, 1, 3]), as HF's ops", r["topk"].tolist() == [[0, 2, 4, 5]]
+          and sorted(idx[0].tolist()) == [0, 2, 4, 5] and r["kept"].tolist() == [[True, True, False]])
+    close("route: weights = sigmoid at the chosen / (sum + 1e-20) x routed_scaling_factor", r["w"][0], want, 1e-14)
+    close("route: HF's weights alike", w[0][idx[0].argsort()].numpy(), want, 1e-14)
+    close("route: router_probs = sigmoid / sum, router_lse = logsumexp(logits)",
+          np.append(r["probs"][0], r["lse"]), np.append(sg / sg.sum(), np.log(np.exp(lg).sum())), 1e-14)
+    # MoE config rules
+    moe = gn.case_specs()[2]["config"]
+    N = lambda **kw: nr.NemotronHConfig(dict(moe, **kw))  # noqa: E731
+    lst = nr.NemotronHConfig(dict({k: v for k, v in moe.items() if k != "hybrid_override_pattern"},
+                                  layers_block_type=["mamba", "moe", "mamba", "attention", "moe", "mlp"]))
+    check("config: pattern 'MEM*E-' and the list with \"moe\" give one schedule, MoE layers [1, 4]",
+          lst.kinds == N().kinds == "MEM*E-" and N().moe_layers == [1, 4])
+    alias = nr.NemotronHConfig(dict({k: v for k, v in moe.items() if k != "n_routed_experts"}, num_local_experts=8))
+    check("config: num_local_experts alone is read as n_routed_experts", alias.E == 8 and N(num_local_experts=8).E == 8)
+    refused = 0
+    for kw in (dict(num_local_experts=4), dict(n_group=3), dict(n_group=8, topk_group=4), dict(topk_group=5),
+               dict(num_experts_per_tok=5)):
+        try:
+            N(**kw)
+        except AssertionError:
+            refused += 1
+    check("config: refused: n_routed_experts != num_local_experts, n_group not dividing E, groups of 1 expert, "
+          "topk_group > n_group, K > the kept groups' experts", refused == 5, f"{refused} of 5")
+    check("config: no 'E' layer, no router (E = K = 0)",
+          (lambda k: (k.E, k.K, k.moe_layers) == (0, 0, []))(nr.NemotronHConfig(gn.case_specs()[1]["config"])))
