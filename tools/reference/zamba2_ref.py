@@ -130,7 +130,7 @@ class Zamba2Config(JambaConfig):
 
 def gelu(x):
     """Exact (erf) GELU, ACT2FN["gelu"]."""
-    return 0.5 * x * (1.0 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2.0)))
+    return (0.5 * x * (1.0 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2.0)))).astype(x.dtype)
 
 
 SHARED_NAME = re.compile(r"model\.layers\.(\d+)\.shared_transformer\.(.+)$")
