@@ -67,7 +67,7 @@ class Mixer(cn.Mixer):                                                       # Z
         super().__init__(SimpleNamespace(
             hidden_size=d.H, mamba_num_heads=d.mh, mamba_head_dim=d.Di // d.mh, n_groups=d.G, ssm_state_size=d.N,
             conv_kernel=d.W, chunk_size=d.chunk, use_conv_bias=True, use_bias=d.add_bias,   # conv1d: bias=True
-            time_step_min=d.tmin, time_step_limit=(0.0, math.inf), layer_norm_epsilon=zr.GATED_NORM_EPS))
+            time_step_min=d.tmin, time_step_limit=(0.0, math.inf), layer_norm_epsilon=1e-5))   # HF's literal
         self.use_conv_bias = d.use_conv_bias
 
     def forward_cached(self, x):
@@ -363,7 +363,7 @@ def check_mistakes(check, tag, tm, ref, run):
     if c.G > 1:
         moved("gated norm over all Di (one group)", [m.norm for m in mixers(tm)], "group_size", c.Di)
     moved("gelu tanh approximation", mlps, "act", lambda f: (lambda t: F.gelu(t, approximate="tanh")), big=False)
-    if c.eps != zr.GATED_NORM_EPS:
+    if c.eps != 1e-5:
         moved(f"gated-norm eps rms_norm_eps {c.eps} instead of 1e-5", [m.norm for m in mixers(tm)], "eps", c.eps,
               big=False)
 
