@@ -384,6 +384,8 @@ def main():
     check_granite.run_checks(check, close)
     import check_falcon                                                   # Falcon-H1 section
     check_falcon.run_checks(check, close)
+    import check_zamba2                                                   # Zamba2 section (cases in a temp dir)
+    check_zamba2.run_checks(check, close)
     total = "all checks passed" if not FAILS else f"{len(FAILS)} FAILED: {FAILS}"
     print(total)
     return 0 if not FAILS else 1

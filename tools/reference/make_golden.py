@@ -7,6 +7,8 @@ stored dtype rounding is part of the expectation). What it is not: a trainer; th
 References: jamba-spec.md §1-§3 (checkpoint layout, init §3.12), trace-format.md §1-§3 (extensions, trace).
 
 Usage: /usr/bin/python3 tools/reference/make_golden.py [--out tests/golden]
+       /usr/bin/python3 tools/reference/make_golden.py --zamba2 DIR   (only the Zamba2 cases, into DIR: they stay
+       out of tests/golden until the engine reads Zamba2; check_ref.py writes them into a temporary folder)
 Deterministic: rerunning reproduces every file byte for byte.
 """
 import argparse
@@ -410,70 +412,95 @@ def router_margin(tr):
     return float(gaps.min()) if gaps.size else np.inf
 
 
+def write_case(out_root, spec, spreads, score_margins=None):
+    """Writes one case folder (checkpoint, expected traces, runs.json) under out_root. Folds the float32 spread of
+    the Jamba cases into spreads, and a case's own routing-score margin (spec["router_margin"], a router that is
+    not a softmax) into score_margins; returns (summary rows, smallest router gap)."""
+    import hashlib
+    folder = os.path.join(out_root, spec["name"])
+    if os.path.isdir(folder):
+        shutil.rmtree(folder)
+    os.makedirs(os.path.join(folder, "expected"))
+    write_checkpoint(folder, spec)
+    ref_cls = spec.get("ref", jamba_ref.JambaRef)
+    model = ref_cls.load(folder)                                        # read back: dtype rounding included
+    model32 = ref_cls.load(folder, dtype=np.float32)
+    with open(os.path.join(folder, "config.json"), "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    run_list, summary, min_margin = [], [], np.inf
+    for k, (rname, T, norm, regs) in enumerate(spec["runs"]):
+        rng = np.random.default_rng(spec["seed"] * 100 + T)             # same T ⇒ same ids within a case
+        ids = [int(v) for v in rng.integers(0, model.cfg.V, size=T)]
+        tr = model.run(ids, norm, regs, path="sequence")
+        st = model.run(ids, norm, regs, path="step")
+        for name in tr:                                               # prefill == step-by-step
+            d = np.max(np.abs(tr[name].astype(np.float64) - st[name].astype(np.float64)), initial=0.0)
+            assert d <= 1e-10 * max(1.0, float(np.max(np.abs(tr[name])))), (spec["name"], rname, name, d)
+        t32 = model32.run(ids, norm, regs, path="sequence")
+        for name in tr:                                               # f32_spread.json: Jamba cases
+            if name in TRACE_DTYPES or ref_cls is not jamba_ref.JambaRef:
+                continue
+            new = spread(t32[name], tr[name])
+            old = spreads.get(name, (0.0, 0.0, 0.0))
+            spreads[name] = tuple(max(x, y) for x, y in zip(old, new))
+        if "router_margin" in spec:                                       # a router that is not a softmax
+            margin = spec["router_margin"](model, ids, norm, regs)
+            assert margin >= 2e-5, (spec["name"], rname, "routing score near-tie", margin)
+            if score_margins is not None:
+                score_margins[spec["name"]] = min(score_margins.get(spec["name"], np.inf), margin)
+        else:
+            margin = router_margin(tr)
+            assert margin >= 2e-5, (spec["name"], rname, "router near-tie", margin)
+            min_margin = min(min_margin, margin)
+        entries = [(name, TRACE_DTYPES.get(name, "F32"), tr[name]) for name in jamba_ref.TRACE_ORDER if name in tr]
+        n_reg = model.cfg.n_reg_trained if regs is None else regs
+        write_safetensors(os.path.join(folder, "expected", rname + ".safetensors"), entries, {
+            "format_version": "1", "checkpoint": spec["name"], "config_sha256": sha,
+            "normalizer": norm or "as-trained", "registers": str(n_reg), "adapter": "",
+            "backend": "reference",
+            "engine_version": f"tools/reference/{ref_cls.__module__}.py (float64)"})
+        run_list.append({"name": rname, "token_ids": ids, "normalizer": norm, "registers": regs})
+        summary.append((spec["name"], rname, T, norm, regs, n_reg,
+                        float(np.max(tr["resid_max_abs"])), float(np.std(tr["logits"])),
+                        float(np.min(tr["attn_entropy_norm"])) if "attn_entropy_norm" in tr else None,
+                        float(np.min(tr["attn_mass"])) if "attn_mass" in tr else None))
+    with open(os.path.join(folder, "expected", "runs.json"), "w") as f:
+        f.write(format_runs(spec["name"], spec["doc"], run_list))
+    return summary, min_margin
+
+
+def print_summary(summary):
+    print("case / run / T / normalizer / registers(requested→used) / max|resid| / std(logits) / "
+          "min entropy_norm / min mass")
+    for s in summary:
+        print("  ", s)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                   "tests", "golden"))
+    ap.add_argument("--zamba2", metavar="DIR",
+                    help="write only the Zamba2 cases (golden_zamba2.py) into DIR; nothing under --out is touched")
     args = ap.parse_args()
+    if args.zamba2:                                                   # pending the engine: never into tests/golden
+        import golden_zamba2
+        summary = []
+        os.makedirs(args.zamba2, exist_ok=True)
+        for spec in golden_zamba2.case_specs():
+            summary += write_case(os.path.abspath(args.zamba2), spec, {})[0]
+        print_summary(summary)
+        return
     out_root = os.path.abspath(args.out)
     os.makedirs(out_root, exist_ok=True)
     spreads, min_margin, score_margins = {}, np.inf, {}
     summary = []
     for spec in (case_specs() + bamba_case_specs() + golden_nemotron.case_specs() + golden_granite.case_specs()
                  + golden_falcon.case_specs()):
-        folder = os.path.join(out_root, spec["name"])
-        if os.path.isdir(folder):
-            shutil.rmtree(folder)
-        os.makedirs(os.path.join(folder, "expected"))
-        write_checkpoint(folder, spec)
-        ref_cls = spec.get("ref", jamba_ref.JambaRef)
-        model = ref_cls.load(folder)                                    # read back: dtype rounding included
-        model32 = ref_cls.load(folder, dtype=np.float32)
-        with open(os.path.join(folder, "config.json"), "rb") as f:
-            import hashlib
-            sha = hashlib.sha256(f.read()).hexdigest()
-        run_list = []
-        for k, (rname, T, norm, regs) in enumerate(spec["runs"]):
-            rng = np.random.default_rng(spec["seed"] * 100 + T)             # same T ⇒ same ids within a case
-            ids = [int(v) for v in rng.integers(0, model.cfg.V, size=T)]
-            tr = model.run(ids, norm, regs, path="sequence")
-            st = model.run(ids, norm, regs, path="step")
-            for name in tr:                                               # prefill == step-by-step
-                d = np.max(np.abs(tr[name].astype(np.float64) - st[name].astype(np.float64)), initial=0.0)
-                assert d <= 1e-10 * max(1.0, float(np.max(np.abs(tr[name])))), (spec["name"], rname, name, d)
-            t32 = model32.run(ids, norm, regs, path="sequence")
-            for name in tr:                                               # f32_spread.json: Jamba cases
-                if name in TRACE_DTYPES or ref_cls is not jamba_ref.JambaRef:
-                    continue
-                new = spread(t32[name], tr[name])
-                old = spreads.get(name, (0.0, 0.0, 0.0))
-                spreads[name] = tuple(max(x, y) for x, y in zip(old, new))
-            if "router_margin" in spec:                                   # a router that is not a softmax
-                margin = spec["router_margin"](model, ids, norm, regs)
-                assert margin >= 2e-5, (spec["name"], rname, "routing score near-tie", margin)
-                score_margins[spec["name"]] = min(score_margins.get(spec["name"], np.inf), margin)
-            else:
-                margin = router_margin(tr)
-                assert margin >= 2e-5, (spec["name"], rname, "router near-tie", margin)
-                min_margin = min(min_margin, margin)
-            entries = [(name, TRACE_DTYPES.get(name, "F32"), tr[name]) for name in jamba_ref.TRACE_ORDER if name in tr]
-            n_reg = model.cfg.n_reg_trained if regs is None else regs
-            write_safetensors(os.path.join(folder, "expected", rname + ".safetensors"), entries, {
-                "format_version": "1", "checkpoint": spec["name"], "config_sha256": sha,
-                "normalizer": norm or "as-trained", "registers": str(n_reg), "adapter": "",
-                "backend": "reference",
-                "engine_version": f"tools/reference/{ref_cls.__module__}.py (float64)"})
-            run_list.append({"name": rname, "token_ids": ids, "normalizer": norm, "registers": regs})
-            summary.append((spec["name"], rname, T, norm, regs, n_reg,
-                            float(np.max(tr["resid_max_abs"])), float(np.std(tr["logits"])),
-                            float(np.min(tr["attn_entropy_norm"])) if "attn_entropy_norm" in tr else None,
-                            float(np.min(tr["attn_mass"])) if "attn_mass" in tr else None))
-        with open(os.path.join(folder, "expected", "runs.json"), "w") as f:
-            f.write(format_runs(spec["name"], spec["doc"], run_list))
-    print("case / run / T / normalizer / registers(requested→used) / max|resid| / std(logits) / "
-          "min entropy_norm / min mass")
-    for s in summary:
-        print("  ", s)
+        rows, margin = write_case(out_root, spec, spreads, score_margins)
+        summary += rows
+        min_margin = min(min_margin, margin)
+    print_summary(summary)
     print(f"smallest router probability gap deciding router_topk (exact ties excluded): {min_margin:.2e}")
     for name, m in score_margins.items():
         print(f"{name}: smallest routing-score gap deciding a group or an expert (all positions): {m:.2e}")

@@ -83,6 +83,7 @@ class NemotronHConfig(JambaConfig):
         self.G, self.N, self.W = int(v["n_groups"]), int(v["ssm_state_size"]), int(v["conv_kernel"])
         assert self.mh % self.G == 0 and self.Di % self.G == 0
         self.norm_group = self.Di // self.G                             # Zamba2RMSNormGated group_size
+        self.gated_eps = self.eps                                       # its eps (Zamba2 itself: 1e-5)
         self.chunk = int(v["chunk_size"])
         self.conv_dim = self.Di + 2 * self.G * self.N
         self.dt_floor = float(v["time_step_min"])                       # the slow path's lower clamp
@@ -201,12 +202,12 @@ class NemotronHRef(BambaRef):
         return np.clip(np.maximum(dt, self.cfg.dt_floor), self.cfg.dt_min, self.cfg.dt_max)
 
     def mamba_out(self, ly, y, z):
-        """y (S, Di) with the D term, gate z (S, Di): y silu(z), RMS-normalised per group of Di/G channels,
-        times norm.weight (Zamba2RMSNormGated), then out_proj."""
+        """y (S, Di) with the D term, gate z (S, Di): y silu(z), RMS-normalised per group of Di/G channels
+        with eps cfg.gated_eps, times norm.weight (Zamba2RMSNormGated), then out_proj."""
         c = self.cfg
         S = y.shape[0]
         g = (y * silu(z)).reshape(S, c.G, c.norm_group)
-        g = g / np.sqrt(np.mean(g * g, axis=-1, keepdims=True) + c.eps)
+        g = g / np.sqrt(np.mean(g * g, axis=-1, keepdims=True) + c.gated_eps)
         return linear(ly["norm"] * g.reshape(S, c.Di), ly["out_w"], ly["out_b"])
 
     @staticmethod
