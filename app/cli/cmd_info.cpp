@@ -141,6 +141,17 @@ nlohmann::json collect(const std::string& dir) {
     j["shape"]["layer_pattern"] = c.layer_pattern;  // hybrid_override_pattern: M, *, -
     j["shape"]["mlp_hidden_act"] = c.mlp_hidden_act;
     j["shape"]["time_step_min"] = c.mamba2_dt_lo();  // the Δ floor of HF's torch path
+    if (model->schedule.num_moe() > 0) {               // the E layers' DeepSeek-V3 router
+      auto& r = j["shape"]["moe"];
+      r["router"] = "sigmoid";
+      r["n_group"] = c.moe_n_group;
+      r["topk_group"] = c.moe_topk_group;
+      r["norm_topk_prob"] = c.moe_renormalize;
+      r["routed_scaling_factor"] = c.moe_routed_scaling;
+      r["moe_intermediate_size"] = model->schedule[model->schedule.moe_layers()[0]].ffn_params.d_ff;
+      r["shared_intermediate_size"] = c.shared_intermediate_size;
+      r["moe_latent_size"] = c.moe_latent_size;
+    }
   }
 
   j["params"] = model->param_count();
@@ -252,8 +263,18 @@ void printText(const nlohmann::json& j) {
                 sh["attention_multiplier"].get<double>(), sh["logits_scaling"].get<double>(),
                 I(sh["shared_intermediate_size"]));
   if (sh.contains("layer_pattern"))
-    std::printf("pattern     %s  (M Mamba-2, * attention, - %s MLP)\n", sh["layer_pattern"].get<std::string>().c_str(),
+    std::printf("pattern     %s  (M Mamba-2, * attention, - %s MLP, E MoE)\n", sh["layer_pattern"].get<std::string>().c_str(),
                 sh["mlp_hidden_act"].get<std::string>().c_str());
+  if (sh.contains("moe")) {
+    const auto& r = sh["moe"];
+    std::printf("MoE         sigmoid router, top-%" PRId64 " within %" PRId64 " of %" PRId64 " groups, weights %s x %g; "
+                "experts %" PRId64 " wide%s, shared expert %" PRId64 "\n",
+                I(sh["num_experts_per_tok"]), I(r["topk_group"]), I(r["n_group"]),
+                r["norm_topk_prob"].get<bool>() ? "renormalised" : "as scored", r["routed_scaling_factor"].get<double>(),
+                I(r["moe_intermediate_size"]),
+                I(r["moe_latent_size"]) > 0 ? (" in a latent of " + std::to_string(I(r["moe_latent_size"]))).c_str() : "",
+                I(r["shared_intermediate_size"]));
+  }
   std::printf("schedule    %s\n", j["schedule"].get<std::string>().c_str());
   std::printf("ribbon      mixer %s  (A attention, M Mamba-1, S Mamba-2, P attention ∥ Mamba-2, - none)\n", j["ribbon"]["mixer"].get<std::string>().c_str());
   std::printf("            ffn   %s  (E MoE, D dense, - none)\n", j["ribbon"]["ffn"].get<std::string>().c_str());

@@ -66,6 +66,9 @@ inline void check_layer_params(const LayerSpec& l, const char* backend, int64_t 
   if (l.is_moe() && (l.ffn_params.renormalize || l.ffn_params.shared_d_ff > 0))
     throw BackendFailure(std::string(backend) + ": no kernel for renormalised routing or a shared expert (layer " +
                          std::to_string(layer) + "); use the cpu backend");
+  if (l.is_moe() && (l.ffn_params.sigmoid_router || !l.ffn_params.gated || l.ffn_params.latent > 0))
+    throw BackendFailure(std::string(backend) + ": no kernel for the sigmoid router, relu² experts or latent expert "
+                         "projections (layer " + std::to_string(layer) + "); use the cpu backend");
 }
 
 // Model-level factors a backend's loop does not apply yet (Granite's embedding, residual, attention

@@ -81,6 +81,16 @@ struct JambaConfig {
   double attention_multiplier = 0.0;
   int64_t shared_intermediate_size = 0;
   bool moe_renormalize = false;
+  // Nemotron-H's MoE layers (HF NemotronHMoE, DeepSeek-V3's router; Liu et al. 2024): the routed
+  // experts' width moe_intermediate_size (0: intermediate_size); a sigmoid router whose top-k is chosen
+  // on sigmoid + e_score_correction_bias within the moe_topk_group best of moe_n_group expert groups,
+  // the k weights the plain sigmoids (renormalised when moe_renormalize: norm_topk_prob) times
+  // moe_routed_scaling; the experts working in moe_latent_size dims between two projections (0: none).
+  int64_t moe_intermediate_size = 0;
+  bool moe_sigmoid_router = false;
+  int64_t moe_n_group = 1, moe_topk_group = 1;
+  double moe_routed_scaling = 1.0;
+  int64_t moe_latent_size = 0;
   // Falcon-H1 (HF FalconH1Config): attention and a Mamba-2 SSM side by side in every layer, with µP
   // multipliers — the attention's input and output, its keys (key_multiplier), the SSM's input and
   // output, the five segments z | x | B | C | dt of the SSM's in_proj output (ssm_multipliers), the

@@ -1,7 +1,7 @@
 // HF NemotronHConfig (transformers models/nemotron_h/configuration_nemotron_h.py): its defaults and its
 // own field names — the layer pattern (hybrid_override_pattern, or the layers_block_type list with the
 // older or newer kind names), the Mamba-2 heads, groups and Δ clamps (with HF's legacy mamba_* aliases),
-// the explicit head_dim, the MLP's activation, NoPE attention. Not the shared fields (config.cpp), not
+// the explicit head_dim, the MLP's activation, NoPE attention, the MoE layers' DeepSeek-V3 router. Not the shared fields (config.cpp), not
 // the schedule the pattern gives (model/layer_schedule.cpp).
 #include <cmath>
 
@@ -34,9 +34,13 @@ JambaConfig nemotron_h_defaults() {
   c.mamba_chunk_size = 128;
   c.mamba_conv_bias = true;
   c.mamba_proj_bias = false;
-  c.num_experts = 1;
-  c.num_experts_per_tok = 1;
-  c.layer_pattern = "ME*-";  // HF's default layers_block_type (its 'E' is refused: no MoE layers yet)
+  c.num_experts = 8;  // n_routed_experts; 1 (no router) once a pattern without E is read
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 7688;
+  c.shared_intermediate_size = 7688;  // moe_shared_expert_intermediate_size
+  c.moe_sigmoid_router = true;
+  c.moe_renormalize = true;  // norm_topk_prob
+  c.layer_pattern = "ME*-";  // HF's default layers_block_type
   c.num_hidden_layers = 4;
   return c;
 }
@@ -90,16 +94,44 @@ void read_pattern(const JsonReader& r, JambaConfig& c) {
     c.layer_pattern = s;
   }
   if (c.layer_pattern.empty()) r.fail("hybrid_override_pattern", "expected at least one layer, got none");
-  if (const size_t e = c.layer_pattern.find('E'); e != std::string::npos)
-    r.fail(r.find("hybrid_override_pattern") && !(list && !list->is_null()) ? "hybrid_override_pattern"
-                                                                             : "layers_block_type",
-           "layer " + std::to_string(e) + " is a mixture of experts (E); Nemotron-H MoE layers are not supported");
   // HF derives the layer count from the pattern and only warns about a different num_hidden_layers.
   const int64_t L = static_cast<int64_t>(c.layer_pattern.size());
   if (r.find("num_hidden_layers") && c.num_hidden_layers != L)
     c.ignored_fields.push_back("num_hidden_layers (" + std::to_string(c.num_hidden_layers) + "; the pattern has " +
                                std::to_string(L) + " layers)");
   c.num_hidden_layers = L;
+}
+
+// The MoE fields (HF NemotronHMoE over DeepSeek-V3's router and MoE): read always, used by the 'E'
+// layers; without any, the expert count stays 1 (no router in the records).
+void read_moe(const JsonReader& r, JambaConfig& c) {
+  int64_t E = 8, k = 2;
+  field_or_alias(r, c, "n_routed_experts", "num_local_experts",
+                 [&](const char* f) { r.optional_integer(f, &E, 1, limits::kMaxExperts); });
+  r.optional_integer("num_experts_per_tok", &k, 1, limits::kMaxExperts);
+  r.optional_integer("moe_intermediate_size", &c.moe_intermediate_size, 1, int64_t{1} << 20);
+  r.optional_integer("moe_shared_expert_intermediate_size", &c.shared_intermediate_size, 1, int64_t{1} << 20);
+  if (const json* v = r.find("moe_latent_size"); v && !v->is_null())
+    c.moe_latent_size = r.integer("moe_latent_size", 1, limits::kMaxHidden);
+  r.optional_number("routed_scaling_factor", &c.moe_routed_scaling, 0.0, 1e6);
+  r.optional_integer("n_group", &c.moe_n_group, 1, limits::kMaxExperts);
+  r.optional_integer("topk_group", &c.moe_topk_group, 1, limits::kMaxExperts);
+  r.optional_boolean("norm_topk_prob", &c.moe_renormalize);
+  if (c.layer_pattern.find('E') == std::string::npos) {  // no MoE layer: the fields change nothing
+    c.num_experts = c.num_experts_per_tok = 1;
+    return;
+  }
+  const std::string e_key = r.find("num_local_experts") ? "num_local_experts" : "n_routed_experts";
+  if (E < 2) r.fail(e_key, "expected at least 2 experts for the MoE (E) layers, got " + std::to_string(E));
+  if (k > E) r.fail("num_experts_per_tok", "expected 1.." + std::to_string(E) + " (the experts), got " + std::to_string(k));
+  const int64_t G = c.moe_n_group;
+  if (E % G != 0 || (G > 1 && E / G < 2))
+    r.fail("n_group", "expected a divisor of the " + std::to_string(E) +
+                          " experts leaving at least 2 in each group, got " + std::to_string(G));
+  if (c.moe_topk_group > G)
+    r.fail("topk_group", "expected 1.." + std::to_string(G) + " (n_group), got " + std::to_string(c.moe_topk_group));
+  c.num_experts = E;
+  c.num_experts_per_tok = k;
 }
 
 }  // namespace
@@ -162,26 +194,20 @@ void read_nemotron_h_fields(const JsonReader& r, JambaConfig& c) {
   field_or_alias(r, c, "time_step_limit", "mamba_dt_limit", [&](const char* k) { read_time_step_limit(r, k, c); });
 
   // Fields HF reads that change nothing here: type-checked, then dropped.
-  for (const char* f : {"residual_in_fp32", "rescale_prenorm_residual", "moe_shared_expert_overlap", "norm_topk_prob"}) {
+  read_moe(r, c);
+  for (const char* f : {"residual_in_fp32", "rescale_prenorm_residual", "moe_shared_expert_overlap"}) {
     bool b = false;
     r.optional_boolean(f, &b);
   }
-  for (const char* f : {"n_routed_experts", "n_shared_experts", "moe_intermediate_size",
-                        "moe_shared_expert_intermediate_size", "num_experts_per_tok", "n_group", "topk_group",
-                        "num_nextn_predict_layers"}) {
+  for (const char* f : {"n_shared_experts", "num_nextn_predict_layers"}) {  // n_shared_experts: HF's module ignores it
     int64_t n = 0;
     r.optional_integer(f, &n, 0, int64_t{1} << 30);
   }
-  for (const char* f : {"routed_scaling_factor", "hidden_dropout"}) {
-    double x = 0;
-    r.optional_number(f, &x, 0.0, 1e6);
-  }
-  if (const json* v = r.find("moe_latent_size"); v && !v->is_null()) r.integer("moe_latent_size", 1, int64_t{1} << 20);
+  double dropout = 0;
+  r.optional_number("hidden_dropout", &dropout, 0.0, 1e6);
   for (const char* f : {"mamba_ssm_cache_dtype", "mtp_hybrid_override_pattern"})
     if (const json* v = r.find(f); v && !v->is_string() && !v->is_null()) r.expected(f, "a string or null", *v);
   (void)r.find("mtp_layers_block_type");  // multi-token-prediction layers: not part of the forward pass
-  c.num_experts = 1;
-  c.num_experts_per_tok = 1;
   c.rope_theta = 0;  // NoPE: Nemotron-H's attention has no positional encoding
 }
 
@@ -205,6 +231,17 @@ void nemotron_h_fields_to_json(const JambaConfig& c, nlohmann::ordered_json& j) 
   j["time_step_min"] = c.time_step_min;
   j["time_step_max"] = c.time_step_max;
   j["time_step_limit"] = {c.time_step_limit_min, c.time_step_limit_max};  // ∞ written as Infinity
+  if (c.layer_pattern.find('E') == std::string::npos) return;
+  j["n_routed_experts"] = c.num_experts;
+  j["num_experts_per_tok"] = c.num_experts_per_tok;
+  j["moe_intermediate_size"] = c.moe_intermediate_size;
+  j["moe_shared_expert_intermediate_size"] = c.shared_intermediate_size;
+  j["n_shared_experts"] = 1;
+  j["moe_latent_size"] = c.moe_latent_size > 0 ? nlohmann::ordered_json(c.moe_latent_size) : nlohmann::ordered_json();
+  j["routed_scaling_factor"] = c.moe_routed_scaling;
+  j["n_group"] = c.moe_n_group;
+  j["topk_group"] = c.moe_topk_group;
+  j["norm_topk_prob"] = c.moe_renormalize;
 }
 
 }  // namespace hl

@@ -325,7 +325,42 @@ std::vector<TensorSpec> build_specs(const GenerateOptions& o) {
       add_fused_mlp(f + "shared.", sched[i].ffn_params.d_ff);
       continue;
     }
-    if (sched[i].is_moe()) {
+    if (sched[i].is_moe() && sched[i].ffn_params.sigmoid_router) {  // Nemotron-H's (loader.cpp bind_sigmoid_moe)
+      const FfnParams& fp = sched[i].ffn_params;
+      const int64_t Ie = fp.d_ff, Lat = fp.latent, Hin = Lat > 0 ? Lat : H, Is = fp.shared_d_ff;
+      add(f + "gate.weight", {E, H}, normal(2.0 * lin(H)));
+      add(f + "gate.e_score_correction_bias", {E}, normal(0.05));  // moves some choices, as a trained one does
+      specs.back().t.dtype = DType::F32;                             // HF keeps it fp32
+      if (Lat > 0) {
+        add(f + "fc1_latent_proj.weight", {Lat, H}, normal(lin(H)));
+        add(f + "fc2_latent_proj.weight", {H, Lat}, normal(lin(Lat) * out_scale));
+        if (c.mlp_bias) add(f + "fc1_latent_proj.bias", {Lat}, normal(0.02));
+        if (c.mlp_bias) add(f + "fc2_latent_proj.bias", {H}, normal(0.02));
+      }
+      auto expert = [&](int64_t e, const char* proj) { return f + "experts." + std::to_string(e) + "." + proj + ".weight"; };
+      if (o.fused_experts) {  // HF's state dict: stacked (E, I, Hin) and (E, Hin, I)
+        TensorSpec up, dn;
+        up.t = {f + "experts.up_proj", {E, Ie, Hin}, tensor_dtype(o, f + "experts.up_proj")};
+        dn.t = {f + "experts.down_proj", {E, Hin, Ie}, tensor_dtype(o, f + "experts.down_proj")};
+        for (int64_t e = 0; e < E; ++e) {
+          up.parts.push_back(Part{expert(e, "up_proj"), Ie * Hin, normal(lin(Hin))});
+          dn.parts.push_back(Part{expert(e, "down_proj"), Hin * Ie, normal(lin(Ie) * out_scale)});
+        }
+        check_numel(up.t);
+        check_numel(dn.t);
+        specs.push_back(std::move(up));
+        specs.push_back(std::move(dn));
+      } else {  // NVIDIA's published layout: one up and one down a expert
+        for (int64_t e = 0; e < E; ++e) {
+          add(expert(e, "up_proj"), {Ie, Hin}, normal(lin(Hin)));
+          add(expert(e, "down_proj"), {Hin, Ie}, normal(lin(Ie) * out_scale));
+        }
+      }
+      add(f + "shared_experts.up_proj.weight", {Is, H}, normal(lin(H)));
+      add(f + "shared_experts.down_proj.weight", {H, Is}, normal(lin(Is) * out_scale));
+      if (c.mlp_bias) add(f + "shared_experts.up_proj.bias", {Is}, normal(0.02));
+      if (c.mlp_bias) add(f + "shared_experts.down_proj.bias", {H}, normal(0.02));
+    } else if (sched[i].is_moe()) {
       add(f + "router.weight", {E, H}, normal(lin(H)));
       auto expert = [&](int64_t e, const char* proj) {
         return f + "experts." + std::to_string(e) + "." + proj + ".weight";

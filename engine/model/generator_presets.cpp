@@ -45,7 +45,7 @@ void schedule(JambaConfig* c, int64_t attn_period, int64_t attn_offset, int64_t 
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "tiny-dev", "demo-random", "3b", "jamba-v0.1", "bamba-tiny", "nemotron-h-tiny", "granite-h-tiny", "falcon-h1-tiny"};
+  return {"tiny", "tiny-dev", "demo-random", "3b", "jamba-v0.1", "bamba-tiny", "nemotron-h-tiny", "nemotron-h-moe-tiny", "granite-h-tiny", "falcon-h1-tiny"};
 }
 
 JambaConfig preset_config(const std::string& name) {
@@ -116,6 +116,7 @@ JambaConfig preset_config(const std::string& name) {
     c.intermediate_size = 384;
     c.layer_pattern = "M-M-M*-M-M*-";
     c.num_hidden_layers = static_cast<int64_t>(c.layer_pattern.size());
+    c.num_experts = c.num_experts_per_tok = 1;  // no MoE layer (config.json written without the MoE fields)
     c.vocab_size = 4096;
     c.num_attention_heads = 4;
     c.num_key_value_heads = 2;
@@ -127,6 +128,23 @@ JambaConfig preset_config(const std::string& name) {
     c.mamba_chunk_size = 64;
     c.eos_token_ids = {2};
     c.torch_dtype = "bfloat16";
+    return c;
+  }
+  if (name == "nemotron-h-moe-tiny") {
+    // A small Nemotron-H with MoE layers (the Nemotron 3 shape): H 128, 8 layers "MEM*EM-E"; each E
+    // layer 16 relu² experts of width 96 in 4 groups, top-4 within the 2 best groups on sigmoid +
+    // correction bias, weights renormalised × 2.5 (DeepSeek-V3's router), beside a shared relu² expert
+    // of 192; the rest as nemotron-h-tiny. ≈ 2.3 M parameters.
+    JambaConfig c = preset_config("nemotron-h-tiny");
+    c.layer_pattern = "MEM*EM-E";
+    c.num_hidden_layers = static_cast<int64_t>(c.layer_pattern.size());
+    c.num_experts = 16;
+    c.num_experts_per_tok = 4;
+    c.moe_intermediate_size = 96;
+    c.shared_intermediate_size = 192;
+    c.moe_n_group = 4;
+    c.moe_topk_group = 2;
+    c.moe_routed_scaling = 2.5;
     return c;
   }
   if (name == "granite-h-tiny") {

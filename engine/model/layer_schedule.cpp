@@ -107,7 +107,7 @@ LayerSchedule LayerSchedule::from_config(const JambaConfig& c) {
   for (int64_t i = 0; nemotron && i < L; ++i) {
     const char k = i < static_cast<int64_t>(c.layer_pattern.size()) ? c.layer_pattern[static_cast<size_t>(i)] : '?';
     mixers[static_cast<size_t>(i)] = k == '*' ? MixerKind::Attention : k == 'M' ? MixerKind::Mamba2 : MixerKind::None;
-    ffns[static_cast<size_t>(i)] = k == '-' ? FfnKind::Dense : FfnKind::None;
+    ffns[static_cast<size_t>(i)] = k == '-' ? FfnKind::Dense : k == 'E' ? FfnKind::MoE : FfnKind::None;
   }
   for (int64_t i = 0; !nemotron && !falcon && i < L; ++i) {
     const bool bamba = c.family == Family::Bamba || c.family == Family::GraniteH;  // attention by index
@@ -131,6 +131,12 @@ LayerSchedule LayerSchedule::from_config(const JambaConfig& c) {
   p.ffn = {shared_only ? c.shared_intermediate_size : c.intermediate_size, c.num_experts, c.num_experts_per_tok,
            c.mlp_gated(), shared_only ? 0 : c.shared_intermediate_size, c.moe_renormalize,
            c.mlp_gate_multiplier, c.mlp_down_multiplier};
+  p.ffn.sigmoid_router = c.moe_sigmoid_router;
+  p.ffn.groups = c.moe_n_group;
+  p.ffn.topk_groups = c.moe_topk_group;
+  p.ffn.routed_scaling = c.moe_routed_scaling;
+  p.ffn.latent = c.moe_latent_size;
+  p.ffn.expert_d_ff = c.moe_intermediate_size;
   return from_lists(mixers, ffns, p, "config.json");
 }
 
@@ -169,8 +175,18 @@ LayerSchedule LayerSchedule::from_lists(const std::vector<MixerKind>& mixers, co
         if (params.ffn.top_k < 1 || params.ffn.top_k > params.ffn.experts)
           fail(at + "an MoE layer with " + std::to_string(params.ffn.top_k) + " experts per token, expected 1.." +
                std::to_string(params.ffn.experts));
+        if (params.ffn.sigmoid_router) {  // DeepSeek-V3's grouped choice: the groups' top-2 sums need 2 a group
+          const int64_t G = params.ffn.groups;
+          if (G < 1 || params.ffn.experts % G != 0 || (G > 1 && params.ffn.experts / G < 2))
+            fail(at + "an MoE layer of " + std::to_string(params.ffn.experts) + " experts in " + std::to_string(G) +
+                 " groups, expected a divisor of the experts leaving at least 2 in each group");
+          if (params.ffn.topk_groups < 1 || params.ffn.topk_groups > G)
+            fail(at + "an MoE layer choosing among " + std::to_string(params.ffn.topk_groups) + " of " +
+                 std::to_string(G) + " expert groups, expected 1.." + std::to_string(G));
+        }
         l.moe_index = s.num_moe();
         l.ffn_params = params.ffn;
+        if (params.ffn.expert_d_ff > 0) l.ffn_params.d_ff = params.ffn.expert_d_ff;
         s.moe_layers_.push_back(li);
         break;
       case FfnKind::Dense:

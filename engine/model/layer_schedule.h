@@ -57,6 +57,15 @@ struct FfnParams {
   bool renormalize = false;          // MoE layers: the k chosen probabilities renormalised to sum 1 (Granite)
   // Dense SwiGLU: down(up x ⊙ silu(gate_multiplier · gate x)) · down_multiplier (Falcon-H1's µP; 1 elsewhere).
   double gate_multiplier = 1.0, down_multiplier = 1.0;
+  // MoE layers with DeepSeek-V3's router (Nemotron-H): sigmoid scores, top-k within the topk_groups
+  // best of `groups` expert groups (chosen on score + correction bias), weights × routed_scaling;
+  // the experts between latent projections of `latent` dims (0: none). expert_d_ff: the routed
+  // experts' width where it differs from the dense MLPs' d_ff (0: d_ff); an MoE layer's d_ff is it.
+  bool sigmoid_router = false;
+  int64_t groups = 1, topk_groups = 1;
+  double routed_scaling = 1.0;
+  int64_t latent = 0;
+  int64_t expert_d_ff = 0;
   bool operator==(const FfnParams&) const = default;
 };
 // The parameters shared by the layers of a schedule (every family so far has one set).

@@ -38,7 +38,10 @@ uint64_t widened_bytes(const JambaConfig& c, const LayerSchedule& sched) {
     floats += H * ((mixer_present(l.mixer) ? 1 : 0) + (l.ffn != FfnKind::None ? 1 : 0)) /* the norms */ +
               mixer_ops(l.mixer).widened_floats(c) +
               (l.ffn == FfnKind::Dense && c.mlp_bias ? (l.ffn_params.gated ? 2 : 1) * l.ffn_params.d_ff + H : 0)
-              /* MLP biases */;
+              /* MLP biases */ +
+              (l.is_moe() && l.ffn_params.sigmoid_router
+                   ? l.ffn_params.experts + (c.mlp_bias ? l.ffn_params.shared_d_ff + l.ffn_params.latent + 2 * H : 0)
+                   : 0) /* the correction bias, the shared expert's and latent projections' biases */;
   return floats * sizeof(float);
 }
 
@@ -73,6 +76,43 @@ void bind_moe(WeightBinder& b, const JambaConfig& c, const std::string& p, MoeWe
     x.up = b.mat(q + "up_proj.weight", I, H);
     x.down = b.mat(q + "down_proj.weight", H, I);
   }
+}
+
+// Nemotron-H's MoE (HF NemotronHMoE over DeepSeek-V3's): the router `gate` (E, H) with its
+// e_score_correction_bias (E,) (absent: zeros, as HF initialises it); relu² experts up (I, Hin) and
+// down (Hin, I) per expert as NVIDIA publishes them, or stacked (E, I, Hin) / (E, Hin, I) as HF's state
+// dict holds them, Hin the latent size when fc1_latent_proj (Lat, H) / fc2_latent_proj (H, Lat) exist;
+// the shared relu² expert `shared_experts`. Biases of the shared expert and the latent projections
+// follow mlp_bias.
+void bind_sigmoid_moe(WeightBinder& b, const JambaConfig& c, const FfnParams& f, const std::string& p, MoeWeights& w) {
+  const int64_t H = c.hidden_size, I = f.d_ff, E = f.experts, Lat = f.latent, Hin = Lat > 0 ? Lat : H;
+  w.router = b.mat(p + "gate.weight", E, H);  // (E, H)
+  w.router_bias = b.opt_vec(p + "gate.e_score_correction_bias", {E});
+  if (Lat > 0) {
+    w.latent_in = b.mat(p + "fc1_latent_proj.weight", Lat, H);
+    w.latent_out = b.mat(p + "fc2_latent_proj.weight", H, Lat);
+    w.latent_in_bias = b.flagged_vec(c.mlp_bias, "mlp_bias", p + "fc1_latent_proj.bias", {Lat});
+    w.latent_out_bias = b.flagged_vec(c.mlp_bias, "mlp_bias", p + "fc2_latent_proj.bias", {H});
+  } else {
+    for (const char* t : {"fc1_latent_proj.weight", "fc2_latent_proj.weight"})
+      b.forbid(p + t, "config.json has no moe_latent_size");
+  }
+  w.experts.resize(static_cast<size_t>(E));
+  const bool stacked = b.has(p + "experts.up_proj") || b.has(p + "experts.down_proj");
+  const TensorInfo* up = stacked ? &b.need(p + "experts.up_proj", {E, I, Hin}) : nullptr;
+  const TensorInfo* dn = stacked ? &b.need(p + "experts.down_proj", {E, Hin, I}) : nullptr;
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string q = p + "experts." + std::to_string(e) + ".";
+    MlpWeights& x = w.experts[static_cast<size_t>(e)];
+    x.up = stacked ? b.view(*up, e * I * Hin, I, Hin, q + "up_proj.weight") : b.mat(q + "up_proj.weight", I, Hin);
+    x.down = stacked ? b.view(*dn, e * Hin * I, Hin, I, q + "down_proj.weight") : b.mat(q + "down_proj.weight", Hin, I);
+  }
+  const int64_t Is = f.shared_d_ff;
+  const std::string s = p + "shared_experts.";
+  w.shared.up = b.mat(s + "up_proj.weight", Is, H);
+  w.shared.down = b.mat(s + "down_proj.weight", H, Is);
+  w.shared.up_bias = b.flagged_vec(c.mlp_bias, "mlp_bias", s + "up_proj.bias", {Is});
+  w.shared.down_bias = b.flagged_vec(c.mlp_bias, "mlp_bias", s + "down_proj.bias", {H});
 }
 
 // A SwiGLU MLP stored fused (Granite's shared_mlp): gate_up (2I, H) rows [0, I) gate, [I, 2I) up; down (H, I).
@@ -155,7 +195,9 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
     if (mixer_present(spec.mixer)) lw.input_norm = b.vec(p + "input_layernorm.weight", {H});
     if (spec.ffn != FfnKind::None) lw.pre_ff_norm = b.vec(p + "pre_ff_layernorm.weight", {H});
     mixer_ops(spec.mixer).bind(b, c, p, lw);  // the kind's own file (model/mixer_<kind>.cpp)
-    if (spec.is_moe()) {
+    if (spec.is_moe() && spec.ffn_params.sigmoid_router) {
+      bind_sigmoid_moe(b, c, spec.ffn_params, p + "feed_forward.", lw.moe);
+    } else if (spec.is_moe()) {
       bind_moe(b, c, p + "feed_forward.", lw.moe);
       if (spec.ffn_params.shared_d_ff > 0)
         bind_fused_mlp(b, p + "feed_forward.shared.", spec.ffn_params.shared_d_ff, H, lw.moe.shared);

@@ -39,6 +39,13 @@ int64_t top_k_sum(const MoeWeights& moe, int64_t k, const std::function<int64_t(
   return n;
 }
 
+// An MoE layer's widened vectors (the correction bias, the shared expert's and latent projections'
+// biases) and latent projection matrices: read by every token like the router.
+int64_t moe_vector_params(const MoeWeights& m) {
+  return static_cast<int64_t>(m.router_bias.size() + m.latent_in_bias.size() + m.latent_out_bias.size() +
+                              m.shared.gate_bias.size() + m.shared.up_bias.size() + m.shared.down_bias.size());
+}
+
 // Widened float vectors of one layer (norms, biases, conv, A, D, sinks): parameters, 4 bytes each.
 int64_t layer_vector_params(const LayerWeights& l, const LayerSpec& s) {
   return static_cast<int64_t>(l.input_norm.size() + l.pre_ff_norm.size() + l.mlp.gate_bias.size() + l.mlp.up_bias.size() +
@@ -79,6 +86,8 @@ std::vector<Mat*> Model::matrices() {
         .each_matrix(l, [&](const char*, const Mat& m, const std::vector<float>*) { add(const_cast<Mat&>(m)); });
     if (schedule[static_cast<int64_t>(i)].is_moe()) {
       add(l.moe.router);
+      add(l.moe.latent_in);
+      add(l.moe.latent_out);
       for (MlpWeights* x : moe_mlps(l.moe)) {
         add(x->gate);
         add(x->up);
@@ -102,7 +111,8 @@ int64_t Model::param_count() const {
     const LayerSpec& s = schedule[static_cast<int64_t>(i)];
     n += layer_vector_params(l, s) + layer_mixer_params(l, s);
     if (s.is_moe()) {
-      n += numel(l.moe.router) + mlp_params(l.moe.shared);
+      n += numel(l.moe.router) + mlp_params(l.moe.shared) + moe_vector_params(l.moe) + numel(l.moe.latent_in) +
+           numel(l.moe.latent_out);
       for (const MlpWeights& x : l.moe.experts) n += mlp_params(x);
     } else {
       n += mlp_params(l.mlp);
@@ -133,7 +143,8 @@ int64_t Model::weight_bytes_per_token() const {
     const LayerSpec& s = schedule[static_cast<int64_t>(i)];
     n += layer_vector_params(l, s) * static_cast<int64_t>(sizeof(float)) + layer_mixer_bytes(l, s);
     if (s.is_moe())
-      n += l.moe.router.bytes() + top_k_sum(l.moe, k, mlp_bytes) + mlp_bytes(l.moe.shared);
+      n += l.moe.router.bytes() + top_k_sum(l.moe, k, mlp_bytes) + mlp_bytes(l.moe.shared) + l.moe.latent_in.bytes() +
+           l.moe.latent_out.bytes() + moe_vector_params(l.moe) * static_cast<int64_t>(sizeof(float));
     else
       n += mlp_bytes(l.mlp);
   }

@@ -51,7 +51,10 @@ struct MlpWeights {
 struct MoeWeights {
   Mat router;                       // (E, H)
   std::vector<MlpWeights> experts;  // E entries (views into fused tensors when stored fused)
-  MlpWeights shared;                // the shared expert (Granite's shared_mlp), empty when none
+  MlpWeights shared;                // the shared expert (Granite's shared_mlp, Nemotron-H's shared_experts), or empty
+  std::vector<float> router_bias;   // (E,) e_score_correction_bias of a sigmoid router (choice only), or empty
+  Mat latent_in, latent_out;        // (Lat, H) fc1_latent_proj, (H, Lat) fc2_latent_proj, or empty (Nemotron-H)
+  std::vector<float> latent_in_bias, latent_out_bias;  // (Lat,), (H,) or empty (mlp_bias)
 };
 
 // One layer's weights; which parts are bound is the layer's LayerSpec (Model::schedule). A mixer

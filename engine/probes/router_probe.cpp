@@ -4,8 +4,26 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace hl {
+
+namespace {
+
+// The k largest of v (n,), highest first, ties to the lower index, by repeated scans (k is small).
+void top_indices(const float* v, int64_t n, int64_t k, int32_t* out) {
+  for (int64_t r = 0; r < k; ++r) {
+    int32_t best = -1;
+    for (int64_t e = 0; e < n; ++e) {
+      bool taken = false;
+      for (int64_t q = 0; q < r; ++q) taken |= out[q] == e;
+      if (!taken && (best < 0 || v[e] > v[best])) best = static_cast<int32_t>(e);
+    }
+    out[r] = best;
+  }
+}
+
+}  // namespace
 
 float route(const float* logits, int64_t E, int64_t k, float* probs, int32_t* topk) {
   float m = -INFINITY;
@@ -17,17 +35,50 @@ float route(const float* logits, int64_t E, int64_t k, float* probs, int32_t* to
   }
   const double inv = 1.0 / sum;
   for (int64_t e = 0; e < E; ++e) probs[e] = static_cast<float>(probs[e] * inv);
-  for (int64_t r = 0; r < k; ++r) {  // k is small: selection by repeated scans
-    int32_t best = -1;
-    for (int64_t e = 0; e < E; ++e) {
-      bool taken = false;
-      for (int64_t q = 0; q < r; ++q) taken |= topk[q] == e;
-      if (taken) continue;
-      if (best < 0 || probs[e] > probs[best]) best = static_cast<int32_t>(e);
-    }
-    topk[r] = best;
-  }
+  top_indices(probs, E, k, topk);
   return static_cast<float>(m + std::log(sum));
+}
+
+
+float route_sigmoid(const float* logits, const float* bias, int64_t E, int64_t k, int64_t groups, int64_t topk_groups,
+                    bool renormalize, double scale, float* probs, int32_t* topk, float* weights) {
+  thread_local std::vector<float> choice_v, gscore_v;  // (E,), (groups,): no allocation once grown
+  thread_local std::vector<int32_t> gbest_v;
+  choice_v.resize(static_cast<size_t>(E));
+  gscore_v.resize(static_cast<size_t>(groups));
+  gbest_v.resize(static_cast<size_t>(groups));
+  float* choice = choice_v.data();
+  float* gscore = gscore_v.data();
+  int32_t* gbest = gbest_v.data();
+  float m = -INFINITY;
+  double ssum = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    m = std::fmax(m, logits[e]);
+    probs[e] = 1.0f / (1.0f + std::exp(-logits[e]));  // s_e, normalised below
+    ssum += probs[e];
+    choice[e] = probs[e] + (bias ? bias[e] : 0.0f);
+  }
+  const int64_t per = E / groups;
+  for (int64_t g = 0; g < groups; ++g) {  // a group's score: its two largest choices
+    int32_t two[2];
+    top_indices(choice + g * per, per, std::min<int64_t>(2, per), two);
+    gscore[g] = choice[g * per + two[0]] + (per > 1 ? choice[g * per + two[1]] : 0.0f);
+  }
+  top_indices(gscore, groups, topk_groups, gbest);
+  for (int64_t g = 0; g < groups; ++g) {
+    bool kept = false;
+    for (int64_t q = 0; q < topk_groups; ++q) kept |= gbest[q] == g;
+    if (!kept) std::fill(choice + g * per, choice + (g + 1) * per, 0.0f);
+  }
+  top_indices(choice, E, k, topk);
+  double wsum = 0;
+  for (int64_t j = 0; j < k; ++j) wsum += probs[topk[j]];
+  const double div = renormalize ? wsum + 1e-20 : 1.0;
+  for (int64_t j = 0; j < k; ++j) weights[j] = static_cast<float>(probs[topk[j]] / div * scale);
+  for (int64_t e = 0; e < E; ++e) probs[e] = static_cast<float>(probs[e] / ssum);
+  double lsum = 0;
+  for (int64_t e = 0; e < E; ++e) lsum += std::exp(static_cast<double>(logits[e]) - m);
+  return static_cast<float>(m + std::log(lsum));
 }
 
 RouterWindowStats router_window(const float* probs, int64_t probs_stride, const int32_t* topk, int64_t topk_stride,

@@ -11,6 +11,15 @@ namespace hl {
 // logits (E,) → probs (E,), topk (k,) expert indices highest probability first; returns lse.
 float route(const float* logits, int64_t E, int64_t k, float* probs, int32_t* topk);
 
+// DeepSeek-V3's router (Liu et al. 2024; HF DeepseekV3MoE.route_tokens_to_experts, Nemotron-H's MoE):
+// scores s = sigmoid(logits); the choice c = s + bias (bias (E,) or null); each of `groups` equal expert
+// groups scored by the sum of its two largest c; the experts outside the `topk_groups` best groups
+// get c = 0 (as HF masks them); topk (k,) the k largest c, highest first (ties: lower index first);
+// weights (k,) their s, divided by (Σ + 1e-20) when `renormalize`, times `scale`. probs (E,) gets the
+// instruments' view: the normalised affinities s_e / Σ s. Returns the log-sum-exp of the logits.
+float route_sigmoid(const float* logits, const float* bias, int64_t E, int64_t k, int64_t groups, int64_t topk_groups,
+                    bool renormalize, double scale, float* probs, int32_t* topk, float* weights);
+
 struct RouterWindowStats {
   std::vector<double> load;        // (E,) f_i, Σ f_i = 1
   std::vector<double> importance;  // (E,) P_i = mean probability

@@ -25,11 +25,21 @@ inline void mlp(const MlpWeights& w, const FfnParams& p, const float* x, float* 
   p.gated ? swiglu(w, x, y, p.gate_multiplier, p.down_multiplier) : relu2_mlp(w, x, y);
 }
 
+// DeepSeek-V3's sigmoid router (Nemotron-H; HF DeepseekV3MoE.route_tokens_to_experts), from its
+// definition with full sorts: s = sigmoid(logits), choice = s + bias (bias empty: 0), groups scored by
+// their two largest choices, experts outside the p.topk_groups best groups set to 0, the k largest
+// choices (ties: lower index), weights their s (÷ (Σ + 1e-20) when p.renormalize) × p.routed_scaling.
+// probs (E,) = s / Σ s (the instruments' view); returns the lse of the logits.
+float sigmoid_router(const float* logits, const std::vector<float>& bias, const FfnParams& p, float* probs,
+                     int32_t* topk, float* weights);
+
 // One token through an MoE block: router, the top-k experts in ascending index, each output scaled by
-// its probability (Jamba: not renormalised, jamba-spec.md §3.9; `renormalize`: divided by the sum of
-// the k chosen probabilities, i.e. a softmax over the k chosen logits, Granite's top-k gating) and
-// summed, plus the shared expert's output when w has one. x (H,) → y (H,); probs (E,) the softmax
-// over all E (the instruments' view), topk (k,), the return value the lse.
-float moe(const MoeWeights& w, int64_t k, bool renormalize, const float* x, float* y, float* probs, int32_t* topk);
+// its weight and summed, plus the shared expert's output when w has one. The softmax router (Jamba,
+// Granite): the weight is the probability (Jamba: not renormalised, jamba-spec.md §3.9; p.renormalize:
+// divided by the sum of the k chosen, Granite's top-k gating), probs (E,) the softmax over all E. The
+// sigmoid router (p.sigmoid_router, Nemotron-H): sigmoid_router's weights; relu² experts
+// (p.gated false) between the latent projections when w has them. x (H,) → y (H,); topk (k,); the
+// return value the lse.
+float moe(const MoeWeights& w, const FfnParams& p, const float* x, float* y, float* probs, int32_t* topk);
 
 }  // namespace hl::ref

@@ -119,7 +119,7 @@ void ReferenceModel::layers(float* h, int64_t row, TokenTrace* r) {
       std::vector<float> probs(static_cast<size_t>(E));
       std::vector<int32_t> topk(static_cast<size_t>(K));
       const FfnParams& fp = model_->schedule[i].ffn_params;
-      const float lse = moe(lw.moe, K, fp.renormalize, x.data(), y.data(), probs.data(), topk.data());
+      const float lse = moe(lw.moe, fp, x.data(), y.data(), probs.data(), topk.data());
       observe("router_probs", i, row, probs.data(), E);
       if (instr) {
         std::copy(probs.begin(), probs.end(), r->router_probs.begin() + xi * E);

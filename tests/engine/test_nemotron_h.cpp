@@ -86,8 +86,17 @@ TEST(NemotronHConfigCorrupt, EachDefectItsOwnMessage) {
       {R"({"hybrid_override_pattern": "M-X*"})",
        "field 'hybrid_override_pattern': character 2 is 'X'; expected M (Mamba-2), * (attention), - (MLP) or E (MoE)"},
       {R"({"hybrid_override_pattern": ""})", "field 'hybrid_override_pattern': expected at least one layer, got none"},
-      {R"({"hybrid_override_pattern": "ME*"})",
-       "field 'hybrid_override_pattern': layer 1 is a mixture of experts (E); Nemotron-H MoE layers are not supported"},
+      {R"({"hybrid_override_pattern": "ME*", "n_routed_experts": 1})",
+       "field 'n_routed_experts': expected at least 2 experts for the MoE (E) layers, got 1"},
+      {R"({"hybrid_override_pattern": "ME*", "n_routed_experts": 6, "n_group": 4})",
+       "field 'n_group': expected a divisor of the 6 experts leaving at least 2 in each group, got 4"},
+      {R"({"hybrid_override_pattern": "ME*", "n_routed_experts": 8, "n_group": 8})",
+       "field 'n_group': expected a divisor of the 8 experts leaving at least 2 in each group, got 8"},
+      {R"({"hybrid_override_pattern": "ME*", "n_group": 2, "topk_group": 3})",
+       "field 'topk_group': expected 1..2 (n_group), got 3"},
+      {R"({"hybrid_override_pattern": "ME*", "num_experts_per_tok": 9})",
+       "field 'num_experts_per_tok': expected 1..8 (the experts), got 9"},
+      {R"({"moe_latent_size": 0})", "field 'moe_latent_size': expected an integer in [1, 65536], got 0"},
       {R"({"layers_block_type": ["mamba", "conv"]})", "field 'layers_block_type[1]': expected \"mamba\""},
       {R"({"hybrid_override_pattern": 7})", "field 'hybrid_override_pattern': expected a string of M, *, - and E"},
       {R"({"mlp_hidden_act": "gelu"})", "field 'mlp_hidden_act': expected \"relu2\""},
@@ -100,7 +109,7 @@ TEST(NemotronHConfigCorrupt, EachDefectItsOwnMessage) {
       {R"({"time_step_limit": [0.3, 0.1]})", "field 'time_step_limit': expected lo < hi, got [0.3, 0.1]"},
       {R"({"ssm_state_size": 0})", "field 'ssm_state_size': expected an integer in [1, 1024], got 0"},
       {R"({"use_conv_bias": "yes"})", "field 'use_conv_bias': expected true or false"},
-      {R"({"n_routed_experts": -1})", "field 'n_routed_experts': expected an integer in [0, 1073741824], got -1"},
+      {R"({"n_routed_experts": -1})", "field 'n_routed_experts': expected an integer in [1, 1024], got -1"},
   };
   for (const auto& r : rows) {
     SCOPED_TRACE(r.extra);

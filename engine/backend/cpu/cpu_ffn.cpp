@@ -1,5 +1,6 @@
 // The feed-forwards of the CPU backend: dense SwiGLU (jamba-spec.md §3.8) or relu² (Nemotron-H), and the
-// mixture of experts without renormalisation (§3.9) or with it and a shared expert (Granite), router
+// mixture of experts without renormalisation (§3.9) or with it and a shared expert (Granite), or with
+// DeepSeek-V3's sigmoid router, relu² experts and latent projections (Nemotron-H), router
 // instruments of probes/router_probe.h. Decode fuses gate+up+SiLU of all chosen experts into one
 // threaded pass; a prefill runs each expert once over the tokens routed to it. Stateless between
 // tokens; buffers shared by all FFN units (FfnScratch).
@@ -24,6 +25,7 @@ struct FfnScratch {
   std::vector<float> gate_w;              // (S, K) renormalised weights of the chosen experts
   std::vector<int64_t> rows;              // tokens routed to one expert
   std::vector<float> weights;             // their routing probabilities
+  std::vector<float> lat_in, lat_out;     // (S, Lat) ×2: the experts' latent input and weighted sum
 };
 
 // g (n,) ×= m, skipped for m = 1 (Falcon-H1's gate multiplier, inside the SiLU).
@@ -107,6 +109,14 @@ void relu2_mlp(FfnScratch& sc, const MlpWeights& w, const float* x, int64_t n, f
   linear(w.down, u, n, y, w.down_bias);
 }
 
+// An expert or shared MLP on n rows: SwiGLU, or relu² without gate (Nemotron-H).
+void expert_mlp(FfnScratch& sc, const MlpWeights& w, bool gated, const float* x, int64_t n, float* y) {
+  if (gated)
+    swiglu(sc, w, x, n, y);
+  else
+    relu2_mlp(sc, w, x, n, y);
+}
+
 class CpuDense final : public CpuFfn {
  public:
   CpuDense(CpuRun& run, int64_t layer)
@@ -141,47 +151,62 @@ class CpuMoe final : public CpuFfn {
         layer_(layer),
         w_(run.model.w.layers[layer].moe),
         xi_(run.sched[layer].moe_index),
-        renormalize_(run.sched[layer].ffn_params.renormalize) {}
+        fp_(run.sched[layer].ffn_params) {}
   void forward(const float* x, int64_t S, float* y, TokenTrace* const* recs) override;
 
  private:
+  // Each token's k experts and weights into sc.topk / sc.gate_w, the router instruments into probs.
+  void route_tokens(FfnScratch& sc, const float* x, int64_t S, TokenTrace* const* recs);
+
   CpuRun& run_;
   const int64_t layer_;
   const MoeWeights& w_;
   const int64_t xi_;  // among the MoE layers: the X_n slot of the records
-  const bool renormalize_;  // the k weights divided by their sum (Granite's top-k softmax)
+  const FfnParams& fp_;  // renormalize (Granite's top-k softmax), the sigmoid router, gated experts
 };
 
-void CpuMoe::forward(const float* x, int64_t S, float* y, TokenTrace* const* recs) {
-  FfnScratch& sc = run_.scratch<FfnScratch>();
-  const int64_t H = run_.cfg.hidden_size, E = run_.cfg.num_experts, K = run_.cfg.num_experts_per_tok;
+void CpuMoe::route_tokens(FfnScratch& sc, const float* x, int64_t S, TokenTrace* const* recs) {
+  const int64_t E = run_.cfg.num_experts, K = run_.cfg.num_experts_per_tok;
   float* logits = grow(sc.rlogits, S * E);  // (S, E)
   float* probs = grow(sc.rprobs, S * E);    // (S, E)
   int32_t* topk = grow(sc.topk, S * K);     // (S, K)
-  if (renormalize_) grow(sc.gate_w, S * K);
+  float* gate_w = grow(sc.gate_w, S * K);   // (S, K)
   linear(w_.router, x, S, logits);
+  const float* bias = w_.router_bias.empty() ? nullptr : w_.router_bias.data();
   for (int64_t s = 0; s < S; ++s) {
-    const float lse = route(&logits[s * E], E, K, &probs[s * E], &topk[s * K]);
+    float* p = &probs[s * E];
+    int32_t* t = &topk[s * K];
+    float* g = &gate_w[s * K];
+    float lse = 0;
+    if (fp_.sigmoid_router) {  // DeepSeek-V3's grouped sigmoid choice (Nemotron-H)
+      lse = route_sigmoid(&logits[s * E], bias, E, K, fp_.groups, fp_.topk_groups, fp_.renormalize, fp_.routed_scaling,
+                          p, t, g);
+    } else {  // the probability, or (renormalize) that over the sum of the k chosen: a softmax over them
+      lse = route(&logits[s * E], E, K, p, t);
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k) sum += p[t[k]];
+      for (int64_t k = 0; k < K; ++k) g[k] = fp_.renormalize ? static_cast<float>(p[t[k]] / sum) : p[t[k]];
+    }
     TokenTrace* r = recs[s];
     if (r && run_.opts.instruments) {
-      std::copy(&probs[s * E], &probs[(s + 1) * E], r->router_probs.begin() + xi_ * E);
-      std::copy(&topk[s * K], &topk[(s + 1) * K], r->router_topk.begin() + xi_ * K);
+      std::copy(p, p + E, r->router_probs.begin() + xi_ * E);
+      std::copy(t, t + K, r->router_topk.begin() + xi_ * K);
       r->router_lse[xi_] = lse;
     }
   }
   run_.observe("router_probs", layer_, probs, S, E, recs);
-  // The weight of each token's chosen experts: its probability, or (renormalize) that over the sum
-  // of the k chosen (a softmax over the k chosen logits).
-  if (renormalize_)
-    for (int64_t s = 0; s < S; ++s) {
-      double sum = 0;
-      for (int64_t k = 0; k < K; ++k) sum += probs[s * E + topk[s * K + k]];
-      for (int64_t k = 0; k < K; ++k) sc.gate_w[s * K + k] = static_cast<float>(probs[s * E + topk[s * K + k]] / sum);
-    }
-  auto weight = [&](int64_t s, int64_t k) { return renormalize_ ? sc.gate_w[s * K + k] : probs[s * E + topk[s * K + k]]; };
-  const bool shared = !w_.shared.down.empty();  // Granite's shared expert, weight 1, beside the routed
-  // Experts in ascending index (jamba-spec.md §3.9), each output the probability-weighted sum.
-  if (S == 1 && K >= 1 && K + shared <= kMaxDecodeExperts) {
+}
+
+void CpuMoe::forward(const float* x, int64_t S, float* y, TokenTrace* const* recs) {
+  FfnScratch& sc = run_.scratch<FfnScratch>();
+  const int64_t H = run_.cfg.hidden_size, E = run_.cfg.num_experts, K = run_.cfg.num_experts_per_tok;
+  route_tokens(sc, x, S, recs);
+  const int32_t* topk = sc.topk.data();
+  const float* gate_w = sc.gate_w.data();
+  const bool shared = !w_.shared.down.empty();  // the shared expert, weight 1, beside the routed
+  const bool latent = !w_.latent_in.empty();    // experts between Nemotron-H's latent projections
+  // Decode of SwiGLU experts: experts in ascending index (jamba-spec.md §3.9), fused in one pass.
+  if (S == 1 && fp_.gated && !latent && K >= 1 && K + shared <= kMaxDecodeExperts) {
     int32_t order[kMaxDecodeExperts];  // positions in topk, by expert index
     for (int64_t j = 0; j < K; ++j) order[j] = static_cast<int32_t>(j);
     std::sort(order, order + K, [&](int32_t a, int32_t b) { return topk[a] < topk[b]; });
@@ -189,7 +214,7 @@ void CpuMoe::forward(const float* x, int64_t S, float* y, TokenTrace* const* rec
     float w[kMaxDecodeExperts];
     for (int64_t j = 0; j < K; ++j) {
       mlps[j] = &w_.experts[topk[order[j]]];
-      w[j] = weight(0, order[j]);
+      w[j] = gate_w[order[j]];
     }
     if (shared) {
       mlps[K] = &w_.shared;
@@ -198,8 +223,18 @@ void CpuMoe::forward(const float* x, int64_t S, float* y, TokenTrace* const* rec
     swiglu_decode(sc, H, mlps, w, static_cast<int>(K + shared), x, y);
     return;
   }
-  // Prefill: gather the tokens that chose e, run e once on all of them.
-  std::fill(y, y + S * H, 0.0f);
+  // The experts' input xin (S, Hin): x, or its latent projection; their weighted sum into yin.
+  const int64_t Hin = latent ? w_.latent_in.rows : H;
+  const float* xin = x;
+  float* yin = y;
+  if (latent) {
+    float* li = grow(sc.lat_in, S * Hin);
+    linear(w_.latent_in, x, S, li, w_.latent_in_bias);
+    xin = li;
+    yin = grow(sc.lat_out, S * Hin);
+  }
+  // Gather the tokens that chose e, run e once on all of them.
+  std::fill(yin, yin + S * Hin, 0.0f);
   std::vector<int64_t>& rows = sc.rows;
   std::vector<float>& weights = sc.weights;
   for (int64_t e = 0; e < E; ++e) {
@@ -209,26 +244,27 @@ void CpuMoe::forward(const float* x, int64_t S, float* y, TokenTrace* const* rec
       for (int64_t k = 0; k < K; ++k)
         if (topk[s * K + k] == e) {
           rows.push_back(s);
-          weights.push_back(weight(s, k));
+          weights.push_back(gate_w[s * K + k]);
         }
     if (rows.empty()) continue;
     const int64_t n = static_cast<int64_t>(rows.size());
-    float* xe = grow(sc.xe, n * H);  // (n, H)
-    float* ye = grow(sc.ye, n * H);  // (n, H)
+    float* xe = grow(sc.xe, n * Hin);  // (n, Hin)
+    float* ye = grow(sc.ye, n * Hin);  // (n, Hin)
     // Gather and scatter over the pool: a token picks an expert at most once, so rows are distinct.
-    const int64_t grain = std::max<int64_t>(1, 8192 / H);
+    const int64_t grain = std::max<int64_t>(1, 8192 / Hin);
     ThreadPool::global().parallel_for(n, grain, [&](int64_t j0, int64_t j1) {
-      for (int64_t j = j0; j < j1; ++j) std::copy(x + rows[j] * H, x + (rows[j] + 1) * H, &xe[j * H]);
+      for (int64_t j = j0; j < j1; ++j) std::copy(xin + rows[j] * Hin, xin + (rows[j] + 1) * Hin, &xe[j * Hin]);
     });
-    swiglu(sc, w_.experts[e], xe, n, ye);
+    expert_mlp(sc, w_.experts[e], fp_.gated, xe, n, ye);
     ThreadPool::global().parallel_for(n, grain, [&](int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j)
-        for (int64_t c = 0; c < H; ++c) y[rows[j] * H + c] += weights[j] * ye[j * H + c];
+        for (int64_t c = 0; c < Hin; ++c) yin[rows[j] * Hin + c] += weights[j] * ye[j * Hin + c];
     });
   }
+  if (latent) linear(w_.latent_out, yin, S, y, w_.latent_out_bias);  // fc2_latent_proj on the weighted sum
   if (shared) {  // the shared expert on every token, added unweighted
     float* ys = grow(sc.ye, S * H);  // (S, H)
-    swiglu(sc, w_.shared, x, S, ys);
+    expert_mlp(sc, w_.shared, fp_.gated, x, S, ys);
     ThreadPool::global().parallel_for(S * H, 8192, [&](int64_t b, int64_t e) {
       for (int64_t j = b; j < e; ++j) y[j] += ys[j];
     });
