@@ -262,9 +262,16 @@ TEST(CpuSsdScan, NonFiniteX_ReachesNoEarlierToken) {
 
 TEST(CpuSsdChunk, ConfigChunkSizeClamped) {
   EXPECT_EQ(cpu::ssd_chunk(1), cpu::kSsdMinChunk);
-  EXPECT_EQ(cpu::ssd_chunk(64), 64);
-  EXPECT_EQ(cpu::ssd_chunk(256), 256);
-  EXPECT_EQ(cpu::ssd_chunk(4096), cpu::kSsdMaxChunk);
+  EXPECT_EQ(cpu::ssd_chunk(16), 16);
+  EXPECT_EQ(cpu::ssd_chunk(256), cpu::kSsdMaxChunk);
+}
+
+TEST(CpuSsdChunk, AutoChoosesByBlockAndStateSize) {
+  EXPECT_FALSE(cpu::ssd_pays(1, 64, 128));
+  EXPECT_FALSE(cpu::ssd_pays(cpu::kSsdMinTokens - 1, 64, 128));
+  EXPECT_TRUE(cpu::ssd_pays(cpu::kSsdMinTokens, 64, 128));
+  EXPECT_FALSE(cpu::ssd_pays(cpu::kSsdMinTokensSmall - 1, 32, 16));
+  EXPECT_TRUE(cpu::ssd_pays(cpu::kSsdMinTokensSmall, 32, 16));
 }
 
 }  // namespace

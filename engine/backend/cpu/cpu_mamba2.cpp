@@ -121,7 +121,7 @@ void CpuMamba2::forward(const float* x, int64_t S, float* y, TokenTrace* const* 
   float* out = grow(sc.y, S * Di_);                               // (S, Di)
   float* retained = full ? grow(sc.retained, S * nh_) : nullptr;  // (S, nh)
   const Mamba2Scan mode = mamba2_scan();
-  if (S > 1 && (mode == Mamba2Scan::Chunked || (mode == Mamba2Scan::Auto && S >= kSsdMinTokens)))
+  if (S > 1 && (mode == Mamba2Scan::Chunked || (mode == Mamba2Scan::Auto && ssd_pays(S, P_, N_))))
     ssd_scan(SsdDims{nh_, P_, N_, G_, conv_}, Q_, S, xbc, delta, w_.A.data(), w_.D.data(), state_.data(), out,
              retained, run_.scratch<SsdScratch>());
   else

@@ -1,5 +1,4 @@
-// The chunked Mamba-2 scan of cpu_ssd.h. A block goes in spans of chunks (so that C Bᵀ of a span stays
-// within a few MiB): first C Bᵀ (Q, Q) of every chunk and group of the span, spread over the pool; then
+// The chunked Mamba-2 scan of cpu_ssd.h. A block goes in spans of chunks (~kSpanTokens tokens): first C Bᵀ (Q, Q) of every chunk and group of the span, spread over the pool; then
 // the heads over the pool, each walking the span's chunks in order with its own state. Per chunk and
 // head the cumulative log-decays are summed in fp64 and only their differences (≤ 0) exponentiated.
 #include "engine/backend/cpu/cpu_ssd.h"
@@ -18,8 +17,9 @@ namespace {
 
 std::atomic<Mamba2Scan> g_mode{Mamba2Scan::Auto};
 
-// Floats of C Bᵀ one span may hold (8 MiB).
-constexpr int64_t kCbBudget = int64_t{1} << 21;
+// Tokens of one span: its rows of x|B|C (a few hundred KiB to a few MiB) stay in cache while every
+// head walks them; walking all of a long block per head instead streams it from memory nh times.
+constexpr int64_t kSpanTokens = 256;
 
 // Head h through chunk rows [0, L) in token order (as cpu_mamba2.cpp's decode step): the path of a
 // chunk whose x holds a NaN or an infinity, which M X would spread to the rows before it (0 · ∞).
@@ -65,7 +65,7 @@ void ssd_scan(const SsdDims& d, int64_t Q, int64_t S, const float* xbc, const fl
               const float* D, float* state, float* out, float* retained, SsdScratch& sc) {
   const int64_t nh = d.nh, P = d.P, N = d.N, G = d.G, ld = d.ld, Di = nh * P, GN = G * N, per = nh / G;
   const int64_t chunks = (S + Q - 1) / Q;
-  const int64_t span = std::clamp<int64_t>(kCbBudget / (G * Q * Q), 1, chunks);
+  const int64_t span = std::clamp<int64_t>(kSpanTokens / Q, 1, chunks);
   float* cb = grow(sc.cb, span * G * Q * Q);
   ThreadPool& pool = ThreadPool::global();
   const size_t threads = static_cast<size_t>(pool.size());

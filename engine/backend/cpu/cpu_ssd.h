@@ -15,15 +15,29 @@
 
 namespace hl::cpu {
 
-// How the CPU Mamba-2 mixer runs a block of S > 1 tokens. Auto: the chunked form from
-// kSsdMinTokens tokens on, the token-order scan below (and always for S == 1).
+// How the CPU Mamba-2 mixer runs a block of S > 1 tokens. Auto: as ssd_pays says (the token-order
+// scan always for S == 1, a decode step).
 enum class Mamba2Scan { Auto, TokenOrder, Chunked };
 // Process-wide, for tests and benchmarks (default Auto); read once per block.
 void set_mamba2_scan(Mamba2Scan mode);
 Mamba2Scan mamba2_scan();
-constexpr int64_t kSsdMinTokens = 32;
-// The chunk length used for a config's chunk_size: clamped into [kSsdMinChunk, kSsdMaxChunk].
-constexpr int64_t kSsdMinChunk = 8, kSsdMaxChunk = 256;
+
+// Auto's choice for a block of S tokens with heads of P channels and N state lanes: the chunked form
+// from kSsdMinTokens tokens on when a head's state holds ≥ kSsdLargeState values, else from
+// kSsdMinTokensSmall. Measured with tools/bench_ssd.cpp (2 threads, AVX-512): with P 64, N 128 the
+// chunked form's SSM part is 1.2–1.4× the token-order scan's speed at 2 tokens, 2× at 4, 3× at 8 and
+// 4–5× from 16; with P 32, N 16 (the tiny presets) it only breaks even from ~32 tokens.
+constexpr int64_t kSsdMinTokens = 8, kSsdMinTokensSmall = 32, kSsdLargeState = 2048;
+inline bool ssd_pays(int64_t S, int64_t P, int64_t N) {
+  return S >= (P * N >= kSsdLargeState ? kSsdMinTokens : kSsdMinTokensSmall);
+}
+
+// The chunk length for a config's chunk_size: clamped into [kSsdMinChunk, kSsdMaxChunk]. Any length
+// gives the same result up to rounding; the CPU's best is shorter than the configs' 128–256: the
+// chunk's quadratic part (2·Q·P flops per token and head) grows with Q while the state's (4·P·N)
+// does not, and short chunks already run the products at BLAS speed (bench_ssd, P 64, N 128, T 1024
+// and 4096: Q 32, 64 and 128 alike within the machine's noise, Q 256 ~25% slower in the SSM part).
+constexpr int64_t kSsdMinChunk = 8, kSsdMaxChunk = 64;
 int64_t ssd_chunk(int64_t chunk_size);
 
 // One layer's sizes: nh heads of P channels (Di = nh·P), state N, G groups of B and C (head h reads
