@@ -101,7 +101,8 @@ struct Rates {
 // Medians of both modes over `rounds` alternating rounds of `reps` prefills each.
 Rates rates(cpu::CpuBackend& b, int64_t T, int rounds, int reps) {
   std::vector<int32_t> ids(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) ids[static_cast<size_t>(t)] = static_cast<int32_t>((t * 7919 + 3) % b.model().config.vocab_size);
+  for (int64_t t = 0; t < T; ++t)
+    ids[static_cast<size_t>(t)] = static_cast<int32_t>((t * 7919 + 3) % b.model().config.vocab_size);
   std::vector<double> chunked, ordered, ssm_c, ssm_o;
   for (int r = 0; r < rounds; ++r)
     for (int order = 0; order < 2; ++order) {
@@ -151,10 +152,11 @@ int main(int argc, char** argv) {
                 static_cast<long>(c.mamba_n_groups), static_cast<long>(cpu::ssd_chunk(c.mamba_chunk_size)));
     for (int64_t T : lengths) {
       const Rates r = rates(b, T, rounds, 1);
-      std::printf("  T %5ld  prefill tok/s: chunked %8.0f  token-order %8.0f  ratio %.2f   SSM sections alone: "
-                  "chunked %9.0f  token-order %8.0f  ratio %.2f\n",
-                  static_cast<long>(T), r.chunked, r.ordered, r.chunked / r.ordered, r.ssm_chunked, r.ssm_ordered,
-                  r.ssm_chunked / r.ssm_ordered);
+      std::printf(
+          "  T %5ld  prefill tok/s: chunked %8.0f  token-order %8.0f  ratio %.2f   SSM sections alone: "
+          "chunked %9.0f  token-order %8.0f  ratio %.2f\n",
+          static_cast<long>(T), r.chunked, r.ordered, r.chunked / r.ordered, r.ssm_chunked, r.ssm_ordered,
+          r.ssm_chunked / r.ssm_ordered);
     }
     if (!short_blocks) continue;
     std::printf("  short blocks (Auto: chunked from %ld tokens), chunked / token-order:\n",

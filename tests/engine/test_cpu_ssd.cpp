@@ -66,7 +66,7 @@ struct Blocks {
 
 // ids through the CPU backend as forward calls of blocks[k] tokens each (1: a decode step), --full.
 Blocks run_blocks(const std::shared_ptr<Model>& m, const std::vector<int32_t>& ids, const std::vector<int64_t>& blocks,
-               cpu::Mamba2Scan mode) {
+                  cpu::Mamba2Scan mode) {
   ScanMode guard(mode);
   cpu::CpuBackend b(m);
   Blocks r;
@@ -108,9 +108,10 @@ std::map<std::string, double> compare(const Blocks& got, const Blocks& want) {
     EXPECT_EQ(a.logits.size(), b.logits.size());
     EXPECT_EQ(a.ssm_retained.size(), b.ssm_retained.size());
     note("logits", rel_diff(a.logits.data(), b.logits.data(), std::min(a.logits.size(), b.logits.size())));
-    note("rec ssm_delta", rel_diff(a.ssm_delta.data(), b.ssm_delta.data(), std::min(a.ssm_delta.size(), b.ssm_delta.size())));
-    note("rec ssm_retained",
-         rel_diff(a.ssm_retained.data(), b.ssm_retained.data(), std::min(a.ssm_retained.size(), b.ssm_retained.size())));
+    note("rec ssm_delta",
+         rel_diff(a.ssm_delta.data(), b.ssm_delta.data(), std::min(a.ssm_delta.size(), b.ssm_delta.size())));
+    note("rec ssm_retained", rel_diff(a.ssm_retained.data(), b.ssm_retained.data(),
+                                      std::min(a.ssm_retained.size(), b.ssm_retained.size())));
   }
   // Per (name, layer): all rows pooled.
   std::map<std::pair<std::string, int64_t>, std::pair<double, double>> dm;  // → (max |Δ|, max |want|)
@@ -158,7 +159,8 @@ TEST_P(CpuSsd, ChunkedPrefill_MatchesDecodeSteps) {
     const Blocks chunked = run_blocks(m, ids, {T}, cpu::Mamba2Scan::Chunked);
     const Blocks ordered = run_blocks(m, ids, {T}, cpu::Mamba2Scan::TokenOrder);
     expect_within(compare(chunked, stepped), std::string(GetParam()) + " T=" + std::to_string(T) + " chunked vs steps");
-    expect_within(compare(chunked, ordered), std::string(GetParam()) + " T=" + std::to_string(T) + " chunked vs token-order");
+    expect_within(compare(chunked, ordered),
+                  std::string(GetParam()) + " T=" + std::to_string(T) + " chunked vs token-order");
   }
 }
 
@@ -221,13 +223,15 @@ TEST(CpuSsdScan, RandomInputs_MatchTheRecurrenceInFp64) {
             y64[static_cast<size_t>(s * Di + h * d.P + p)] = acc + D[h] * row[h * d.P + p];
           }
         }
-      cpu::ssd_scan(d, Q, S, xbc.data(), delta.data(), A.data(), D.data(), state.data(), out.data(), retained.data(), sc);
+      cpu::ssd_scan(d, Q, S, xbc.data(), delta.data(), A.data(), D.data(), state.data(), out.data(), retained.data(),
+                    sc);
       std::vector<float> y_want(y64.begin(), y64.end()), s_want(S64.begin(), S64.end());
       EXPECT_LE(rel_diff(out.data(), y_want.data(), y_want.size()), 2e-6);
       EXPECT_LE(rel_diff(state.data(), s_want.data(), s_want.size()), 2e-6);
       for (int64_t s = 0; s < S; ++s)
         for (int64_t h = 0; h < d.nh; ++h)
-          ASSERT_EQ(retained[static_cast<size_t>(s * d.nh + h)], std::exp(delta[static_cast<size_t>(s * d.nh + h)] * A[h]));
+          ASSERT_EQ(retained[static_cast<size_t>(s * d.nh + h)],
+                    std::exp(delta[static_cast<size_t>(s * d.nh + h)] * A[h]));
     }
 }
 

@@ -56,7 +56,7 @@ class CpuMamba2 final : public CpuMixer {
   const Mamba2Weights& w_;
   const int64_t mi_;  // among the SSM layers: the M_n slot of the records
   int64_t Di_ = 0, conv_ = 0, nh_ = 0, P_ = 0, N_ = 0, G_ = 1, W_ = 0;
-  int64_t Q_ = 0;  // the chunk length of the chunked scan
+  int64_t Q_ = 0;               // the chunk length of the chunked scan
   std::vector<float> conv_wT_;  // (W, conv_dim)
   std::vector<float> mup_;      // (Di + conv_dim + nh,) in_proj's output factors, or empty (all 1)
   std::vector<float> win_;      // (W, conv_dim): raw x|B|C of the last W tokens, oldest row first
@@ -122,8 +122,8 @@ void CpuMamba2::forward(const float* x, int64_t S, float* y, TokenTrace* const* 
   float* retained = full ? grow(sc.retained, S * nh_) : nullptr;  // (S, nh)
   const Mamba2Scan mode = mamba2_scan();
   if (S > 1 && (mode == Mamba2Scan::Chunked || (mode == Mamba2Scan::Auto && ssd_pays(S, P_, N_))))
-    ssd_scan(SsdDims{nh_, P_, N_, G_, conv_}, Q_, S, xbc, delta, w_.A.data(), w_.D.data(), state_.data(), out,
-             retained, run_.scratch<SsdScratch>());
+    ssd_scan(SsdDims{nh_, P_, N_, G_, conv_}, Q_, S, xbc, delta, w_.A.data(), w_.D.data(), state_.data(), out, retained,
+             run_.scratch<SsdScratch>());
   else
     ThreadPool::global().parallel_for(nh_, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, S * P_ * N_ / 64)),
                                       [&](int64_t h0, int64_t h1) {

@@ -1,6 +1,7 @@
-// The chunked Mamba-2 scan of cpu_ssd.h. A block goes in spans of chunks (~kSpanTokens tokens): first C Bᵀ (Q, Q) of every chunk and group of the span, spread over the pool; then
-// the heads over the pool, each walking the span's chunks in order with its own state. Per chunk and
-// head the cumulative log-decays are summed in fp64 and only their differences (≤ 0) exponentiated.
+// The chunked Mamba-2 scan of cpu_ssd.h. A block goes in spans of chunks (~kSpanTokens tokens): first
+// C Bᵀ (Q, Q) of every chunk and group of the span, spread over the pool; then the heads over the pool,
+// each walking the span's chunks in order with its own state. Per chunk and head the cumulative
+// log-decays are summed in fp64 and only their differences (≤ 0) exponentiated.
 #include "engine/backend/cpu/cpu_ssd.h"
 
 #include <algorithm>
@@ -92,20 +93,20 @@ void ssd_scan(const SsdDims& d, int64_t Q, int64_t S, const float* xbc, const fl
     pool.parallel_for(nh, 1, [&](int64_t h0, int64_t h1) {
       const size_t ti = static_cast<size_t>(ThreadPool::thread_index());
       float* M = sc.thread[ti].data();  // (Q, Q) the chunk's mixing matrix of this head
-      float* Cd = M + Q * Q;             // (Q, N) e^{cum_i} C_i
-      float* Bw = Cd + Q * N;            // (Q, N) e^{cum_last − cum_j} Δ_j B_j
-      float* e = Bw + Q * N;             // (Q,) exponents, then their exponentials
-      float* dl = e + Q;                 // (Q,) Δ of this head over the chunk
-      double* cum = sc.cum[ti].data();   // (Q,)
+      float* Cd = M + Q * Q;            // (Q, N) e^{cum_i} C_i
+      float* Bw = Cd + Q * N;           // (Q, N) e^{cum_last − cum_j} Δ_j B_j
+      float* e = Bw + Q * N;            // (Q,) exponents, then their exponentials
+      float* dl = e + Q;                // (Q,) Δ of this head over the chunk
+      double* cum = sc.cum[ti].data();  // (Q,)
       for (int64_t h = h0; h < h1; ++h) {
         const int64_t g = h / per;
         const float a = A[h];
         float* Sh = state + h * P * N;  // (P, N)
         for (int64_t c = 0; c < nc; ++c) {
           const int64_t t0 = (c0 + c) * Q, L = std::min(Q, S - t0);
-          const float* row = xbc + t0 * ld;       // chunk row 0
-          const float* X = row + h * P;           // (L, P) at stride ld
-          const float* B = row + Di + g * N;      // (L, N) at stride ld
+          const float* row = xbc + t0 * ld;        // chunk row 0
+          const float* X = row + h * P;            // (L, P) at stride ld
+          const float* B = row + Di + g * N;       // (L, N) at stride ld
           const float* C = row + Di + GN + g * N;  // (L, N) at stride ld
           const float* CB = cb + (c * G + g) * Q * Q;
           double run = 0;

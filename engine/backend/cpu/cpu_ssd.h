@@ -48,8 +48,8 @@ struct SsdDims {
 
 // Buffers of the chunked scan, grown to the largest block and reused (CpuRun::scratch).
 struct SsdScratch {
-  std::vector<float> cb;                    // (span chunks, G, Q, Q): C Bᵀ per chunk and group
-  std::vector<std::vector<float>> thread;  // per pool thread: M (Q, Q) | e^{cum}·C (Q, N) | w·B (Q, N) | row (Q)
+  std::vector<float> cb;                   // (span chunks, G, Q, Q): C Bᵀ per chunk and group
+  std::vector<std::vector<float>> thread;  // per pool thread: M (Q, Q) | e^cum·C, w·B (Q, N) each | e, Δ (Q) each
   std::vector<std::vector<double>> cum;    // per pool thread: (Q,)
 };
 
