@@ -2,14 +2,16 @@
 // gate z, x|B|C and dt; causal depthwise conv + bias + SiLU over x|B|C with the cached raw window;
 // Δ = clamp(softplus(dt + dt_bias), time_step_limit); per head h (group g = h / (nh/G)) the state
 // S_h (P, N) ← exp(Δ_h A_h) S_h + Δ_h x_h B_gᵀ, y_h = S_h C_g + D_h x_h; the gated RMSNorm
-// (y · silu(z), RMS over the norm group); out_proj. A block of S tokens runs the recurrence in token
-// order, heads spread over the pool (each head's state is its own), which equals decode steps exactly.
+// (y · silu(z), RMS over the norm group); out_proj. A decode step and a short block run the recurrence
+// in token order, heads spread over the pool (each head's state is its own), which equals decode
+// steps exactly; a longer block runs the chunked form (cpu_ssd.h), equal to the steps up to rounding.
 #include <algorithm>
 #include <cmath>
 
 #include "engine/backend/cpu/cpu_module.h"
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/cpu_simd.h"
+#include "engine/backend/cpu/cpu_ssd.h"
 #include "engine/core/thread_pool.h"
 #include "engine/probes/ssm_probe.h"
 
@@ -33,6 +35,7 @@ class CpuMamba2 final : public CpuMixer {
     G_ = c.mamba_n_groups;
     W_ = c.mamba_d_conv;
     mup_ = mamba2_mup_vector(c);
+    Q_ = ssd_chunk(c.mamba_chunk_size);
     conv_wT_.resize(static_cast<size_t>(W_ * conv_));  // (W, conv_dim) from conv_w (conv_dim, W)
     for (int64_t ch = 0; ch < conv_; ++ch)
       for (int64_t k = 0; k < W_; ++k) conv_wT_[k * conv_ + ch] = w_.conv_w[ch * W_ + k];
@@ -53,6 +56,7 @@ class CpuMamba2 final : public CpuMixer {
   const Mamba2Weights& w_;
   const int64_t mi_;  // among the SSM layers: the M_n slot of the records
   int64_t Di_ = 0, conv_ = 0, nh_ = 0, P_ = 0, N_ = 0, G_ = 1, W_ = 0;
+  int64_t Q_ = 0;               // the chunk length of the chunked scan
   std::vector<float> conv_wT_;  // (W, conv_dim)
   std::vector<float> mup_;      // (Di + conv_dim + nh,) in_proj's output factors, or empty (all 1)
   std::vector<float> win_;      // (W, conv_dim): raw x|B|C of the last W tokens, oldest row first
@@ -116,10 +120,15 @@ void CpuMamba2::forward(const float* x, int64_t S, float* y, TokenTrace* const* 
   const bool instr = run_.opts.instruments, full = instr && run_.opts.full;
   float* out = grow(sc.y, S * Di_);                               // (S, Di)
   float* retained = full ? grow(sc.retained, S * nh_) : nullptr;  // (S, nh)
-  ThreadPool::global().parallel_for(nh_, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, S * P_ * N_ / 64)),
-                                    [&](int64_t h0, int64_t h1) {
-                                      for (int64_t h = h0; h < h1; ++h) scan_head(h, S, xbc, delta, out, retained);
-                                    });
+  const Mamba2Scan mode = mamba2_scan();
+  if (S > 1 && (mode == Mamba2Scan::Chunked || (mode == Mamba2Scan::Auto && ssd_pays(S, P_, N_))))
+    ssd_scan(SsdDims{nh_, P_, N_, G_, conv_}, Q_, S, xbc, delta, w_.A.data(), w_.D.data(), state_.data(), out, retained,
+             run_.scratch<SsdScratch>());
+  else
+    ThreadPool::global().parallel_for(nh_, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, S * P_ * N_ / 64)),
+                                      [&](int64_t h0, int64_t h1) {
+                                        for (int64_t h = h0; h < h1; ++h) scan_head(h, S, xbc, delta, out, retained);
+                                      });
   // Gated RMSNorm per row: v = y · silu(z), then v / RMS(v over each group) · w. Falcon-H1 may
   // normalise first and gate after (norm_before_gate), or have no norm (y · silu(z) alone).
   const int64_t group = cfg.mamba2_norm_group();

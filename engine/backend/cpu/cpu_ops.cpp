@@ -155,6 +155,24 @@ void linear_any(const Mat& W, int64_t row0, int64_t nrows, const float* X, int64
 
 }  // namespace
 
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+          int64_t ldb, float beta, float* C, int64_t ldc) {
+#ifdef HL_HAVE_BLAS
+  blas_single_threaded();
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta,
+              C, static_cast<int>(ldc));
+#else
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < K; ++k) acc += (ta ? A[k * lda + i] : A[i * lda + k]) * (tb ? B[j * ldb + k] : B[k * ldb + j]);
+      float& c = C[i * ldc + j];
+      c = alpha * acc + (beta == 0.0f ? 0.0f : beta * c);
+    }
+#endif
+}
+
 void linear_rows(const Mat& W, int64_t row0, int64_t nrows, const float* X, int64_t S, float* Y) {
   linear_any(W, row0, nrows, X, S, OutRows{Y, nullptr, nrows});
 }

@@ -41,6 +41,13 @@ struct MatvecJob {
 };
 void matvec(const MatvecJob* jobs, int njobs);
 
+// C (M, N) = alpha · op(A) (M, K) · op(B) (K, N) + beta · C, row-major fp32 with leading dimensions
+// lda, ldb, ldc; op(A) = Aᵀ when ta (A stored (K, M)), likewise tb. On the calling thread alone:
+// BLAS set to one thread, or plain loops when built without BLAS. For callers that spread their own
+// products over the pool (the chunked Mamba-2 scan, cpu_ssd.cpp).
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+          int64_t ldb, float beta, float* C, int64_t ldc);
+
 // Rows of output per thread chunk so that a chunk reads at least ~32 KiB of weights.
 int64_t matvec_grain(int64_t cols, DType t);
 
