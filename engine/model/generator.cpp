@@ -249,6 +249,32 @@ std::vector<TensorSpec> build_specs(const GenerateOptions& o) {
     specs.push_back(std::move(s));
   };
   const InitSpec one{Init::Const, 1.0};
+  // The E experts' matrices under `f`: per expert, each part its own tensor "experts.{e}.<proj>.weight"
+  // (the experts in turn), or stacked: one tensor per group of parts, each expert's parts in turn
+  // (Jamba v5's gate_up (E, 2I, H) = [gate; up] per expert, spec §2.2; HF Nemotron-H's (E, I, H)).
+  struct ExpertPart {
+    const char* proj;
+    int64_t rows, cols;
+    InitSpec init;
+  };
+  using ExpertStack = std::pair<std::string, std::vector<ExpertPart>>;
+  auto add_experts = [&](const std::string& f, bool stacked, const std::vector<ExpertStack>& stacks) {
+    auto name = [&](int64_t e, const char* proj) { return f + "experts." + std::to_string(e) + "." + proj + ".weight"; };
+    for (int64_t e = 0; e < c.num_experts && !stacked; ++e)
+      for (const ExpertStack& st : stacks)
+        for (const ExpertPart& p : st.second) add(name(e, p.proj), {p.rows, p.cols}, p.init);
+    for (const ExpertStack& st : stacks) {
+      if (!stacked) break;
+      TensorSpec t;
+      int64_t rows = 0;
+      for (const ExpertPart& p : st.second) rows += p.rows;
+      t.t = {f + st.first, {c.num_experts, rows, st.second[0].cols}, tensor_dtype(o, f + st.first)};
+      for (int64_t e = 0; e < c.num_experts; ++e)
+        for (const ExpertPart& p : st.second) t.parts.push_back(Part{name(e, p.proj), p.rows * p.cols, p.init});
+      check_numel(t.t);
+      specs.push_back(std::move(t));
+    }
+  };
   auto normal = [](double sd) { return InitSpec{Init::Normal, sd}; };
   auto uniform = [](double bound) { return InitSpec{Init::Uniform, bound}; };
 
@@ -337,59 +363,19 @@ std::vector<TensorSpec> build_specs(const GenerateOptions& o) {
         if (c.mlp_bias) add(f + "fc1_latent_proj.bias", {Lat}, normal(0.02));
         if (c.mlp_bias) add(f + "fc2_latent_proj.bias", {H}, normal(0.02));
       }
-      auto expert = [&](int64_t e, const char* proj) { return f + "experts." + std::to_string(e) + "." + proj + ".weight"; };
-      if (o.fused_experts) {  // HF's state dict: stacked (E, I, Hin) and (E, Hin, I)
-        TensorSpec up, dn;
-        up.t = {f + "experts.up_proj", {E, Ie, Hin}, tensor_dtype(o, f + "experts.up_proj")};
-        dn.t = {f + "experts.down_proj", {E, Hin, Ie}, tensor_dtype(o, f + "experts.down_proj")};
-        for (int64_t e = 0; e < E; ++e) {
-          up.parts.push_back(Part{expert(e, "up_proj"), Ie * Hin, normal(lin(Hin))});
-          dn.parts.push_back(Part{expert(e, "down_proj"), Hin * Ie, normal(lin(Ie) * out_scale)});
-        }
-        check_numel(up.t);
-        check_numel(dn.t);
-        specs.push_back(std::move(up));
-        specs.push_back(std::move(dn));
-      } else {  // NVIDIA's published layout: one up and one down a expert
-        for (int64_t e = 0; e < E; ++e) {
-          add(expert(e, "up_proj"), {Ie, Hin}, normal(lin(Hin)));
-          add(expert(e, "down_proj"), {Hin, Ie}, normal(lin(Ie) * out_scale));
-        }
-      }
+      add_experts(f, o.fused_experts,
+                  {{"experts.up_proj", {{"up_proj", Ie, Hin, normal(lin(Hin))}}},  // HF's stacked (E, I, Hin)
+                   {"experts.down_proj", {{"down_proj", Hin, Ie, normal(lin(Ie) * out_scale)}}}});
       add(f + "shared_experts.up_proj.weight", {Is, H}, normal(lin(H)));
       add(f + "shared_experts.down_proj.weight", {H, Is}, normal(lin(Is) * out_scale));
       if (c.mlp_bias) add(f + "shared_experts.up_proj.bias", {Is}, normal(0.02));
       if (c.mlp_bias) add(f + "shared_experts.down_proj.bias", {H}, normal(0.02));
     } else if (sched[i].is_moe()) {
       add(f + "router.weight", {E, H}, normal(lin(H)));
-      auto expert = [&](int64_t e, const char* proj) {
-        return f + "experts." + std::to_string(e) + "." + proj + ".weight";
-      };
       if (sched[i].ffn_params.shared_d_ff > 0) add_fused_mlp(f + "shared.", sched[i].ffn_params.shared_d_ff);
-      if (o.fused_experts || granite) {  // Granite stores its experts fused only
-        TensorSpec gu, dn;
-        gu.t.name = f + "experts.gate_up_proj";
-        gu.t.shape = {E, 2 * I, H};
-        gu.t.dtype = tensor_dtype(o, gu.t.name);
-        dn.t.name = f + "experts.down_proj";
-        dn.t.shape = {E, H, I};
-        dn.t.dtype = tensor_dtype(o, dn.t.name);
-        for (int64_t e = 0; e < E; ++e) {  // per expert: [gate rows; up rows] (spec §2.2)
-          gu.parts.push_back(Part{expert(e, "gate_proj"), I * H, normal(lin(H))});
-          gu.parts.push_back(Part{expert(e, "up_proj"), I * H, normal(lin(H))});
-          dn.parts.push_back(Part{expert(e, "down_proj"), H * I, normal(lin(I) * out_scale)});
-        }
-        check_numel(gu.t);
-        check_numel(dn.t);
-        specs.push_back(std::move(gu));
-        specs.push_back(std::move(dn));
-      } else {
-        for (int64_t e = 0; e < E; ++e) {
-          add(expert(e, "gate_proj"), {I, H}, normal(lin(H)));
-          add(expert(e, "up_proj"), {I, H}, normal(lin(H)));
-          add(expert(e, "down_proj"), {H, I}, normal(lin(I) * out_scale));
-        }
-      }
+      add_experts(f, o.fused_experts || granite,  // Granite stores its experts fused only
+                  {{"experts.gate_up_proj", {{"gate_proj", I, H, normal(lin(H))}, {"up_proj", I, H, normal(lin(H))}}},
+                   {"experts.down_proj", {{"down_proj", H, I, normal(lin(I) * out_scale)}}}});
     } else {
       if (sched[i].ffn_params.gated) add(f + "gate_proj.weight", {I, H}, normal(lin(H)));
       add(f + "up_proj.weight", {I, H}, normal(lin(H)));

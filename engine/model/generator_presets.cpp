@@ -134,7 +134,7 @@ JambaConfig preset_config(const std::string& name) {
     // A small Nemotron-H with MoE layers (the Nemotron 3 shape): H 128, 8 layers "MEM*EM-E"; each E
     // layer 16 relu² experts of width 96 in 4 groups, top-4 within the 2 best groups on sigmoid +
     // correction bias, weights renormalised × 2.5 (DeepSeek-V3's router), beside a shared relu² expert
-    // of 192; the rest as nemotron-h-tiny. ≈ 2.3 M parameters.
+    // of 192; the rest as nemotron-h-tiny. ≈ 2.9 M parameters (2.0 M active per token).
     JambaConfig c = preset_config("nemotron-h-tiny");
     c.layer_pattern = "MEM*EM-E";
     c.num_hidden_layers = static_cast<int64_t>(c.layer_pattern.size());

@@ -289,7 +289,10 @@ TEST(CliMamba2Families, NemotronHAndGranite_InfoAndTrace) {
   } cases[] = {
       {"nemotron-h-tiny", "nemotron_h",
        "12 layers: S - S - S A - S - S A -; no MoE; no FFN at 0,2,4,5,7,9,10; no mixer at 1,3,6,8,11",
-       "pattern     M-M-M*-M-M*-  (M Mamba-2, * attention, - relu2 MLP)\n"},
+       "pattern     M-M-M*-M-M*-  (M Mamba-2, * attention, - relu2 MLP, E MoE)\n"},
+      {"nemotron-h-moe-tiny", "nemotron_h", "8 layers: S - S A - S - -; MoE at 1,4,7; no FFN at 0,2,3,5; no mixer at 1,4,6,7",
+       "MoE         sigmoid router, top-4 within 2 of 4 groups, weights renormalised x 2.5; experts 96 wide, shared "
+       "expert 192\n"},
       {"granite-h-tiny", "granitemoehybrid", "8 layers: S S S A S S S A; MoE at 0,1,2,3,4,5,6,7",
        "multipliers embedding 12, residual 0.22, attention scale 0.0078125, logits / 6; shared expert 256\n"},
       {"falcon-h1-tiny", "falcon_h1", "6 layers: P P P P P P; no MoE",
