@@ -126,8 +126,8 @@ def config_seeds():
     variant("python_inf_time_step_limit.json", time_step_limit=[0.0, float("inf")])
     variant("python_nan_rms_norm_eps.json", rms_norm_eps=float("nan"))
     variant("python_neg_inf_initializer_range.json", initializer_range=float("-inf"), note="Infinity NaN \\\"")
-    # Nemotron-H: its own field names, a pattern or a list of kinds (with HF's legacy aliases), and an
-    # MoE ('E') layer, refused.
+    # Nemotron-H: its own field names, a pattern or a list of kinds (with HF's legacy aliases), MoE ('E')
+    # layers (the golden cases' configs) and expert groups that do not divide the experts (refused).
     nemotron = dict(model_type="nemotron_h", vocab_size=64, hidden_size=40, intermediate_size=96,
                     num_hidden_layers=6, hybrid_override_pattern="M-M*-M", num_attention_heads=4,
                     num_key_value_heads=2, head_dim=16, mlp_hidden_act="relu2", ssm_state_size=8,
@@ -140,7 +140,11 @@ def config_seeds():
         layers_block_type=["attention", "linear_attention", "mlp", "full_attention"], num_attention_heads=2,
         num_key_value_heads=1, head_dim=None, ssm_state_size=4, mamba_num_heads=4, mamba_head_dim=4,
         mamba_n_groups=2, mamba_d_conv=3, mamba_dt_limit=[0.01, 1.0], tie_word_embeddings=True), indent=1))
-    w("bad_nemotron_h_moe_layer.json", json.dumps(dict(nemotron, hybrid_override_pattern="MEM*"), indent=1))
+    for case in ["nemotron_moe", "nemotron_moe_latent"]:
+        with open(os.path.join(ROOT, "tests/golden", case, "config.json"), "rb") as f:
+            w("valid_" + case + ".json", f.read())
+    w("bad_nemotron_h_moe_groups.json", json.dumps(dict(nemotron, hybrid_override_pattern="MEM*", n_routed_experts=6,
+                                                        n_group=4), indent=1))
     # A default (32 heads) larger than the file's hidden_size: refused as if written (found by fuzz_config).
     w("bad_nemotron_h_default_heads.json", json.dumps(
         {k: v for k, v in dict(nemotron, hidden_size=16).items() if k != "num_attention_heads"}, indent=1))
