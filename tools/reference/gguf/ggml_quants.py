@@ -92,6 +92,7 @@ def first_absmax(x):
     """(amax, max) per row: the first element of largest |x| wins, as `if (amax < fabsf(v))`."""
     i = np.argmax(np.abs(x), axis=1)
     mx = x[np.arange(x.shape[0]), i]
+    mx = np.where(mx != 0, mx, F(0)).astype(F)                           # all zero: max stays +0.0
     return np.abs(mx), mx
 
 
