@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Self-checks of tools/reference/gguf (exit 0 = all passed). About 10 s on one core.
+"""Self-checks of tools/reference/gguf (exit 0 = all passed). About 3 s on one core.
 
     /usr/bin/python3 tools/reference/gguf/check_gguf.py [--no-node]
 
