@@ -52,12 +52,11 @@ void relu2_mlp(const MlpWeights& w, const float* x, float* y) {
 float sigmoid_router(const float* logits, const std::vector<float>& bias, const FfnParams& p, float* probs,
                      int32_t* topk, float* weights) {
   const int64_t E = p.experts, K = p.top_k, G = p.groups, per = E / G;
-  std::vector<double> s(static_cast<size_t>(E));
-  std::vector<float> choice(static_cast<size_t>(E));
+  std::vector<float> s(static_cast<size_t>(E)), choice(static_cast<size_t>(E));  // sigmoids in fp32, as HF's
   double ssum = 0, m = -INFINITY;
   for (int64_t e = 0; e < E; ++e) {
     s[e] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(logits[e]))));
-    choice[e] = static_cast<float>(s[e]) + (bias.empty() ? 0.0f : bias[e]);
+    choice[e] = s[e] + (bias.empty() ? 0.0f : bias[e]);
     ssum += s[e];
     m = std::max(m, static_cast<double>(logits[e]));
   }
@@ -81,10 +80,10 @@ float sigmoid_router(const float* logits, const std::vector<float>& bias, const 
   double wsum = 0;
   for (int64_t j = 0; j < K; ++j) {
     topk[j] = eorder[j];
-    wsum += static_cast<float>(s[eorder[j]]);
+    wsum += s[eorder[j]];
   }
   for (int64_t j = 0; j < K; ++j) {
-    const double sj = static_cast<float>(s[topk[j]]);
+    const double sj = s[topk[j]];
     weights[j] = static_cast<float>((p.renormalize ? sj / (wsum + 1e-20) : sj) * p.routed_scaling);
   }
   for (int64_t e = 0; e < E; ++e) probs[e] = static_cast<float>(s[e] / ssum);

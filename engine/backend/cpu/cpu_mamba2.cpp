@@ -67,27 +67,8 @@ class CpuMamba2 final : public CpuMixer {
 // the head's P channels before the gate; retained (S, nh) or null.
 void CpuMamba2::scan_head(int64_t h, int64_t S, const float* xbc, const float* delta, float* out, float* retained) {
   const int64_t g = h / (nh_ / G_), GN = G_ * N_;
-  const float A = w_.A[h], D = w_.D[h];
-  float* Sh = &state_[h * P_ * N_];  // (P, N)
-  for (int64_t s = 0; s < S; ++s) {
-    const float* row = xbc + s * conv_;
-    const float* xh = row + h * P_;            // (P,)
-    const float* B = row + Di_ + g * N_;       // (N,)
-    const float* C = row + Di_ + GN + g * N_;  // (N,)
-    const float dt = delta[s * nh_ + h];
-    const float dA = std::exp(dt * A);
-    if (retained) retained[s * nh_ + h] = dA;
-    for (int64_t p = 0; p < P_; ++p) {
-      float* sp = Sh + p * N_;
-      const float dx = dt * xh[p];
-      float acc = 0.0f;
-      for (int64_t n = 0; n < N_; ++n) {
-        sp[n] = dA * sp[n] + dx * B[n];
-        acc += sp[n] * C[n];
-      }
-      out[s * Di_ + h * P_ + p] = acc + D * xh[p];
-    }
-  }
+  scan_in_order(S, P_, N_, conv_, Di_, xbc + h * P_, xbc + Di_ + g * N_, xbc + Di_ + GN + g * N_, delta + h, nh_,
+                w_.A[h], w_.D[h], &state_[h * P_ * N_], out + h * P_, retained ? retained + h : nullptr);
 }
 
 void CpuMamba2::forward(const float* x, int64_t S, float* y, TokenTrace* const* recs) {

@@ -22,25 +22,6 @@ std::atomic<Mamba2Scan> g_mode{Mamba2Scan::Auto};
 // head walks them; walking all of a long block per head instead streams it from memory nh times.
 constexpr int64_t kSpanTokens = 256;
 
-// Head h through chunk rows [0, L) in token order (as cpu_mamba2.cpp's decode step): the path of a
-// chunk whose x holds a NaN or an infinity, which M X would spread to the rows before it (0 · ∞).
-void chunk_in_order(int64_t L, int64_t P, int64_t N, int64_t ld, int64_t Di, const float* X, const float* B,
-                    const float* C, const float* dl, float a, float Dh, float* Sh, float* Y) {
-  for (int64_t i = 0; i < L; ++i) {
-    const float dA = std::exp(dl[i] * a);
-    for (int64_t p = 0; p < P; ++p) {
-      float* sp = Sh + p * N;
-      const float dx = dl[i] * X[i * ld + p];
-      float acc = 0.0f;
-      for (int64_t n = 0; n < N; ++n) {
-        sp[n] = dA * sp[n] + dx * B[i * ld + n];
-        acc += sp[n] * C[i * ld + n];
-      }
-      Y[i * Di + p] = acc + Dh * X[i * ld + p];
-    }
-  }
-}
-
 bool all_finite(const float* X, int64_t L, int64_t P, int64_t ld) {
   bool ok = true;
   for (int64_t i = 0; i < L; ++i)
@@ -49,6 +30,26 @@ bool all_finite(const float* X, int64_t L, int64_t P, int64_t ld) {
 }
 
 }  // namespace
+
+void scan_in_order(int64_t L, int64_t P, int64_t N, int64_t ld, int64_t ldy, const float* X, const float* B,
+                   const float* C, const float* dl, int64_t dl_ld, float a, float Dh, float* Sh, float* Y,
+                   float* retained) {
+  for (int64_t i = 0; i < L; ++i) {
+    const float dt = dl[i * dl_ld];
+    const float dA = std::exp(dt * a);
+    if (retained) retained[i * dl_ld] = dA;
+    for (int64_t p = 0; p < P; ++p) {
+      float* sp = Sh + p * N;
+      const float dx = dt * X[i * ld + p];
+      float acc = 0.0f;
+      for (int64_t n = 0; n < N; ++n) {
+        sp[n] = dA * sp[n] + dx * B[i * ld + n];
+        acc += sp[n] * C[i * ld + n];
+      }
+      Y[i * ldy + p] = acc + Dh * X[i * ld + p];
+    }
+  }
+}
 
 void set_mamba2_scan(Mamba2Scan mode) {
   g_mode.store(mode, std::memory_order_relaxed);
@@ -117,7 +118,7 @@ void ssd_scan(const SsdDims& d, int64_t Q, int64_t S, const float* xbc, const fl
           }
           float* Y = out + t0 * Di + h * P;  // (L, P) at stride Di
           if (!all_finite(X, L, P, ld)) {
-            chunk_in_order(L, P, N, ld, Di, X, B, C, dl, a, D[h], Sh, Y);
+            scan_in_order(L, P, N, ld, Di, X, B, C, dl, 1, a, D[h], Sh, Y, nullptr);
             continue;
           }
           // M[i, j] = (C_i·B_j) e^{cum_i − cum_j} Δ_j for j ≤ i, 0 above the diagonal.

@@ -8,7 +8,8 @@
 // Equal to the token-order recurrence up to float rounding, the state after the block included. A
 // chunk whose x holds a NaN or an infinity runs that head in token order (M X would carry 0 · ∞ into
 // the rows before it), so a non-finite value never reaches an earlier token.
-// Not the decode step (cpu_mamba2.cpp's scan_head) nor the reference (ref_mamba2.h's plain loops).
+// Also the token-order recurrence both paths share (scan_in_order). Not the reference (ref_mamba2.h's
+// plain loops).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -31,6 +32,14 @@ constexpr int64_t kSsdMinTokens = 8, kSsdMinTokensSmall = 32, kSsdLargeState = 2
 inline bool ssd_pays(int64_t S, int64_t P, int64_t N) {
   return S >= (P * N >= kSsdLargeState ? kSsdMinTokens : kSsdMinTokensSmall);
 }
+
+// One head's recurrence over rows [0, L) in token order: S_h ← e^{Δ a} S_h + Δ x Bᵀ, y = S_h C + D_h x.
+// X (L, P), B and C (L, N) at row stride ld; dl Δ at stride dl_ld; Sh (P, N) in and out; Y (L, P) at
+// stride ldy; retained e^{Δ a} at stride dl_ld, or null. cpu_mamba2.cpp's decode step and short blocks,
+// and a chunk of ssd_scan whose x holds a NaN or an infinity.
+void scan_in_order(int64_t L, int64_t P, int64_t N, int64_t ld, int64_t ldy, const float* X, const float* B,
+                   const float* C, const float* dl, int64_t dl_ld, float a, float Dh, float* Sh, float* Y,
+                   float* retained);
 
 // The chunk length for a config's chunk_size: clamped into [kSsdMinChunk, kSsdMaxChunk]. Any length
 // gives the same result up to rounding; the CPU's best is shorter than the configs' 128–256: the
