@@ -33,8 +33,8 @@ bool ggml_can_quantize(uint32_t type);  // the same ten types
 // block, or the size does not fit int64.
 int64_t ggml_row_bytes(uint32_t type, int64_t n);
 
-// dst[0..n) = the values of the ggml_row_bytes(type, n) bytes at src. Throws hl::Error for an
-// unsupported type or a bad n (the only checks: src must hold that many bytes).
+// dst[0..n) = the values of the ggml_row_bytes(type, n) bytes at src (the caller guarantees that src
+// holds them). Throws hl::Error for an unsupported type or a bad n; checks nothing else.
 void ggml_dequantize_row(uint32_t type, const uint8_t* src, float* dst, int64_t n);
 
 // The ggml_row_bytes(type, n) bytes ggml's reference quantizer writes for src[0..n). Throws hl::Error
