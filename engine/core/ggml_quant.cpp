@@ -18,14 +18,13 @@ using namespace ggml_detail;
 
 namespace {
 
-constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13,
-                   kQ6_K = 14, kBF16 = 30;
+constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14,
+                   kBF16 = 30;
 
 constexpr GgmlBlockFormat kFormats[] = {
-    {kF32, "F32", 1, 4},        {kF16, "F16", 1, 2},        {kBF16, "BF16", 1, 2},
-    {kQ4_0, "Q4_0", 32, 18},    {kQ5_0, "Q5_0", 32, 22},    {kQ5_1, "Q5_1", 32, 24},
-    {kQ8_0, "Q8_0", 32, 34},    {kQ4_K, "Q4_K", 256, 144},  {kQ5_K, "Q5_K", 256, 176},
-    {kQ6_K, "Q6_K", 256, 210},
+    {kF32, "F32", 1, 4},       {kF16, "F16", 1, 2},       {kBF16, "BF16", 1, 2},   {kQ4_0, "Q4_0", 32, 18},
+    {kQ5_0, "Q5_0", 32, 22},   {kQ5_1, "Q5_1", 32, 24},   {kQ8_0, "Q8_0", 32, 34}, {kQ4_K, "Q4_K", 256, 144},
+    {kQ5_K, "Q5_K", 256, 176}, {kQ6_K, "Q6_K", 256, 210},
 };
 
 // The format, after checking the type and n; `what` names the caller in the message.
@@ -91,7 +90,9 @@ void dequantize_q5_1(const uint8_t* b, float* y) {
 // ---------------------------------------------------------------------------------------------
 
 // `d ? 1.0f/d : 0.0f`
-float inverse_or_zero(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
+float inverse_or_zero(float d) {
+  return d != 0.0f ? 1.0f / d : 0.0f;
+}
 
 // The first element of largest |x| (signed), +0.0 when all are zero: `if (amax < fabsf(v))`.
 float first_absmax(const float* x, int n) {
@@ -187,8 +188,12 @@ const GgmlBlockFormat* ggml_block_format(uint32_t type) {
   return nullptr;
 }
 
-bool ggml_can_dequantize(uint32_t type) { return ggml_block_format(type) != nullptr; }
-bool ggml_can_quantize(uint32_t type) { return ggml_block_format(type) != nullptr; }
+bool ggml_can_dequantize(uint32_t type) {
+  return ggml_block_format(type) != nullptr;
+}
+bool ggml_can_quantize(uint32_t type) {
+  return ggml_block_format(type) != nullptr;
+}
 
 int64_t ggml_row_bytes(uint32_t type, int64_t n) {
   const GgmlBlockFormat* f = ggml_block_format(type);
@@ -203,16 +208,36 @@ void ggml_dequantize_row(uint32_t type, const uint8_t* src, float* dst, int64_t 
   const int64_t nb = n / f.block;
   void (*block_fn)(const uint8_t*, float*) = nullptr;
   switch (type) {
-    case kF32: to_float(DType::F32, src, dst, static_cast<size_t>(n)); return;
-    case kF16: to_float(DType::F16, src, dst, static_cast<size_t>(n)); return;
-    case kBF16: to_float(DType::BF16, src, dst, static_cast<size_t>(n)); return;
-    case kQ8_0: block_fn = dequantize_q8_0; break;
-    case kQ4_0: block_fn = dequantize_q4_0; break;
-    case kQ5_0: block_fn = dequantize_q5_0; break;
-    case kQ5_1: block_fn = dequantize_q5_1; break;
-    case kQ4_K: block_fn = dequantize_q4_k; break;
-    case kQ5_K: block_fn = dequantize_q5_k; break;
-    case kQ6_K: block_fn = dequantize_q6_k; break;
+    case kF32:
+      to_float(DType::F32, src, dst, static_cast<size_t>(n));
+      return;
+    case kF16:
+      to_float(DType::F16, src, dst, static_cast<size_t>(n));
+      return;
+    case kBF16:
+      to_float(DType::BF16, src, dst, static_cast<size_t>(n));
+      return;
+    case kQ8_0:
+      block_fn = dequantize_q8_0;
+      break;
+    case kQ4_0:
+      block_fn = dequantize_q4_0;
+      break;
+    case kQ5_0:
+      block_fn = dequantize_q5_0;
+      break;
+    case kQ5_1:
+      block_fn = dequantize_q5_1;
+      break;
+    case kQ4_K:
+      block_fn = dequantize_q4_k;
+      break;
+    case kQ5_K:
+      block_fn = dequantize_q5_k;
+      break;
+    case kQ6_K:
+      block_fn = dequantize_q6_k;
+      break;
   }
   for (int64_t i = 0; i < nb; ++i) block_fn(src + i * f.block_bytes, dst + i * f.block);
 }
@@ -222,7 +247,9 @@ void ggml_quantize_row(uint32_t type, const float* src, uint8_t* dst, int64_t n)
   const int64_t nb = n / f.block;
   void (*block_fn)(const float*, uint8_t*) = nullptr;
   switch (type) {
-    case kF32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
+    case kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return;
     case kF16:
       for (int64_t i = 0; i < n; ++i) store_f16(dst + 2 * i, src[i]);
       return;
@@ -232,13 +259,27 @@ void ggml_quantize_row(uint32_t type, const float* src, uint8_t* dst, int64_t n)
         std::memcpy(dst + 2 * i, &h, 2);
       }
       return;
-    case kQ8_0: block_fn = quantize_q8_0; break;
-    case kQ4_0: block_fn = quantize_q4_0; break;
-    case kQ5_0: block_fn = quantize_q5_0; break;
-    case kQ5_1: block_fn = quantize_q5_1; break;
-    case kQ4_K: block_fn = quantize_q4_k; break;
-    case kQ5_K: block_fn = quantize_q5_k; break;
-    case kQ6_K: block_fn = quantize_q6_k; break;
+    case kQ8_0:
+      block_fn = quantize_q8_0;
+      break;
+    case kQ4_0:
+      block_fn = quantize_q4_0;
+      break;
+    case kQ5_0:
+      block_fn = quantize_q5_0;
+      break;
+    case kQ5_1:
+      block_fn = quantize_q5_1;
+      break;
+    case kQ4_K:
+      block_fn = quantize_q4_k;
+      break;
+    case kQ5_K:
+      block_fn = quantize_q5_k;
+      break;
+    case kQ6_K:
+      block_fn = quantize_q6_k;
+      break;
   }
   for (int64_t i = 0; i < nb; ++i) block_fn(src + i * f.block, dst + i * f.block_bytes);
 }

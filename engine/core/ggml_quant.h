@@ -18,10 +18,10 @@ namespace hl {
 
 // A format this file computes with. Ids are ggml's (GgmlType in engine/io/gguf.h).
 struct GgmlBlockFormat {
-  uint32_t type = 0;         // ggml type id
-  const char* name = "";     // "Q4_K"
-  int64_t block = 1;         // elements per block
-  int64_t block_bytes = 0;   // bytes per block
+  uint32_t type = 0;        // ggml type id
+  const char* name = "";    // "Q4_K"
+  int64_t block = 1;        // elements per block
+  int64_t block_bytes = 0;  // bytes per block
 };
 
 // The format of `type`, or null when it is not one of the ten above (Q4_1, Q2_K, IQ*, ... are not).

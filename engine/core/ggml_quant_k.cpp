@@ -46,8 +46,8 @@ void dequantize_qk(const uint8_t* b, const int* q, float* y) {
 
 // make_qkx2_quants for n = 32 values with weights w (use_mad = false): codes L in 0..nmax and
 // x ~ scale * L - the_min. Returns scale; *the_min >= 0 (or -0.0).
-float make_qkx2_quants(const float* x, const float* w, int nmax, float rmin, float rdelta, int nstep,
-                       uint8_t* L, float* the_min) {
+float make_qkx2_quants(const float* x, const float* w, int nmax, float rmin, float rdelta, int nstep, uint8_t* L,
+                       float* the_min) {
   constexpr int n = 32;
   float min = x[0], max = x[0];
   float sum_w = w[0];

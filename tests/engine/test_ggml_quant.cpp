@@ -105,7 +105,8 @@ TEST_F(GgmlQuantFixture, SpecialF16Bf16) {
   const uint16_t want_bf16[] = {0x0000, 0x8000, 0x3f80, 0xbfc0, 0x4780, 0x4780, 0x4780, 0x4974, 0x3381,
                                 0x3301, 0x0001, 0x7f80, 0xff80, 0x3f80, 0x3f80, 0x3f80, 0x3f82, 0x3dcd};
   ASSERT_EQ(s.size(), 18u);
-  for (const auto& [type, name, want] : {std::tuple{1u, "special.F16", want_f16}, std::tuple{30u, "special.BF16", want_bf16}}) {
+  for (const auto& [type, name, want] :
+       {std::tuple{1u, "special.F16", want_f16}, std::tuple{30u, "special.BF16", want_bf16}}) {
     SCOPED_TRACE(name);
     const GgufTensor& t = tensor(name);
     ASSERT_EQ(t.nbytes, 36u);
@@ -294,15 +295,15 @@ TEST(GgmlQuant, Q4kScalePacking) {
   s[2] |= (37 >> 4) << 6;
   s[6] |= (45 >> 4) << 6;
   for (int l = 0; l < 32; ++l) {
-    b[16 + l] = static_cast<uint8_t>((l % 16) << 4);            // chunk 0 high nibbles: group 1
-    b[16 + 96 + l] = static_cast<uint8_t>(15 - l % 16);         // chunk 3 low nibbles: group 6
+    b[16 + l] = static_cast<uint8_t>((l % 16) << 4);     // chunk 0 high nibbles: group 1
+    b[16 + 96 + l] = static_cast<uint8_t>(15 - l % 16);  // chunk 3 low nibbles: group 6
   }
   float y[256];
   ggml_dequantize_row(12, b, y, 256);
   for (int l = 0; l < 32; ++l) {
-    EXPECT_EQ(y[32 + l], 1.5f * float(l % 16) - 2.25f) << l;           // 0.5*3, 0.25*9
+    EXPECT_EQ(y[32 + l], 1.5f * float(l % 16) - 2.25f) << l;          // 0.5*3, 0.25*9
     EXPECT_EQ(y[192 + l], 18.5f * float(15 - l % 16) - 11.25f) << l;  // 0.5*37, 0.25*45
-    EXPECT_EQ(bits(y[l]), 0u);                                          // group 0: 0*q - 0
+    EXPECT_EQ(bits(y[l]), 0u);                                        // group 0: 0*q - 0
   }
 }
 
@@ -359,10 +360,10 @@ TEST(GgmlQuant, FormatsAndArgumentChecks) {
   EXPECT_STREQ(ggml_block_format(12)->name, "Q4_K");
   float y[256] = {};
   uint8_t b[256] = {};
-  EXPECT_THROW(ggml_dequantize_row(10, b, y, 256), Error);   // Q2_K: not supported
-  EXPECT_THROW(ggml_dequantize_row(8, b, y, 31), Error);     // not a multiple of 32
-  EXPECT_THROW(ggml_quantize_row(3, y, b, 32), Error);       // Q4_1
-  EXPECT_THROW(ggml_quantize_row(12, y, b, 128), Error);     // not a multiple of 256
+  EXPECT_THROW(ggml_dequantize_row(10, b, y, 256), Error);  // Q2_K: not supported
+  EXPECT_THROW(ggml_dequantize_row(8, b, y, 31), Error);    // not a multiple of 32
+  EXPECT_THROW(ggml_quantize_row(3, y, b, 32), Error);      // Q4_1
+  EXPECT_THROW(ggml_quantize_row(12, y, b, 128), Error);    // not a multiple of 256
   try {
     ggml_dequantize_row(99, b, y, 32);
   } catch (const Error& e) {
@@ -379,9 +380,12 @@ TEST(GgmlQuant, RoundTripErrorBounded) {
     uint32_t id;
     double worst, rms;
   };
-  const Bound bounds[] = {{8, 0.5 / 127 + 1.0 / 1024, 0.012}, {2, 1.0 / 8 + 1.0 / 1024, 0.13},
-                          {6, 1.0 / 16 + 1.0 / 1024, 0.07},   {7, 1.0 / 31 + 2.0 / 1024, 0.07},
-                          {12, 0.15, 0.12},                    {13, 0.08, 0.07},
+  const Bound bounds[] = {{8, 0.5 / 127 + 1.0 / 1024, 0.012},
+                          {2, 1.0 / 8 + 1.0 / 1024, 0.13},
+                          {6, 1.0 / 16 + 1.0 / 1024, 0.07},
+                          {7, 1.0 / 31 + 2.0 / 1024, 0.07},
+                          {12, 0.15, 0.12},
+                          {13, 0.08, 0.07},
                           {14, 0.025, 0.035}};
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
