@@ -18,27 +18,6 @@ using namespace ggml_detail;
 
 namespace {
 
-constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14,
-                   kBF16 = 30;
-
-constexpr GgmlBlockFormat kFormats[] = {
-    {kF32, "F32", 1, 4},       {kF16, "F16", 1, 2},       {kBF16, "BF16", 1, 2},   {kQ4_0, "Q4_0", 32, 18},
-    {kQ5_0, "Q5_0", 32, 22},   {kQ5_1, "Q5_1", 32, 24},   {kQ8_0, "Q8_0", 32, 34}, {kQ4_K, "Q4_K", 256, 144},
-    {kQ5_K, "Q5_K", 256, 176}, {kQ6_K, "Q6_K", 256, 210},
-};
-
-// The format, after checking the type and n; `what` names the caller in the message.
-const GgmlBlockFormat& checked_format(const char* what, uint32_t type, int64_t n) {
-  const GgmlBlockFormat* f = ggml_block_format(type);
-  if (!f)
-    throw Error(std::string(what) + ": ggml type " + std::to_string(type) +
-                " is not supported (allowed F32 F16 BF16 Q4_0 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K)");
-  if (ggml_row_bytes(type, n) < 0)
-    throw Error(std::string(what) + ": " + std::to_string(n) + " " + f->name +
-                " elements (allowed a non-negative multiple of " + std::to_string(f->block) + ")");
-  return *f;
-}
-
 // ---------------------------------------------------------------------------------------------
 // dequantization, one block: y = float(q) * d in float32 (Q5_1: then + m, a second rounding)
 // ---------------------------------------------------------------------------------------------
@@ -180,19 +159,59 @@ void quantize_q5_1(const float* x, uint8_t* b) {
   pack_q5(q, b + 4, b + 8);
 }
 
-}  // namespace
+// F32, F16, BF16: one element per "block"; rows go through dtype.h's loops (the entries' functions
+// are null).
+struct Codec {
+  GgmlBlockFormat format;
+  void (*dequantize)(const uint8_t*, float*);  // one block
+  void (*quantize)(const float*, uint8_t*);
+};
 
-const GgmlBlockFormat* ggml_block_format(uint32_t type) {
-  for (const GgmlBlockFormat& f : kFormats)
-    if (f.type == type) return &f;
+constexpr uint32_t kF32 = 0, kF16 = 1, kBF16 = 30;
+
+const Codec kCodecs[] = {
+    {{kF32, "F32", 1, 4}, nullptr, nullptr},
+    {{kF16, "F16", 1, 2}, nullptr, nullptr},
+    {{kBF16, "BF16", 1, 2}, nullptr, nullptr},
+    {{2, "Q4_0", 32, 18}, dequantize_q4_0, quantize_q4_0},
+    {{6, "Q5_0", 32, 22}, dequantize_q5_0, quantize_q5_0},
+    {{7, "Q5_1", 32, 24}, dequantize_q5_1, quantize_q5_1},
+    {{8, "Q8_0", 32, 34}, dequantize_q8_0, quantize_q8_0},
+    {{12, "Q4_K", 256, 144}, dequantize_q4_k, quantize_q4_k},
+    {{13, "Q5_K", 256, 176}, dequantize_q5_k, quantize_q5_k},
+    {{14, "Q6_K", 256, 210}, dequantize_q6_k, quantize_q6_k},
+};
+
+const Codec* find_codec(uint32_t type) {
+  for (const Codec& c : kCodecs)
+    if (c.format.type == type) return &c;
   return nullptr;
 }
 
+// The codec, after checking the type and n; `what` names the caller in the message.
+const Codec& checked_codec(const char* what, uint32_t type, int64_t n) {
+  const Codec* c = find_codec(type);
+  if (!c)
+    throw Error(std::string(what) + ": ggml type " + std::to_string(type) +
+                " is not supported (allowed F32 F16 BF16 Q4_0 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K)");
+  if (ggml_row_bytes(type, n) < 0)
+    throw Error(std::string(what) + ": " + std::to_string(n) + " " + c->format.name +
+                " elements (allowed a non-negative multiple of " + std::to_string(c->format.block) + ")");
+  return *c;
+}
+
+}  // namespace
+
+const GgmlBlockFormat* ggml_block_format(uint32_t type) {
+  const Codec* c = find_codec(type);
+  return c ? &c->format : nullptr;
+}
+
 bool ggml_can_dequantize(uint32_t type) {
-  return ggml_block_format(type) != nullptr;
+  return find_codec(type) != nullptr;
 }
 bool ggml_can_quantize(uint32_t type) {
-  return ggml_block_format(type) != nullptr;
+  return find_codec(type) != nullptr;
 }
 
 int64_t ggml_row_bytes(uint32_t type, int64_t n) {
@@ -204,84 +223,28 @@ int64_t ggml_row_bytes(uint32_t type, int64_t n) {
 }
 
 void ggml_dequantize_row(uint32_t type, const uint8_t* src, float* dst, int64_t n) {
-  const GgmlBlockFormat& f = checked_format("ggml_dequantize_row", type, n);
-  const int64_t nb = n / f.block;
-  void (*block_fn)(const uint8_t*, float*) = nullptr;
-  switch (type) {
-    case kF32:
-      to_float(DType::F32, src, dst, static_cast<size_t>(n));
-      return;
-    case kF16:
-      to_float(DType::F16, src, dst, static_cast<size_t>(n));
-      return;
-    case kBF16:
-      to_float(DType::BF16, src, dst, static_cast<size_t>(n));
-      return;
-    case kQ8_0:
-      block_fn = dequantize_q8_0;
-      break;
-    case kQ4_0:
-      block_fn = dequantize_q4_0;
-      break;
-    case kQ5_0:
-      block_fn = dequantize_q5_0;
-      break;
-    case kQ5_1:
-      block_fn = dequantize_q5_1;
-      break;
-    case kQ4_K:
-      block_fn = dequantize_q4_k;
-      break;
-    case kQ5_K:
-      block_fn = dequantize_q5_k;
-      break;
-    case kQ6_K:
-      block_fn = dequantize_q6_k;
-      break;
-  }
-  for (int64_t i = 0; i < nb; ++i) block_fn(src + i * f.block_bytes, dst + i * f.block);
+  const Codec& c = checked_codec("ggml_dequantize_row", type, n);
+  const auto count = static_cast<size_t>(n);
+  if (type == kF32) return to_float(DType::F32, src, dst, count);
+  if (type == kF16) return to_float(DType::F16, src, dst, count);
+  if (type == kBF16) return to_float(DType::BF16, src, dst, count);
+  const GgmlBlockFormat& f = c.format;
+  for (int64_t i = 0; i < n / f.block; ++i) c.dequantize(src + i * f.block_bytes, dst + i * f.block);
 }
 
 void ggml_quantize_row(uint32_t type, const float* src, uint8_t* dst, int64_t n) {
-  const GgmlBlockFormat& f = checked_format("ggml_quantize_row", type, n);
-  const int64_t nb = n / f.block;
-  void (*block_fn)(const float*, uint8_t*) = nullptr;
-  switch (type) {
-    case kF32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
-      return;
-    case kF16:
-      for (int64_t i = 0; i < n; ++i) store_f16(dst + 2 * i, src[i]);
-      return;
-    case kBF16:
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t h = float_to_bf16(src[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
-      return;
-    case kQ8_0:
-      block_fn = quantize_q8_0;
-      break;
-    case kQ4_0:
-      block_fn = quantize_q4_0;
-      break;
-    case kQ5_0:
-      block_fn = quantize_q5_0;
-      break;
-    case kQ5_1:
-      block_fn = quantize_q5_1;
-      break;
-    case kQ4_K:
-      block_fn = quantize_q4_k;
-      break;
-    case kQ5_K:
-      block_fn = quantize_q5_k;
-      break;
-    case kQ6_K:
-      block_fn = quantize_q6_k;
-      break;
+  const Codec& c = checked_codec("ggml_quantize_row", type, n);
+  const auto count = static_cast<size_t>(n);
+  if (type == kF32) return from_float(DType::F32, src, dst, count);
+  if (type == kF16 || type == kBF16) {  // stored with memcpy: dst may be unaligned
+    for (size_t i = 0; i < count; ++i) {
+      const uint16_t h = type == kF16 ? float_to_f16(src[i]) : float_to_bf16(src[i]);
+      std::memcpy(dst + 2 * i, &h, 2);
+    }
+    return;
   }
-  for (int64_t i = 0; i < nb; ++i) block_fn(src + i * f.block, dst + i * f.block_bytes);
+  const GgmlBlockFormat& f = c.format;
+  for (int64_t i = 0; i < n / f.block; ++i) c.quantize(src + i * f.block, dst + i * f.block_bytes);
 }
 
 }  // namespace hl

@@ -312,21 +312,21 @@ TEST(GgmlQuant, UnalignedBuffersAndRows) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> x(512);
   for (float& v : x) v = nd(rng);
-  for (const QType& q : kQuantTypes) {
-    SCOPED_TRACE(q.name);
-    const int64_t nbytes = ggml_row_bytes(q.id, 512);
+  for (uint32_t id : {8u, 2u, 6u, 7u, 12u, 13u, 14u, 0u, 1u, 30u}) {
+    SCOPED_TRACE(ggml_block_format(id)->name);
+    const int64_t nbytes = ggml_row_bytes(id, 512);
     std::vector<uint8_t> aligned(nbytes), shifted(nbytes + 3);
-    ggml_quantize_row(q.id, x.data(), aligned.data(), 512);
-    ggml_quantize_row(q.id, x.data(), shifted.data() + 3, 512);
+    ggml_quantize_row(id, x.data(), aligned.data(), 512);
+    ggml_quantize_row(id, x.data(), shifted.data() + 3, 512);
     EXPECT_EQ(std::memcmp(aligned.data(), shifted.data() + 3, nbytes), 0);
     std::vector<float> a(512), b(512);
-    ggml_dequantize_row(q.id, aligned.data(), a.data(), 512);
-    ggml_dequantize_row(q.id, shifted.data() + 3, b.data(), 512);
+    ggml_dequantize_row(id, aligned.data(), a.data(), 512);
+    ggml_dequantize_row(id, shifted.data() + 3, b.data(), 512);
     EXPECT_EQ(std::memcmp(a.data(), b.data(), 2048), 0);
     // Two rows of 256 are the same blocks as one row of 512.
     std::vector<float> r(512);
-    ggml_dequantize_row(q.id, aligned.data(), r.data(), 256);
-    ggml_dequantize_row(q.id, aligned.data() + nbytes / 2, r.data() + 256, 256);
+    ggml_dequantize_row(id, aligned.data(), r.data(), 256);
+    ggml_dequantize_row(id, aligned.data() + nbytes / 2, r.data() + 256, 256);
     EXPECT_EQ(std::memcmp(a.data(), r.data(), 2048), 0);
   }
 }
