@@ -15,6 +15,7 @@
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
 #include "engine/io/file_check.h"
+#include "engine/io/gguf_import.h"
 #include "engine/io/json_util.h"
 
 namespace hl {
@@ -81,7 +82,9 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const LoadProgress& progr
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0)
     throw LoadError(dir + ": cannot open the checkpoint folder: " + std::strerror(errno));
-  if (!S_ISDIR(st.st_mode)) throw LoadError(dir + ": not a folder (a checkpoint is a folder with config.json)");
+  if (S_ISREG(st.st_mode) && is_gguf_file(dir)) return open_gguf(dir, progress);
+  if (!S_ISDIR(st.st_mode))
+    throw LoadError(dir + ": not a folder or a GGUF file (a checkpoint is a folder with config.json, or a .gguf file)");
 
   Checkpoint c;
   c.dir_ = dir;
@@ -154,7 +157,23 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const LoadProgress& progr
   return c;
 }
 
+Checkpoint Checkpoint::open_gguf(const std::string& path, const LoadProgress& progress) {
+  if (progress.callback && !progress.callback(0, 1, "checking " + base_name(path))) throw Cancelled();
+  Checkpoint c;
+  c.dir_ = path;
+  c.gguf_ = import_gguf(path);
+  c.config_ = c.gguf_->config;
+  c.config_sha256_ = sha256_hex(c.gguf_->config_text.data(), c.gguf_->config_text.size());
+  for (const GgufFile& f : c.gguf_->files->shards()) c.file_names_.push_back(base_name(f.path()));
+  for (const TensorInfo& t : c.gguf_->tensors) c.by_name_[t.name] = &t;
+  if (progress.callback && !progress.callback(1, 1, "checked")) throw Cancelled();
+  return c;
+}
+
+std::shared_ptr<const void> Checkpoint::owned_data() const { return gguf_; }
+
 std::string Checkpoint::tokenizer_path() const {
+  if (gguf_) return gguf_->has_tokenizer ? gguf_->files->first().path() : std::string();
   for (const char* name : {"/tokenizer.json", "/tokenizer.model"})  // tokenizer.json preferred; a FIFO or device is then refused by the reader
     if (exists(dir_ + name)) return dir_ + name;
   return std::string();
@@ -179,6 +198,7 @@ uint64_t Checkpoint::total_tensor_bytes() const {
 }
 
 void Checkpoint::read_data() const {
+  if (gguf_) materialize(*gguf_);
   for (const SafetensorsFile& s : shards_)
     if (s.mapping()) s.mapping()->read_rest();
 }
@@ -187,6 +207,9 @@ std::vector<FileStamp> Checkpoint::stamps() const {
   std::vector<FileStamp> out;
   for (const SafetensorsFile& s : shards_)
     if (s.mapping()) out.push_back(s.mapping()->stamp());
+  if (gguf_)
+    for (const GgufFile& f : gguf_->files->shards())
+      if (f.mapping()) out.push_back(f.mapping()->stamp());
   return out;
 }
 

@@ -1,5 +1,7 @@
 // A checkpoint folder: config.json, model.safetensors or shards via model.safetensors.index.json,
 // optional tokenizer.json / tokenizer.model. Opens and validates every file, then offers tensors by name.
+// Or a GGUF file (one, or any shard of a gguf-split): its metadata and tensors seen as the family's
+// config and state dict (io/gguf_import.h), the tokenizer from its metadata.
 // Not the binding of tensors to layers: model/loader.h does that with shape checks.
 #pragma once
 #include <functional>
@@ -12,6 +14,8 @@
 #include "engine/io/safetensors.h"
 
 namespace hl {
+
+struct GgufImport;
 
 struct LoadProgress {
   // Called with (done, total) units and a short description; return false to cancel (throws Cancelled).
@@ -28,6 +32,8 @@ class Checkpoint {
   // Throws LoadError (message names the file) or Cancelled.
   // Progress: one unit per safetensors file (opening and validating it), then one for the cross-checks.
   // FileAccess::Read (load_model) reads only the headers here: the weights follow in read_data().
+  // `dir` may also be a .gguf file (any content starting with the GGUF magic): dir() is then that
+  // path, files() its shards, and the widened F32 weights arrive in read_data().
   static Checkpoint open(const std::string& dir, const LoadProgress& progress = {},
                          FileAccess access = FileAccess::Map);
   // With FileAccess::Read: reads every shard's tensor data (throws LoadError "changed on disk while
@@ -39,7 +45,10 @@ class Checkpoint {
   const std::string& dir() const { return dir_; }
   const JambaConfig& config() const { return config_; }
   const std::string& config_sha256() const { return config_sha256_; }
-  std::string tokenizer_path() const;  // tokenizer.json, else tokenizer.model; empty if neither
+  std::string tokenizer_path() const;  // tokenizer.json, else tokenizer.model (a GGUF: the file); empty if neither
+  bool is_gguf() const { return gguf_ != nullptr; }
+  // What the model must keep alive besides mappings() (a GGUF's widened weights); may be null.
+  std::shared_ptr<const void> owned_data() const;
   const TensorInfo* find(const std::string& name) const;
   std::vector<const TensorInfo*> all_tensors() const;
   uint64_t total_tensor_bytes() const;
@@ -51,12 +60,14 @@ class Checkpoint {
   static constexpr uint64_t kMaxIndexBytes = 16 << 20;
 
  private:
+  static Checkpoint open_gguf(const std::string& path, const LoadProgress& progress);
   std::string dir_;
   JambaConfig config_;
   std::string config_sha256_;
   std::vector<SafetensorsFile> shards_;
   std::vector<std::string> file_names_;
   std::map<std::string, const TensorInfo*> by_name_;
+  std::shared_ptr<GgufImport> gguf_;
 };
 
 }  // namespace hl

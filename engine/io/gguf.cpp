@@ -1,4 +1,4 @@
-// GGUF reader: the checks of resources/docs/gguf.md §2 in file order, then the data-section checks.
+// GGUF reader: the checks of tools/reference/gguf/GGUF.md §2 in file order, then the data-section checks.
 // Messages are byte-identical to the Python reference's (tools/reference/gguf/gguf_io.py), which the
 // corruption-table test compares. Numbers that can pass 2^64 in a message are printed from 128 bits.
 #include "engine/io/gguf.h"

@@ -2,7 +2,7 @@
 // multi-file models. Untrusted input: every read is bounds-checked before it happens and before any
 // allocation, and the first failed check throws GgufError with one line "FILE: OBJECT: PROBLEM
 // (allowed RANGE)" and the check's code. The checks, their codes and their messages are those of
-// resources/docs/gguf.md §2–3 (the Python reference tools/reference/gguf/gguf_io.py makes the same
+// tools/reference/gguf/GGUF.md §2–3 (the Python reference tools/reference/gguf/gguf_io.py makes the same
 // ones; tests compare both on the corruption table of tests/data/gguf).
 // Not the model mapping (io/gguf_model.h) and not the arithmetic of the weight blocks
 // (core/ggml_quant.h); this file only knows each type's block and byte sizes.

@@ -1,4 +1,4 @@
-// A GGUF model in one file or in the shards of llama.cpp's gguf-split (resources/docs/gguf.md §3):
+// A GGUF model in one file or in the shards of llama.cpp's gguf-split (tools/reference/gguf/GGUF.md §3):
 // the shards are found from any shard's name, each is checked as a file, then as a part of the
 // whole (split.no, split.count, split.tensors.count, no tensor in two shards).
 #include <cstdio>

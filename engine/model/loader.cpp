@@ -160,6 +160,7 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
   ck.read_data();  // FileAccess::Read: the weights arrive only now, after the budget check
   m.files = ck.stamps();
   for (const auto& map : ck.mappings()) m.keep_alive.push_back(map);
+  if (auto owned = ck.owned_data()) m.keep_alive.push_back(owned);
 
   WeightBinder b(ck, opts.scan_values, m);
   const int64_t H = c.hidden_size, V = c.vocab_size;

@@ -1,0 +1,277 @@
+// GGUF → state dict: the metadata reader, the tensor-table checks and the widening shared by every
+// architecture; each architecture's own keys and names are in gguf_arch_<family>.cpp.
+#include "engine/io/gguf_import.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "engine/core/ggml_quant.h"
+#include "engine/io/file_check.h"
+#include "engine/io/gguf_arch.h"
+
+namespace hl {
+
+std::string GgufMeta::where(const std::string& key) const { return base_name(files.first().path()) + ": " + key; }
+
+const GgufValue& GgufMeta::need(const std::string& key) const {
+  const GgufValue* v = files.find_value(key);
+  if (!v) throw LoadError(where(key) + ": missing (architecture " + arch + " needs it)");
+  return *v;
+}
+
+int64_t GgufMeta::integer(const std::string& key, int64_t lo, int64_t hi) const {
+  const GgufValue& v = need(key);
+  const bool ok = v.is_int() && !(v.type == GgufValueType::U64 && v.u > 0x7fffffffffffffffull) && v.i >= lo && v.i <= hi;
+  if (!ok)
+    throw LoadError(where(key) + ": " + gguf_value_type_name(v.type) + (v.is_int() ? " " + std::to_string(v.i) : "") +
+                    " (allowed an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ")");
+  return v.i;
+}
+
+int64_t GgufMeta::integer_or(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) const {
+  return files.find_value(key) ? integer(key, lo, hi) : fallback;
+}
+
+double GgufMeta::real(const std::string& key, double lo, double hi) const {
+  const GgufValue& v = need(key);
+  const double x = v.is_float() ? v.f : static_cast<double>(v.i);
+  if (!(v.is_float() || v.is_int()) || !(x >= lo && x <= hi))
+    throw LoadError(where(key) + ": " + gguf_value_type_name(v.type) + " (allowed a number in " + std::to_string(lo) + ".." +
+                    std::to_string(hi) + ")");
+  return x;
+}
+
+std::vector<int64_t> GgufMeta::per_layer(const std::string& key, int64_t layers, int64_t lo, int64_t hi) const {
+  const GgufValue& v = need(key);
+  if (!v.is_array()) return std::vector<int64_t>(static_cast<size_t>(layers), integer(key, lo, hi));
+  if (!v.is_int_array() || static_cast<int64_t>(v.ints.size()) != layers)
+    throw LoadError(where(key) + ": an array of " + std::to_string(v.count) + " " + gguf_value_type_name(v.elem) +
+                    " (allowed " + std::to_string(layers) + " integers, one per layer, or one integer)");
+  for (size_t i = 0; i < v.ints.size(); ++i)
+    if (v.ints[i] < lo || v.ints[i] > hi)
+      throw LoadError(where(key) + "[" + std::to_string(i) + "]: " + std::to_string(v.ints[i]) + " (allowed " +
+                      std::to_string(lo) + ".." + std::to_string(hi) + ")");
+  return v.ints;
+}
+
+namespace {
+
+std::string ne_text(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+void pread_all(int fd, uint8_t* dst, uint64_t n, uint64_t at, const std::string& path) {
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, dst, static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30)), static_cast<off_t>(at));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw LoadError(path + ": cannot read: " + std::strerror(errno));
+    if (got == 0) throw LoadError(path + ": changed on disk while loading (ends before byte " + std::to_string(at + n) + ")");
+    dst += got;
+    at += static_cast<uint64_t>(got);
+    n -= static_cast<uint64_t>(got);
+  }
+}
+
+}  // namespace
+
+const GgufTensor& GgufTensors::take(const std::string& name, const std::vector<int64_t>& ne) {
+  const GgufTensor* t = optional(name, ne);
+  if (!t) throw LoadError(file_ + ": tensor '" + name + "' is missing (expected ne " + ne_text(ne) + ")");
+  return *t;
+}
+
+const GgufTensor* GgufTensors::optional(const std::string& name, const std::vector<int64_t>& ne) {
+  const GgufTensor* t = files_.find(name);
+  if (!t) return nullptr;
+  // Trailing 1s are not stored by every writer ([64] and [64, 1] are the same vector).
+  std::vector<int64_t> a = t->ne, b = ne;
+  while (a.size() > 1 && a.back() == 1) a.pop_back();
+  while (b.size() > 1 && b.back() == 1) b.pop_back();
+  if (a != b) throw LoadError(file_ + ": tensor " + quote_name(name) + " has ne " + ne_text(t->ne) + ", expected " + ne_text(ne));
+  if (!ggml_can_dequantize(t->type))
+    throw LoadError(file_ + ": tensor " + quote_name(name) + " has type " + ggml_type_name(t->type) +
+                    " (allowed F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)");
+  used_.insert(name);
+  return t;
+}
+
+bool GgufTensors::has(const std::string& name) const { return files_.find(name) != nullptr; }
+
+std::vector<int64_t> GgufTensors::ne_of(const std::string& name) const {
+  const GgufTensor* t = files_.find(name);
+  return t ? t->ne : std::vector<int64_t>{};
+}
+
+const GgufArch* find_gguf_arch(const std::string& name) {
+  for (const GgufArch& a : GgufArchRegistry::entries())
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+std::vector<std::string> gguf_supported_architectures() {
+  std::vector<std::string> out;
+  for (const GgufArch& a : GgufArchRegistry::entries()) out.push_back(a.name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void gguf_schedule_period(const GgufMeta& m, const std::vector<bool>& selected, const std::string& what, int64_t* period,
+                          int64_t* offset) {
+  const int64_t L = static_cast<int64_t>(selected.size());
+  int64_t first = -1;
+  for (int64_t i = 0; i < L && first < 0; ++i)
+    if (selected[static_cast<size_t>(i)]) first = i;
+  if (first < 0) {
+    *period = L + 1;
+    *offset = L;
+    return;
+  }
+  for (int64_t p = first + 1; p <= L + 1; ++p) {
+    bool fits = true;
+    for (int64_t i = 0; i < L && fits; ++i) fits = selected[static_cast<size_t>(i)] == (i % p == first);
+    if (fits) {
+      *period = p;
+      *offset = first;
+      return;
+    }
+  }
+  std::string list;
+  for (int64_t i = 0; i < L; ++i)
+    if (selected[static_cast<size_t>(i)]) list += (list.empty() ? "" : ", ") + std::to_string(i);
+  throw LoadError(base_name(m.files.first().path()) + ": " + what + " are layers " + list +
+                  " (allowed a periodic schedule: layer i where i % period == offset, as Jamba's config describes it)");
+}
+
+void GgufTensors::emit(const std::string& hf_name, std::vector<int64_t> shape, const GgufTensor& src, int64_t first_row,
+                       int64_t rows, GgufImportOp::Kind kind) {
+  GgufImportOp op;
+  op.name = hf_name;
+  op.shape = std::move(shape);
+  op.src = &src;
+  op.first_row = first_row;
+  op.rows = rows < 0 ? src.numel() / src.ne[0] : rows;
+  op.kind = kind;
+  ops_.push_back(std::move(op));
+}
+
+void GgufTensors::check_all_used() const {
+  for (const GgufTensor* t : files_.all_tensors())
+    if (!used_.count(t->name))
+      throw LoadError(file_ + ": tensor " + quote_name(t->name) + " is not used by architecture " + arch_ +
+                      " (no layer of this model has it)");
+}
+
+std::shared_ptr<GgufImport> import_gguf(const std::string& path) {
+  auto im = std::make_shared<GgufImport>();
+  im->files = std::make_shared<const GgufModelFiles>(GgufModelFiles::open(path, FileAccess::Map));
+  const GgufModelFiles& files = *im->files;
+  const GgufValue* arch = files.find_value("general.architecture");
+  const std::string file = base_name(files.first().path());
+  if (!arch || arch->type != GgufValueType::STRING)
+    throw LoadError(file + ": general.architecture: " + (arch ? "not a string" : "missing") + " (allowed a string naming the architecture)");
+  im->architecture = arch->s;
+  const GgufArch* a = find_gguf_arch(arch->s);
+  if (!a) {
+    std::string known;
+    for (const std::string& n : gguf_supported_architectures()) known += (known.empty() ? "" : ", ") + n;
+    throw LoadError(file + ": general.architecture: " + quote_name(arch->s) + " is not supported (allowed " + known + ")");
+  }
+  GgufMeta meta{files, arch->s};
+  GgufTensors tensors(files, file, arch->s);
+  JambaConfig c = a->config(meta, tensors);
+  // Token ids and vocabulary from the tokenizer metadata, the embedding's rows otherwise.
+  c.bos_token_id = meta.integer_or("tokenizer.ggml.bos_token_id", -1, 0, c.vocab_size - 1);
+  const int64_t eos = meta.integer_or("tokenizer.ggml.eos_token_id", -1, 0, c.vocab_size - 1);
+  c.eos_token_ids = eos >= 0 ? std::vector<int64_t>{eos} : std::vector<int64_t>{};
+  c.pad_token_id = meta.integer_or("tokenizer.ggml.padding_token_id", -1, 0, c.vocab_size - 1);
+  // The config passes the checks of a config.json (ranges, the family's rules).
+  im->config_text = config_to_json(c);
+  im->config = parse_config(im->config_text, file + " (GGUF metadata as config)");
+  a->tensors(meta, im->config, tensors);
+  tensors.check_all_used();
+  im->ops = tensors.take_ops();
+  im->has_tokenizer = files.find_value("tokenizer.ggml.model") != nullptr;
+
+  // The F32 state dict's layout; nothing resident until materialize().
+  uint64_t total = 0;
+  for (const GgufImportOp& op : im->ops) total += static_cast<uint64_t>(op.rows * op.src->ne[0]) * 4;
+  im->buffer = std::make_shared<GgufBuffer>(total);
+  uint64_t at = 0;
+  im->tensors.reserve(im->ops.size());
+  for (const GgufImportOp& op : im->ops) {
+    TensorInfo t;
+    t.name = op.name;
+    t.dtype = DType::F32;
+    t.shape = op.shape;
+    t.begin = at;
+    t.end = at + static_cast<uint64_t>(op.rows * op.src->ne[0]) * 4;
+    t.data = im->buffer->data() + at;
+    t.file = op.src->file;
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    if (n != op.rows * op.src->ne[0])
+      throw LoadError(file + ": tensor " + quote_name(op.src->name) + " gives " + std::to_string(op.rows * op.src->ne[0]) +
+                      " elements for " + quote_name(op.name) + " of shape " + shape_to_string(op.shape));
+    at = t.end;
+    im->tensors.push_back(std::move(t));
+  }
+  return im;
+}
+
+GgufBuffer::GgufBuffer(uint64_t bytes) : size_(std::max<uint64_t>(bytes, 1)) {
+  void* p = ::mmap(nullptr, static_cast<size_t>(size_), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw LoadError("cannot reserve " + std::to_string(size_) + " bytes for the widened GGUF weights: " + std::strerror(errno));
+  data_ = static_cast<uint8_t*>(p);
+}
+
+GgufBuffer::~GgufBuffer() { ::munmap(data_, static_cast<size_t>(size_)); }
+
+void materialize(GgufImport& im) {
+  if (im.materialized) return;
+  std::vector<uint8_t> raw;
+  for (size_t k = 0; k < im.ops.size(); ++k) {
+    const GgufImportOp& op = im.ops[k];
+    const GgufTensor& t = *op.src;
+    const GgufFile* shard = nullptr;
+    for (const GgufFile& f : im.files->shards())
+      if (f.path() == t.file) shard = &f;
+    const int64_t n0 = t.ne[0];
+    const uint64_t row_bytes = static_cast<uint64_t>(ggml_row_bytes(t.type, n0));
+    raw.resize(static_cast<size_t>(row_bytes * static_cast<uint64_t>(op.rows)));
+    const int fd = ::open(t.file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw LoadError(t.file + ": cannot open: " + std::strerror(errno));
+    try {
+      pread_all(fd, raw.data(), raw.size(), shard->data_start() + t.offset + row_bytes * static_cast<uint64_t>(op.first_row), t.file);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+    auto* dst = reinterpret_cast<float*>(im.buffer->data() + im.tensors[k].begin);
+    for (int64_t r = 0; r < op.rows; ++r) ggml_dequantize_row(t.type, raw.data() + row_bytes * static_cast<uint64_t>(r), dst + r * n0, n0);
+    if (op.kind == GgufImportOp::Kind::LogNeg) {
+      const int64_t n = op.rows * n0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (!(dst[i] < 0))  // A = −exp(A_log) is negative; 0, a positive value or NaN has no A_log
+          throw LoadError(t.file + ": tensor " + quote_name(t.name) + ": element " + std::to_string(i) + " is " +
+                          std::to_string(dst[i]) + " (allowed A < 0: the file stores A = -exp(A_log))");
+        dst[i] = std::log(-dst[i]);
+      }
+    }
+  }
+  // The files changed after their headers were read: refuse rather than mix two versions.
+  for (const GgufFile& f : im.files->shards())
+    if (f.mapping())
+      if (const std::string what = f.mapping()->stamp().change(); !what.empty())
+        throw LoadError(f.path() + ": changed on disk while loading (" + what + ")");
+  im.materialized = true;
+}
+
+}  // namespace hl

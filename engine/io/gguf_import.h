@@ -1,0 +1,69 @@
+// A GGUF model (io/gguf.h) seen as a Hugging Face checkpoint: its metadata become the family's
+// config (checked by the same parse_config as a config.json), its tensors the state-dict names and
+// shapes the loader binds, undoing llama.cpp's converter (tools/reference/gguf/GGUF.md §5: stacked
+// experts split, A stored as −exp(A_log) turned back into A_log, conv kernels reshaped). The weights
+// are widened to F32 when materialize() runs (after the loader's memory check), block formats
+// dequantised bit-exactly as ggml defines them (core/ggml_quant.h).
+// Not the reader's checks (gguf.cpp) and not the tokenizer (tokenizer/gguf_tokenizer.h).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/io/config.h"
+#include "engine/io/gguf.h"
+#include "engine/io/safetensors.h"
+
+namespace hl {
+
+// How one state-dict tensor is made from a GGUF tensor.
+struct GgufImportOp {
+  enum class Kind : uint8_t { Copy, LogNeg };  // LogNeg: A_log = log(−A) elementwise
+  std::string name;              // the HF name ("model.layers.0.mamba.A_log")
+  std::vector<int64_t> shape;    // its HF shape
+  const GgufTensor* src = nullptr;
+  int64_t first_row = 0;         // rows of ne[0] elements into src (an expert's slab)
+  int64_t rows = 0;
+  Kind kind = Kind::Copy;
+};
+
+// Anonymous memory reserved without being resident (MAP_NORESERVE) until written.
+class GgufBuffer {
+ public:
+  explicit GgufBuffer(uint64_t bytes);  // throws LoadError when the address space is refused
+  ~GgufBuffer();
+  GgufBuffer(const GgufBuffer&) = delete;
+  GgufBuffer& operator=(const GgufBuffer&) = delete;
+  uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+struct GgufImport {
+  std::shared_ptr<const GgufModelFiles> files;
+  JambaConfig config;
+  std::string config_text;    // the config as config.json text (hashed as a checkpoint's is)
+  std::string architecture;   // general.architecture
+  std::vector<GgufImportOp> ops;
+  std::vector<TensorInfo> tensors;  // one per op, F32, data into the buffer materialize() fills
+  std::shared_ptr<GgufBuffer> buffer;
+  bool materialized = false;
+  bool has_tokenizer = false;  // tokenizer.ggml.model present
+};
+
+// Opens (Map: only the headers are read here) and maps a GGUF model. Throws GgufError / LoadError
+// with the file, the key or tensor, and the allowed values (an unsupported architecture, a missing
+// key, a tensor with other dimensions than the metadata imply, a tensor no layer uses, a type
+// HybridLens cannot compute with).
+std::shared_ptr<GgufImport> import_gguf(const std::string& path);
+// Widens every tensor into the buffer (once, later calls return at once; reads the files with pread, so a file changed meanwhile
+// gives a LoadError rather than a fault).
+void materialize(GgufImport& im);
+
+// The GGUF architectures HybridLens maps ("jamba").
+std::vector<std::string> gguf_supported_architectures();
+
+}  // namespace hl
