@@ -4,7 +4,9 @@
 // Reference: llama.cpp src/llama-vocab.cpp (llama_vocab::impl::load: defaults and key types).
 #include "engine/tokenizer/gguf_tokenizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string_view>
 #include <unordered_map>
@@ -21,11 +23,29 @@ void fail(const Vocab& v, const std::string& key, const std::string& problem) {
   throw LoadError(v.name + ": " + key + ": " + problem);
 }
 
+std::string shown(const std::string& s) {
+  if (find_invalid_utf8(s.data(), s.size()) == SIZE_MAX) return quote_name(s);
+  std::string out = "'";  // as quote_name, every byte >= 0x80 escaped too
+  const size_t n = std::min<size_t>(s.size(), 200);
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c >= 0x7f || c == '\'' || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + (s.size() > n ? "'..." : "'");
+}
+
 }  // namespace gguf_vocab
 
 namespace {
 
 using gguf_vocab::fail;
+using gguf_vocab::shown;
 using gguf_vocab::Vocab;
 
 const char* const kTypes = "1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte";
@@ -127,11 +147,11 @@ void read_tokens(const Meta& m, Vocab& v) {
     if (t.empty()) fail(v, at, "is empty (allowed 1.." + std::to_string(kMaxGgufTokenBytes) + " bytes)");
     if (t.size() > kMaxGgufTokenBytes)
       fail(v, at, "is " + std::to_string(t.size()) + " bytes (allowed 1.." + std::to_string(kMaxGgufTokenBytes) + ")");
-    if (std::memchr(t.data(), 0, t.size())) fail(v, at, quote_name(t) + " contains a NUL byte");
+    if (std::memchr(t.data(), 0, t.size())) fail(v, at, shown(t) + " contains a NUL byte");
     const size_t bad = find_invalid_utf8(t.data(), t.size());
-    if (bad != SIZE_MAX) fail(v, at, quote_name(t) + " is not UTF-8 (byte " + std::to_string(bad) + ")");
+    if (bad != SIZE_MAX) fail(v, at, "is not UTF-8 (byte " + std::to_string(bad) + " of " + std::to_string(t.size()) + ")");
     const auto [it, fresh] = seen.emplace(std::string_view(t), static_cast<int32_t>(i));
-    if (!fresh) fail(v, at, quote_name(t) + " repeats token " + std::to_string(it->second) + " (each token once)");
+    if (!fresh) fail(v, at, shown(t) + " repeats token " + std::to_string(it->second) + " (each token once)");
   }
 }
 
@@ -178,10 +198,10 @@ void read_merges(const Meta& m, Vocab& v) {
     const std::string& s = x.strings[r];
     const std::string at = key + "[" + std::to_string(r) + "]";
     const size_t sp = s.size() < 2 ? std::string::npos : s.find(' ', 1);
-    if (sp == std::string::npos || sp + 1 >= s.size()) fail(v, at, quote_name(s) + " is not two tokens" + allowed);
+    if (sp == std::string::npos || sp + 1 >= s.size()) fail(v, at, shown(s) + " is not two tokens" + allowed);
     const std::string_view a = std::string_view(s).substr(0, sp), b = std::string_view(s).substr(sp + 1);
-    if (!ids.count(a)) fail(v, at, quote_name(s) + ": " + quote_name(std::string(a)) + " is not a token" + allowed);
-    if (!ids.count(b)) fail(v, at, quote_name(s) + ": " + quote_name(std::string(b)) + " is not a token" + allowed);
+    if (!ids.count(a)) fail(v, at, shown(s) + ": " + shown(std::string(a)) + " is not a token" + allowed);
+    if (!ids.count(b)) fail(v, at, shown(s) + ": " + shown(std::string(b)) + " is not a token" + allowed);
   }
   v.merges = &x.strings;
 }
@@ -210,7 +230,7 @@ std::unique_ptr<Vocab> read_vocab(const std::map<std::string, GgufValue>& kv, co
   const std::string model = m.str("tokenizer.ggml.model", "");
   if (!m.find("tokenizer.ggml.model") || model == "none" || model == "no_vocab") return nullptr;
   if (model != "llama" && model != "gpt2")
-    fail(*v, "tokenizer.ggml.model", quote_name(model) + " is not supported (supported: llama = SentencePiece, gpt2 = byte-level BPE)");
+    fail(*v, "tokenizer.ggml.model", shown(model) + " is not supported (supported: llama = SentencePiece, gpt2 = byte-level BPE)");
   GgufVocabInfo& info = v->info;
   info.model = model;
   read_tokens(m, *v);
@@ -234,7 +254,7 @@ std::unique_ptr<Vocab> read_vocab(const std::map<std::string, GgufValue>& kv, co
     if (!pre) {
       std::string known;
       for (const std::string& s : gguf_vocab::pre_tokenizer_names()) known += (known.empty() ? "" : ", ") + s;
-      fail(*v, "tokenizer.ggml.pre", quote_name(info.pre) + " is not a known pre-tokenizer (known: " + known + ")");
+      fail(*v, "tokenizer.ggml.pre", shown(info.pre) + " is not a known pre-tokenizer (known: " + known + ")");
     }
     add_bos_default = pre->add_bos;
     info.ignore_merges = pre->ignore_merges;
@@ -249,7 +269,8 @@ std::unique_ptr<Vocab> read_vocab(const std::map<std::string, GgufValue>& kv, co
   info.eom = m.id("tokenizer.ggml.eom_token_id", -1);
   info.sep = m.id("tokenizer.ggml.seperator_token_id", -1);  // sic, as gguf-py spells it
   info.mask = m.id("tokenizer.ggml.mask_token_id", -1);
-  info.add_bos = m.boolean("tokenizer.ggml.add_bos_token", add_bos_default);
+  // A default add_bos without a bos id is dropped; an explicit one is an error (as llama.cpp's).
+  info.add_bos = m.boolean("tokenizer.ggml.add_bos_token", add_bos_default && info.bos >= 0);
   info.add_eos = m.boolean("tokenizer.ggml.add_eos_token", false);
   if (info.add_bos && info.bos < 0)
     fail(*v, "tokenizer.ggml.add_bos_token", "is true but tokenizer.ggml.bos_token_id is absent (allowed: false, or a bos id)");

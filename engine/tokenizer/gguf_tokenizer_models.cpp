@@ -62,11 +62,14 @@ bool is_byte_piece(const std::string& t) {
 }
 
 // The piece types SentencePiece will see: exactly one UNKNOWN (the file's, else the piece of
-// tokenizer.ggml.unknown_token_id), BYTE pieces of the form <0xHH>.
+// tokenizer.ggml.unknown_token_id), BYTE pieces of the form <0xHH>, all 256 of them or none
+// (libsentencepiece's byte fallback needs every byte).
 std::vector<int32_t> sentencepiece_types(const Vocab& v) {
   std::vector<int32_t> types = v.types;
   int64_t unk = -1;
+  size_t bytes = 0;
   for (size_t i = 0; i < types.size(); ++i) {
+    bytes += types[i] == kByte;
     if (types[i] == kUnknown) {
       if (unk >= 0)
         fail(v, "tokenizer.ggml.token_type", "tokens " + std::to_string(unk) + " and " + std::to_string(i) +
@@ -75,8 +78,11 @@ std::vector<int32_t> sentencepiece_types(const Vocab& v) {
     }
     if (types[i] == kByte && !is_byte_piece((*v.tokens)[i]))
       fail(v, "tokenizer.ggml.tokens[" + std::to_string(i) + "]",
-           quote_name((*v.tokens)[i]) + " has type 6 (byte) but is not of the form <0xHH> (allowed <0x00>..<0xFF>)");
+           shown((*v.tokens)[i]) + " has type 6 (byte) but is not of the form <0xHH> (allowed <0x00>..<0xFF>)");
   }
+  if (bytes != 0 && bytes != 256)  // the tokens are unique, so 256 byte pieces are <0x00>..<0xFF>
+    fail(v, "tokenizer.ggml.token_type", std::to_string(bytes) + " tokens have type 6 (byte) (allowed: none, or all 256 of "
+                                         "<0x00>..<0xFF> for byte fallback)");
   if (unk < 0) {
     if (v.info.unk < 0)
       fail(v, "tokenizer.ggml.token_type", "no token has type 2 (unknown) and tokenizer.ggml.unknown_token_id is absent "
@@ -190,7 +196,7 @@ std::unique_ptr<Tokenizer> build_llama(const Vocab& v) {
 
 std::unique_ptr<Tokenizer> build_gpt2(const Vocab& v) {
   const PreTokenizer* pre = find_pre_tokenizer(v.info.pre);
-  if (!pre) fail(v, "tokenizer.ggml.pre", quote_name(v.info.pre) + " is not a known pre-tokenizer");
+  if (!pre) fail(v, "tokenizer.ggml.pre", shown(v.info.pre) + " is not a known pre-tokenizer");
   const hf::Where w{v.name, "tokenizer.ggml"};
   hf::RawModelParts raw;
   raw.vocab_taken = true;

@@ -27,6 +27,9 @@ struct Vocab {
 
 // One line "FILE: KEY: PROBLEM".
 [[noreturn]] void fail(const Vocab& v, const std::string& key, const std::string& problem);
+// A string from the file as messages show it: quote_name's quoting, and bytes >= 0x80 escaped too
+// when the string is not UTF-8 (a message stays valid UTF-8).
+std::string shown(const std::string& s);
 
 // A gpt2 pre-tokenizer: llama.cpp's names for it and the tokenizer.json pre_tokenizer of the
 // models that use it (regexes as in their tokenizer.json; llama.cpp's llm_tokenizer_bpe adapts
