@@ -1,5 +1,5 @@
-// SentencePiece tokenizer (tokenizer.h) over libsentencepiece, the choice between tokenizer.json and
-// tokenizer.model (load_tokenizer_for), plus the --ids list parser.
+// SentencePiece tokenizer (tokenizer.h) over libsentencepiece, the choice between tokenizer.json,
+// tokenizer.model and a GGUF file's vocabulary (load_tokenizer_for), plus the --ids list parser.
 // The model file is untrusted input: read here with a size limit, then parsed from memory; every
 // failure is a LoadError naming the file. Not BOS handling (callers prepend bos_token_id,
 // trace-format.md §3). Reference: google/sentencepiece sentencepiece_processor.h.
@@ -15,6 +15,8 @@
 
 #include "engine/core/error.h"
 #include "engine/io/file_check.h"
+#include "engine/io/gguf.h"
+#include "engine/tokenizer/gguf_tokenizer.h"
 #include "engine/tokenizer/hf_tokenizer.h"
 #include "engine/tokenizer/sp_model_check.h"
 
@@ -121,6 +123,8 @@ std::unique_ptr<Tokenizer> load_tokenizer_for(const std::string& path) {
     const size_t slash = path.find_last_of('/');
     dir = slash == std::string::npos ? "." : path.substr(0, slash);
   } else {
+    check_regular_file(path, "tokenizer file");  // before is_gguf_file opens it
+    if (is_gguf_file(path)) return load_gguf_tokenizer(path);  // null when it has no vocabulary
     model = path;
   }
   if (!json.empty()) {
@@ -132,6 +136,7 @@ std::unique_ptr<Tokenizer> load_tokenizer_for(const std::string& path) {
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
   auto t = load_tokenizer_for(path);
+  if (!t && !is_dir(path)) throw LoadError(path + ": tokenizer.ggml.model: is missing (the GGUF file has no vocabulary)");
   if (!t) throw LoadError(path + ": has no tokenizer.json or tokenizer.model");
   return t;
 }

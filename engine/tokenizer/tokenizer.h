@@ -1,7 +1,8 @@
 // Tokenizer interface: a Hugging Face tokenizer.json (+ tokenizer_config.json) when the checkpoint
 // has one (hf_tokenizer.cpp), a SentencePiece tokenizer.model otherwise (tokenizer.cpp, via
-// libsentencepiece), plain token ids without either. BOS handling per trace-format.md §3: for a
-// tokenizer.model callers prepend bos_token_id; a tokenizer.json adds its own special tokens.
+// libsentencepiece), plain token ids without either; a GGUF file's tokenizer.ggml.* vocabulary
+// (gguf_tokenizer.h). BOS handling per trace-format.md §3: for a tokenizer.model callers prepend
+// bos_token_id; a tokenizer.json or a GGUF vocabulary adds its own special tokens.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -13,7 +14,8 @@ namespace hl {
 class Tokenizer {
  public:
   // A tokenizer file or a folder holding one: tokenizer.json is preferred over tokenizer.model.
-  // Throws LoadError (names the file) on failure.
+  // A GGUF file (recognised by its magic, any name) gives its tokenizer.ggml.* vocabulary.
+  // Throws LoadError (names the file) on failure, and for a GGUF file without a vocabulary.
   static std::unique_ptr<Tokenizer> load(const std::string& path);
   // A SentencePiece model from the file's bytes (fuzzers, tests); `name` names it in messages.
   static std::unique_ptr<Tokenizer> from_bytes(const std::string& bytes, const std::string& name);
@@ -39,15 +41,17 @@ class Tokenizer {
   virtual bool is_special(int32_t id) const { (void)id; return false; }
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;
-  // "tokenizer.json" or "tokenizer.model" (for `hybridlens info` and messages).
+  // "tokenizer.json", "tokenizer.model", "gguf (llama)" or "gguf (gpt2)" (for `hybridlens info`
+  // and messages).
   virtual std::string kind() const = 0;
 
  protected:
   Tokenizer() = default;
 };
 
-// The tokenizer of a checkpoint folder (tokenizer.json, else tokenizer.model) or of a file; null
-// when a folder has neither. Throws LoadError when the file is unreadable.
+// The tokenizer of a checkpoint folder (tokenizer.json, else tokenizer.model) or of a file (a GGUF
+// file by its magic); null when a folder has neither or a GGUF file has no vocabulary. Throws
+// LoadError when the file is unreadable.
 std::unique_ptr<Tokenizer> load_tokenizer_for(const std::string& dir_or_file);
 
 // The ids for a prompt: with `add_special` the tokenizer's own special tokens (tokenizer.json) or,
