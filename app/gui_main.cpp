@@ -19,6 +19,7 @@
 #include "app/run_panel.h"
 #include "engine/io/atomic_file.h"
 #include "engine/io/config.h"
+#include "engine/io/gguf.h"
 #include "engine/model/layer_schedule.h"
 
 namespace hl::app {
@@ -109,8 +110,9 @@ GuiArgs parseGuiArgs(int argc, char** argv) {
   GuiArgs g;
   g.qtArgs.emplace_back(argc > 0 ? argv[0] : "hybridlens");
   auto setCheckpoint = [&](const std::string& dir) {
-    if (!g.checkpoint.empty()) throw std::runtime_error("more than one checkpoint folder given");
-    if (!isDirectory(dir)) throw std::runtime_error("--checkpoint: no such folder '" + dir + "'");
+    if (!g.checkpoint.empty()) throw std::runtime_error("more than one checkpoint given");
+    if (!isDirectory(dir) && !(isFile(dir) && hl::is_gguf_file(dir)))
+      throw std::runtime_error("--checkpoint: '" + dir + "' is neither a checkpoint folder nor a GGUF file");
     g.checkpoint = dir;
   };
   auto setSession = [&](const std::string& file) {
@@ -171,7 +173,7 @@ GuiArgs parseGuiArgs(int argc, char** argv) {
     }
   }
   if (!g.screenshot.empty() && g.checkpoint.empty())
-    throw std::runtime_error("--screenshot needs a checkpoint folder to step");
+    throw std::runtime_error("--screenshot needs a checkpoint (folder or GGUF file) to step");
   return g;
 }
 

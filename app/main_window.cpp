@@ -255,6 +255,9 @@ void MainWindow::createMenus() {
   QAction* open = file->addAction(tr("&Open checkpoint…"), this, &MainWindow::chooseCheckpoint);
   open->setShortcut(QKeySequence::Open);
   open->setObjectName("actionOpen");
+  QAction* openGguf = file->addAction(tr("Open &GGUF file…"), this, &MainWindow::chooseGguf);
+  openGguf->setObjectName("actionOpenGguf");
+  openGguf->setToolTip(tr("A llama.cpp GGUF model (one file, or any shard of a split); its tokenizer comes from the file"));
   recentMenu_ = file->addMenu(tr("Open &recent"));
   demoMenu_ = file->addMenu(tr("Open &demo model"));
   adapterAction_ = file->addAction(tr("Load &adapter (LoRA/DoRA)…"), this, &MainWindow::chooseAdapter);

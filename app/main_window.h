@@ -158,6 +158,7 @@ class MainWindow : public QMainWindow {
   // main_window_model.cpp
   void connectEngine();
   void chooseCheckpoint();
+  void chooseGguf();
   void chooseAdapter();
   void chooseTuned();
   void openDemo(const QString& dir, const QString& adapter, bool tuned);

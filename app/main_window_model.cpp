@@ -256,6 +256,13 @@ void MainWindow::chooseCheckpoint() {
   if (!dir.isEmpty()) openCheckpoint(dir);
 }
 
+void MainWindow::chooseGguf() {
+  const QString start = modelInfo_ ? QFileInfo(modelInfo_->dir).absolutePath() : bundledModelsDir();
+  const QString file =
+      QFileDialog::getOpenFileName(this, tr("Open GGUF model"), start, tr("GGUF models (*.gguf);;All files (*)"));
+  if (!file.isEmpty()) openCheckpoint(file);
+}
+
 void MainWindow::chooseAdapter() {
   const QString dir =
       QFileDialog::getExistingDirectory(this, tr("Load PEFT adapter folder (adapter_config.json)"), bundledModelsDir());
@@ -351,7 +358,7 @@ void MainWindow::rebuildDemoMenu() {
 }
 
 namespace {
-// The first local path of a drag, classified: 'c' checkpoint folder, 'a' adapter folder, 's' session.
+// The first local path of a drag, classified: 'c' checkpoint (folder or GGUF file), 'a' adapter folder, 's' session.
 QPair<QString, char> droppedPath(const QMimeData* m) {
   if (!m || !m->hasUrls()) return {};
   for (const QUrl& u : m->urls()) {
@@ -362,6 +369,7 @@ QPair<QString, char> droppedPath(const QMimeData* m) {
     if (fi.isDir() && QFileInfo::exists(p + "/config.json")) return {p, 'c'};
     if (fi.isFile() && p.endsWith(QLatin1String(hl::kSessionExtension))) return {p, 's'};
     if (fi.isFile() && fi.fileName() == QLatin1String("config.json")) return {fi.absolutePath(), 'c'};
+    if (fi.isFile() && p.endsWith(QLatin1String(".gguf"), Qt::CaseInsensitive)) return {p, 'c'};
   }
   return {};
 }

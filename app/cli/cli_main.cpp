@@ -89,7 +89,7 @@ void printHelp() {
   }
   s +=
       "\napp options:\n"
-      "  --checkpoint DIR          open this checkpoint folder (same as giving DIR)\n"
+      "  --checkpoint DIR          open this checkpoint folder or GGUF file (same as giving it)\n"
       "  --session FILE            open a saved session (same as giving FILE.hlsession)\n"
       "  --adapter DIR             load a PEFT LoRA/DoRA adapter with the checkpoint\n"
       "  --prompt TEXT             put TEXT in the prompt editor\n"

@@ -95,7 +95,7 @@ double prefill_rate(Backend& b, const std::vector<int32_t>& ids) {
 int runBench(const std::vector<std::string>& args) {
   ArgParser p("bench", "--checkpoint DIR [--backend auto|cpu|vulkan|cuda] [--tokens N] [--rounds R] [--prefill N] [--json]",
               "Decode and prefill speed with the instruments on and off, measured in one run.");
-  p.option("checkpoint", "DIR", "checkpoint folder", true)
+  p.option("checkpoint", "DIR", "checkpoint folder, or a GGUF file (any shard of a split)", true)
       .option("backend", "NAME", "auto (default), cpu, vulkan or cuda")
       .option("tokens", "N", "decode steps per round (1 .. 100000, default 64)")
       .option("rounds", "R", "rounds of on, off, prefill and a bandwidth pass (1 .. 100, default 3)")

@@ -15,6 +15,7 @@
 #include "engine/backend/backend_registry.h"
 #include "engine/core/error.h"
 #include "engine/io/checkpoint.h"
+#include "engine/io/gguf_import.h"
 #include "engine/model/loader.h"
 #include "engine/probes/memory.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -166,6 +167,19 @@ nlohmann::json collect(const std::string& dir) {
     dtypeBytes[dtype_name(t->dtype)] += static_cast<int64_t>(t->nbytes());
   }
   j["tensor_count"] = tensors;
+  if (const GgufImport* g = ckpt.gguf()) {  // what the file stores, before widening
+    std::map<std::string, int64_t> types, typeBytes;
+    uint64_t fileBytes = 0;
+    for (const GgufTensor* t : g->files->all_tensors()) {
+      ++types[ggml_type_name(t->type)];
+      typeBytes[ggml_type_name(t->type)] += static_cast<int64_t>(t->nbytes);
+      fileBytes += t->nbytes;
+    }
+    j["gguf"] = {{"architecture", g->architecture}, {"version", g->files->first().version()},
+                 {"files", ckpt.files()},        {"types", types},
+                 {"type_bytes", typeBytes},      {"tensor_bytes", fileBytes},
+                 {"widened_to", "F32"}};
+  }
   j["dtypes"] = dtypeCount;
   j["dtype_bytes"] = dtypeBytes;
 
@@ -289,9 +303,18 @@ void printText(const nlohmann::json& j) {
   for (const auto& [name, n] : j["dtypes"].items())
     dt += (dt.empty() ? "" : ", ") + name + " " + std::to_string(n.get<int64_t>());
   std::printf("tensors     %" PRId64 " (%s)\n", I(j["tensor_count"]), dt.c_str());
+  if (j.contains("gguf")) {
+    const auto& g = j["gguf"];
+    std::string types;
+    for (const auto& [name, n] : g["types"].items())
+      types += (types.empty() ? "" : ", ") + name + " " + std::to_string(n.get<int64_t>());
+    std::printf("gguf        %s, v%d, %zu file%s; %s in the file (%s), widened to F32 in memory\n",
+                g["architecture"].get<std::string>().c_str(), g["version"].get<int>(), g["files"].size(),
+                g["files"].size() == 1 ? "" : "s", humanBytes(I(g["tensor_bytes"])).c_str(), types.c_str());
+  }
   const auto& m = j["memory"];
-  std::printf("memory      weights %s as stored; KV cache %s per token, Mamba state %s (fp32)\n",
-              humanBytes(I(m["weight_bytes"])).c_str(), humanBytes(I(m["kv_bytes_per_token"])).c_str(),
+  std::printf("memory      weights %s %s; KV cache %s per token, Mamba state %s (fp32)\n",
+              humanBytes(I(m["weight_bytes"])).c_str(), j.contains("gguf") ? "in memory (F32)" : "as stored", humanBytes(I(m["kv_bytes_per_token"])).c_str(),
               humanBytes(I(m["state_bytes"])).c_str());
   std::printf("            needed for a %" PRId64 "-token context: %s\n", I(m["context"]),
               humanBytes(I(m["total_bytes"])).c_str());
@@ -322,7 +345,7 @@ int runInfo(const std::vector<std::string>& args) {
   ArgParser p("info", "--checkpoint DIR [--json]",
               "Describes a Jamba or Bamba checkpoint without running it: the layer ribbon, parameter counts, tensor\n"
               "dtypes, memory needed, tokenizer, extensions and the config fields HybridLens ignores.");
-  p.option("checkpoint", "DIR", "checkpoint folder (config.json + safetensors)", true)
+  p.option("checkpoint", "DIR", "checkpoint folder (config.json + safetensors) or a GGUF file", true)
       .flag("json", "print one JSON object instead of text");
   ParsedArgs a = p.parse(args);
   if (a.helpRequested()) {

@@ -14,7 +14,7 @@
 namespace hl::cli {
 
 void addTokenOptions(ArgParser& p) {
-  p.option("checkpoint", "DIR", "checkpoint folder", true)
+  p.option("checkpoint", "DIR", "checkpoint folder, or a GGUF file (any shard of a split)", true)
       .option("ids", "LIST", "token ids to feed, comma-separated (e.g. 1,2,3)")
       .option("prompt", "TEXT", "text to tokenize with the checkpoint's tokenizer.json or tokenizer.model")
       .option("chat", "FILE", "JSON messages [{role, content}...] rendered with the checkpoint's chat template")

@@ -47,6 +47,7 @@ class Checkpoint {
   const std::string& config_sha256() const { return config_sha256_; }
   std::string tokenizer_path() const;  // tokenizer.json, else tokenizer.model (a GGUF: the file); empty if neither
   bool is_gguf() const { return gguf_ != nullptr; }
+  const GgufImport* gguf() const { return gguf_.get(); }  // null for a safetensors folder
   // What the model must keep alive besides mappings() (a GGUF's widened weights); may be null.
   std::shared_ptr<const void> owned_data() const;
   const TensorInfo* find(const std::string& name) const;
