@@ -278,6 +278,34 @@ TEST(CliBamba, InfoAndTrace) {
   EXPECT_EQ(f.find("logits")->shape, (std::vector<int64_t>{5, 4096}));
 }
 
+// A GGUF file opens as a checkpoint: info reports the file's own types and the tokenizer from its
+// metadata, and trace tokenizes a prompt with it and runs.
+TEST(CliGguf, InfoAndTraceOnAQuantisedJambaFile) {
+  const std::string file = std::string(HL_GGUF_FIXTURES) + "/jamba-gqa_basic-Q4_K_M.gguf";
+  RunResult r = runHybridlens({"info", "--checkpoint", file, "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["family"], "jamba");
+  EXPECT_EQ(j["gguf"]["architecture"], "jamba");
+  EXPECT_EQ(j["gguf"]["types"]["Q5_0"], 24);
+  EXPECT_EQ(j["gguf"]["types"]["Q8_0"], 4);
+  EXPECT_EQ(j["gguf"]["widened_to"], "F32");
+  EXPECT_EQ(j["tokenizer"]["kind"], "gguf (llama)");
+  EXPECT_EQ(j["tokenizer"]["vocab_size"], 96);
+  const fs::path out = scratchDir() / "gguf.safetensors";
+  r = runHybridlens({"trace", "--checkpoint", file, "--prompt", "the cat", "--generate", "2", "--ignore-eos", "--out",
+                     out.string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  hl::SafetensorsFile f = hl::SafetensorsFile::open(out.string());
+  ASSERT_NE(f.find("logits"), nullptr);
+  EXPECT_EQ(f.find("logits")->shape[1], 96);
+  // A corrupt file: one line naming it, exit non-zero.
+  r = runHybridlens({"info", "--checkpoint", std::string(HL_GGUF_FIXTURES) + "/corrupt/offset_huge.gguf"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("offset_huge.gguf: tensor #0 'a': data ["), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 // Nemotron-H and Granite 4.0-H checkpoints (the generator's presets in the families' own names): info
 // names the family, the pattern or the multipliers, and trace runs them on the CPU.
 TEST(CliMamba2Families, NemotronHAndGranite_InfoAndTrace) {

@@ -298,6 +298,26 @@ TEST(MainWindow, BadCheckpoint_ErrorNamesFileAndTensor_PreviousModelStaysUsable)
   EXPECT_EQ(h.records(), 5u);
 }
 
+// File > Open GGUF file… ends in openCheckpoint(file): the model loads from the file, the prompt is
+// tokenized by the file's own tokenizer and steps run.
+TEST(MainWindow, OpensAGgufFile_TokenizesWithItsVocabulary_AndSteps) {
+  Harness h;
+  const QString file = QStringLiteral(HL_GGUF_FIXTURES "/jamba-gqa_basic-Q4_K_M.gguf");
+  h->runPanel()->setIdsMode(false);
+  h->runPanel()->setPromptText(QStringLiteral("the cat"));
+  bool started = false;
+  auto c = QObject::connect(h.w.get(), &hl::app::MainWindow::runStarted, [&] { started = true; });
+  ASSERT_TRUE(h->openCheckpoint(file));
+  ASSERT_TRUE(waitFor([&] { return started; })) << h.errors.join("; ").toStdString();
+  QObject::disconnect(c);
+  ASSERT_TRUE(h.settle());
+  EXPECT_TRUE(h.errors.isEmpty()) << h.errors.join("; ").toStdString();
+  EXPECT_EQ(h->modelInfo()->dir, file);
+  EXPECT_EQ(h->modelInfo()->config.vocab_size, 96);
+  ASSERT_TRUE(h.step(3));
+  EXPECT_GE(h.records(), 3u);
+}
+
 TEST(MainWindow, CancelLoad_LeavesNoModel_ThenLoadWorks) {
   Harness h;
   bool failed = false;

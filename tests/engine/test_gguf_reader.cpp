@@ -128,7 +128,8 @@ TEST(GgufReader, EveryTruncationIsRefused) {
   const GgufFile whole = GgufFile::parse(bytes.data(), bytes.size(), "shard2");
   uint64_t data_end = whole.data_start();
   for (const GgufTensor& t : whole.tensors()) data_end = std::max<uint64_t>(data_end, whole.data_start() + t.offset + t.nbytes);
-  for (size_t n = 0; n < data_end; ++n) {
+  // Every cut inside the header; inside the data every 61st (the data checks are by range).
+  for (size_t n = 0; n < data_end; n += n < whole.data_start() ? 1 : 61) {
     std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(n));
     EXPECT_THROW(GgufFile::parse(cut.data(), cut.size(), "cut"), GgufError) << n;
   }
