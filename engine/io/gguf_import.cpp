@@ -46,6 +46,17 @@ double GgufMeta::real(const std::string& key, double lo, double hi) const {
   return x;
 }
 
+double GgufMeta::real_or(const std::string& key, double fallback, double lo, double hi) const {
+  return has(key) ? real(key, lo, hi) : fallback;
+}
+
+bool GgufMeta::boolean_or(const std::string& key, bool fallback) const {
+  const GgufValue* v = files.find_value(key);
+  if (!v) return fallback;
+  if (v->type != GgufValueType::BOOL) throw LoadError(where(key) + ": " + gguf_value_type_name(v->type) + " (allowed a BOOL)");
+  return v->u != 0;
+}
+
 std::vector<int64_t> GgufMeta::per_layer(const std::string& key, int64_t layers, int64_t lo, int64_t hi) const {
   const GgufValue& v = need(key);
   if (!v.is_array()) return std::vector<int64_t>(static_cast<size_t>(layers), integer(key, lo, hi));
@@ -149,16 +160,49 @@ void gguf_schedule_period(const GgufMeta& m, const std::vector<bool>& selected, 
                   " (allowed a periodic schedule: layer i where i % period == offset, as Jamba's config describes it)");
 }
 
-void GgufTensors::emit(const std::string& hf_name, std::vector<int64_t> shape, const GgufTensor& src, int64_t first_row,
-                       int64_t rows, GgufImportOp::Kind kind) {
+void GgufTensors::declare(const std::string& hf_name, std::vector<int64_t> shape) {
+  if (!index_.emplace(hf_name, declared_.size()).second)
+    throw LoadError(file_ + ": state-dict tensor " + quote_name(hf_name) + " is made twice (a mapping error of architecture " + arch_ + ")");
+  declared_.push_back({hf_name, std::move(shape)});
+}
+
+GgufImportOp& GgufTensors::add_op(const std::string& hf_name, int64_t dst_offset, const GgufTensor& src, int64_t first_row,
+                                  int64_t rows) {
+  const auto it = index_.find(hf_name);
+  const int64_t total = src.numel() / src.ne[0];
+  if (rows < 0) rows = total;
+  if (it == index_.end() || first_row < 0 || rows > total - first_row)
+    throw LoadError(file_ + ": tensor " + quote_name(src.name) + " rows " + std::to_string(first_row) + "+" + std::to_string(rows) +
+                    " of " + std::to_string(total) + " for " + quote_name(hf_name) + " (a mapping error of architecture " + arch_ + ")");
   GgufImportOp op;
-  op.name = hf_name;
-  op.shape = std::move(shape);
+  op.tensor = it->second;
+  op.dst_offset = dst_offset;
   op.src = &src;
   op.first_row = first_row;
-  op.rows = rows < 0 ? src.numel() / src.ne[0] : rows;
-  op.kind = kind;
-  ops_.push_back(std::move(op));
+  op.rows = rows;
+  ops_.push_back(op);
+  return ops_.back();
+}
+
+void GgufTensors::emit(const std::string& hf_name, std::vector<int64_t> shape, const GgufTensor& src, int64_t first_row,
+                       int64_t rows, GgufImportOp::Kind kind) {
+  declare(hf_name, std::move(shape));
+  add_op(hf_name, 0, src, first_row, rows).kind = kind;
+}
+
+void GgufTensors::emit_unpermuted(const std::string& hf_name, std::vector<int64_t> shape, const GgufTensor& src, int64_t heads) {
+  if (shape.empty() || heads < 1 || shape[0] % (2 * heads) != 0)
+    throw LoadError(file_ + ": tensor " + quote_name(src.name) + " has " + (shape.empty() ? "no" : std::to_string(shape[0])) +
+                    " rows (allowed a multiple of 2 x " + std::to_string(heads) + " heads: llama.cpp permutes rotary pairs)");
+  declare(hf_name, std::move(shape));
+  GgufImportOp& op = add_op(hf_name, 0, src, 0, -1);
+  op.kind = GgufImportOp::Kind::UnpermuteQK;
+  op.heads = heads;
+}
+
+void GgufTensors::emit_into(const std::string& hf_name, int64_t dst_offset, const GgufTensor& src, int64_t first_row,
+                            int64_t rows) {
+  add_op(hf_name, dst_offset, src, first_row, rows);
 }
 
 void GgufTensors::check_all_used() const {
@@ -197,31 +241,42 @@ std::shared_ptr<GgufImport> import_gguf(const std::string& path) {
   a->tensors(meta, im->config, tensors);
   tensors.check_all_used();
   im->ops = tensors.take_ops();
+  const std::vector<GgufImportTensor> declared = tensors.take_declared();
   im->has_tokenizer = files.find_value("tokenizer.ggml.model") != nullptr;
 
-  // The F32 state dict's layout; nothing resident until materialize().
+  // The F32 state dict's layout; nothing resident until materialize(). Each tensor's pieces must
+  // cover it exactly once.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> pieces(declared.size());  // (offset, elements)
+  for (const GgufImportOp& op : im->ops) pieces[op.tensor].push_back({op.dst_offset, op.rows * op.src->ne[0]});
   uint64_t total = 0;
-  for (const GgufImportOp& op : im->ops) total += static_cast<uint64_t>(op.rows * op.src->ne[0]) * 4;
+  std::vector<int64_t> numel(declared.size());
+  for (size_t k = 0; k < declared.size(); ++k) {
+    int64_t n = 1;
+    for (int64_t d : declared[k].shape) n = d > 0 && n <= (int64_t{1} << 60) / d ? n * d : -1;
+    std::sort(pieces[k].begin(), pieces[k].end());
+    int64_t at = 0;
+    for (const auto& [off, count] : pieces[k]) at = off == at ? at + count : -1;
+    if (n < 0 || at != n)
+      throw LoadError(file + ": " + quote_name(declared[k].name) + " of shape " + shape_to_string(declared[k].shape) + " is made of " +
+                      std::to_string(pieces[k].size()) + " pieces that do not cover it exactly once (a mapping error of architecture " +
+                      im->architecture + ")");
+    numel[k] = n;
+    total += static_cast<uint64_t>(n) * 4;
+  }
   im->buffer = std::make_shared<GgufBuffer>(total);
   uint64_t at = 0;
-  im->tensors.reserve(im->ops.size());
-  for (const GgufImportOp& op : im->ops) {
-    TensorInfo t;
-    t.name = op.name;
+  im->tensors.resize(declared.size());
+  for (size_t k = 0; k < declared.size(); ++k) {
+    TensorInfo& t = im->tensors[k];
+    t.name = declared[k].name;
     t.dtype = DType::F32;
-    t.shape = op.shape;
+    t.shape = declared[k].shape;
     t.begin = at;
-    t.end = at + static_cast<uint64_t>(op.rows * op.src->ne[0]) * 4;
+    t.end = at + static_cast<uint64_t>(numel[k]) * 4;
     t.data = im->buffer->data() + at;
-    t.file = op.src->file;
-    int64_t n = 1;
-    for (int64_t d : t.shape) n *= d;
-    if (n != op.rows * op.src->ne[0])
-      throw LoadError(file + ": tensor " + quote_name(op.src->name) + " gives " + std::to_string(op.rows * op.src->ne[0]) +
-                      " elements for " + quote_name(op.name) + " of shape " + shape_to_string(op.shape));
     at = t.end;
-    im->tensors.push_back(std::move(t));
   }
+  for (auto it = im->ops.rbegin(); it != im->ops.rend(); ++it) im->tensors[it->tensor].file = it->src->file;  // the first piece's
   return im;
 }
 
@@ -254,16 +309,25 @@ void materialize(GgufImport& im) {
       throw;
     }
     ::close(fd);
-    auto* dst = reinterpret_cast<float*>(im.buffer->data() + im.tensors[k].begin);
+    auto* dst = reinterpret_cast<float*>(im.buffer->data() + im.tensors[op.tensor].begin) + op.dst_offset;
     for (int64_t r = 0; r < op.rows; ++r) ggml_dequantize_row(t.type, raw.data() + row_bytes * static_cast<uint64_t>(r), dst + r * n0, n0);
+    const int64_t n = op.rows * n0;
     if (op.kind == GgufImportOp::Kind::LogNeg) {
-      const int64_t n = op.rows * n0;
       for (int64_t i = 0; i < n; ++i) {
         if (!(dst[i] < 0))  // A = −exp(A_log) is negative; 0, a positive value or NaN has no A_log
           throw LoadError(t.file + ": tensor " + quote_name(t.name) + ": element " + std::to_string(i) + " is " +
                           std::to_string(dst[i]) + " (allowed A < 0: the file stores A = -exp(A_log))");
         dst[i] = std::log(-dst[i]);
       }
+    } else if (op.kind == GgufImportOp::Kind::UnpermuteQK) {
+      // Along the HF first axis (rows of `unit` elements): head h's row s·half + j ← stored row 2j + s.
+      const int64_t units = im.tensors[op.tensor].shape[0], unit = n / units, half = units / op.heads / 2;
+      std::vector<float> in(dst, dst + n);
+      for (int64_t h = 0; h < op.heads; ++h)
+        for (int64_t s = 0; s < 2; ++s)
+          for (int64_t j = 0; j < half; ++j)
+            std::memcpy(dst + (h * 2 * half + s * half + j) * unit, in.data() + (h * 2 * half + 2 * j + s) * unit,
+                        static_cast<size_t>(unit) * sizeof(float));
     }
   }
   // The files changed after their headers were read: refuse rather than mix two versions.

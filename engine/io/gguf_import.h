@@ -1,7 +1,8 @@
 // A GGUF model (io/gguf.h) seen as a Hugging Face checkpoint: its metadata become the family's
 // config (checked by the same parse_config as a config.json), its tensors the state-dict names and
 // shapes the loader binds, undoing llama.cpp's converter (tools/reference/gguf/GGUF.md §5: stacked
-// experts split, A stored as −exp(A_log) turned back into A_log, conv kernels reshaped). The weights
+// experts split, A stored as −exp(A_log) turned back into A_log, conv kernels reshaped, q/k rows
+// unpermuted, split gate/up rows fused again). The weights
 // are widened to F32 when materialize() runs (after the loader's memory check), block formats
 // dequantised bit-exactly as ggml defines them (core/ggml_quant.h).
 // Not the reader's checks (gguf.cpp) and not the tokenizer (tokenizer/gguf_tokenizer.h).
@@ -16,15 +17,27 @@
 
 namespace hl {
 
-// How one state-dict tensor is made from a GGUF tensor.
+// How a piece of one state-dict tensor is made from rows of a GGUF tensor. A state-dict tensor is
+// made of one piece or of several (Granite's fused gate|up rows from two GGUF tensors), which cover it
+// exactly once (checked by import_gguf).
 struct GgufImportOp {
-  enum class Kind : uint8_t { Copy, LogNeg };  // LogNeg: A_log = log(−A) elementwise
-  std::string name;              // the HF name ("model.layers.0.mamba.A_log")
-  std::vector<int64_t> shape;    // its HF shape
+  // LogNeg: A_log = log(−A) elementwise. UnpermuteQK: the rows of each of `heads` heads (along the HF
+  // tensor's first axis) back from llama.cpp's rotary pair order (HF row s·hd/2 + j stored at 2j + s,
+  // tools/reference/gguf/GGUF.md §5.3) to HF's; the piece is the whole tensor.
+  enum class Kind : uint8_t { Copy, LogNeg, UnpermuteQK };
+  size_t tensor = 0;             // index into GgufImport::tensors
+  int64_t dst_offset = 0;        // elements into that tensor
   const GgufTensor* src = nullptr;
   int64_t first_row = 0;         // rows of ne[0] elements into src (an expert's slab)
   int64_t rows = 0;
   Kind kind = Kind::Copy;
+  int64_t heads = 0;             // UnpermuteQK
+};
+
+// A state-dict tensor by its HF name and shape.
+struct GgufImportTensor {
+  std::string name;
+  std::vector<int64_t> shape;
 };
 
 // Anonymous memory reserved without being resident (MAP_NORESERVE) until written.
@@ -48,7 +61,7 @@ struct GgufImport {
   std::string config_text;    // the config as config.json text (hashed as a checkpoint's is)
   std::string architecture;   // general.architecture
   std::vector<GgufImportOp> ops;
-  std::vector<TensorInfo> tensors;  // one per op, F32, data into the buffer materialize() fills
+  std::vector<TensorInfo> tensors;  // the state dict, F32, data into the buffer materialize() fills
   std::shared_ptr<GgufBuffer> buffer;
   bool materialized = false;
   bool has_tokenizer = false;  // tokenizer.ggml.model present
@@ -63,7 +76,7 @@ std::shared_ptr<GgufImport> import_gguf(const std::string& path);
 // gives a LoadError rather than a fault).
 void materialize(GgufImport& im);
 
-// The GGUF architectures HybridLens maps ("jamba").
+// The GGUF architectures HybridLens maps ("falcon-h1", "granitehybrid", "jamba", ...).
 std::vector<std::string> gguf_supported_architectures();
 
 }  // namespace hl

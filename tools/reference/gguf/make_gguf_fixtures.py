@@ -2,6 +2,7 @@
 """Writes the GGUF test fixtures of GGUF.md section 8 into OUTDIR (deterministic: same bytes every run).
 
     /usr/bin/python3 tools/reference/gguf/make_gguf_fixtures.py OUTDIR [--extra] [--archive FILE.tar.xz]
+                                                                        [--archive-extra FILE.tar.xz]
 
 OUTDIR/
   quant_vectors.gguf                 `src` (F32 [256, 4]) and, per type, `<T>` (src quantized as ggml's
@@ -16,7 +17,8 @@ OUTDIR/
                                      the file's dequantized weights (float64 math)
   corrupt/<name>.gguf, corrupt/table.json   malformed files and the one-line error each must give
   with --extra also: nemotron_h-nemotron_list-Q8_0.gguf (gpt2 tokenizer), granitehybrid-granite_moe-Q8_0.gguf,
-  falcon-h1-falcon_basic-Q8_0.gguf and their expected logits (not committed; larger)
+  falcon-h1-falcon_basic-Q8_0.gguf, granitehybrid-bamba_basic-Q8_0.gguf and their expected logits
+  (--archive-extra: gguf-fixtures-extra.tar.xz, a second archive beside the first)
 """
 import json
 import os
@@ -273,20 +275,21 @@ def write_model(outdir, case, mode, vocab, n_split=1):
 EXTRA = ("nemotron_h-", "granitehybrid-", "falcon-h1-")
 
 
-def fixture_files(out):
-    """The committed set: every file under out except the --extra models, as sorted relative paths."""
+def fixture_files(out, extra=False):
+    """The committed sets as sorted relative paths: every file under out except the --extra models
+    (gguf-fixtures.tar.xz), or those models only (extra=True: gguf-fixtures-extra.tar.xz)."""
     files = [os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs]
-    return sorted(f for f in files if not f.startswith(EXTRA))
+    return sorted(f for f in files if f.startswith(EXTRA) == extra)
 
 
-def archive_bytes(out):
-    """A deterministic .tar.xz of fixture_files(out) (no times, owners or modes from this machine)."""
+def archive_bytes(out, extra=False):
+    """A deterministic .tar.xz of fixture_files(out, extra) (no times, owners or modes from this machine)."""
     import io
     import lzma
     import tarfile
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
-        for rel in fixture_files(out):
+        for rel in fixture_files(out, extra):
             with open(os.path.join(out, rel), "rb") as f:
                 data = f.read()
             ti = tarfile.TarInfo(rel)
@@ -309,14 +312,16 @@ def main(argv):
         write_model(out, "nemotron_list", "Q8_0", small_gpt2(128))
         write_model(out, "granite_moe", "Q8_0", small_gpt2(128))
         write_model(out, "falcon_basic", "Q8_0", small_gpt2(128))
+        write_model(out, "bamba_basic", "Q8_0", small_gpt2(128))
     write_corruptions(os.path.join(out, "corrupt"))
     total = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(out) for f in fs)
     print(f"wrote {out} ({total} bytes)")
-    if "--archive" in argv:
-        path = argv[argv.index("--archive") + 1]
-        with open(path, "wb") as f:
-            f.write(archive_bytes(out))
-        print(f"wrote {path} ({os.path.getsize(path)} bytes, {len(fixture_files(out))} files)")
+    for opt, extra in (("--archive", False), ("--archive-extra", True)):
+        if opt in argv:
+            path = argv[argv.index(opt) + 1]
+            with open(path, "wb") as f:
+                f.write(archive_bytes(out, extra))
+            print(f"wrote {path} ({os.path.getsize(path)} bytes, {len(fixture_files(out, extra))} files)")
     return 0
 
 
