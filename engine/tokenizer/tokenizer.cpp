@@ -123,7 +123,7 @@ std::unique_ptr<Tokenizer> load_tokenizer_for(const std::string& path) {
     const size_t slash = path.find_last_of('/');
     dir = slash == std::string::npos ? "." : path.substr(0, slash);
   } else {
-    check_regular_file(path, "tokenizer file");  // before is_gguf_file opens it
+    check_regular_file(path, "tokenizer model");  // before is_gguf_file opens it
     if (is_gguf_file(path)) return load_gguf_tokenizer(path);  // null when it has no vocabulary
     model = path;
   }
