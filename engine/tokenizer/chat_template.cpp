@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "engine/core/error.h"
+#include "engine/io/gguf.h"
 #include "engine/io/json_util.h"
 #include "engine/tokenizer/chat_eval.h"
 
@@ -109,7 +110,41 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& context, const Ch
   }
 }
 
+namespace {
+
+// A GGUF file's tokenizer.chat_template, rendered with the text of its bos/eos/pad/unk ids.
+std::optional<ChatTemplateSource> gguf_chat_template(const std::string& path) {
+  const GgufModelFiles files = GgufModelFiles::open(path);
+  const std::string key = "tokenizer.chat_template";
+  const GgufValue* t = files.find_value(key);
+  if (!t) return std::nullopt;
+  const std::string where = base_name(files.first().path()) + ": " + key;
+  if (t->type != GgufValueType::STRING)
+    throw LoadError(where + ": " + gguf_value_type_name(t->type) + " (allowed a STRING)");
+  if (t->s.size() > kMaxTemplateBytes)
+    throw LoadError(where + ": " + std::to_string(t->s.size()) + " bytes (allowed at most " + std::to_string(kMaxTemplateBytes) + ")");
+  const size_t bad = find_invalid_utf8(t->s.data(), t->s.size());
+  if (bad != SIZE_MAX) throw LoadError(where + ": not UTF-8 text (byte " + std::to_string(bad) + ")");
+  ChatTemplateSource out;
+  out.source = t->s;
+  out.origin = files.first().path() + " " + key;
+  const GgufValue* tokens = files.find_value("tokenizer.ggml.tokens");
+  auto token = [&](const char* id_key) -> std::string {
+    const GgufValue* id = files.find_value(std::string("tokenizer.ggml.") + id_key);
+    if (!tokens || !id || !id->is_int() || id->i < 0 || static_cast<size_t>(id->i) >= tokens->strings.size()) return "";
+    return tokens->strings[static_cast<size_t>(id->i)];
+  };
+  out.bos_token = token("bos_token_id");
+  out.eos_token = token("eos_token_id");
+  out.pad_token = token("padding_token_id");
+  out.unk_token = token("unknown_token_id");
+  return out;
+}
+
+}  // namespace
+
 std::optional<ChatTemplateSource> find_chat_template(const std::string& dir) {
+  if (is_gguf_file(dir)) return gguf_chat_template(dir);
   ChatTemplateSource out;
   const std::string cfg_path = dir + "/tokenizer_config.json";
   nlohmann::ordered_json cfg = nlohmann::ordered_json::object();

@@ -51,7 +51,8 @@ struct ChatTemplateSource {
 // ({"chat_template": ...}), else tokenizer_config.json's "chat_template" (a string, or a list of
 // {"name", "template"} of which "default" is taken). Token strings come from tokenizer_config.json
 // (a string or an {"content": ...} object). nullopt when DIR has none; LoadError (naming the file
-// and field) when a file is malformed.
+// and field) when a file is malformed. A GGUF file (DIR is the file): its tokenizer.chat_template,
+// the token strings those of its tokenizer.ggml.{bos,eos,padding,unknown}_token_id.
 std::optional<ChatTemplateSource> find_chat_template(const std::string& dir);
 
 // A --chat file: a JSON list of {role, content} messages, or {"messages": [...],

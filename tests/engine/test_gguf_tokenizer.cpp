@@ -16,6 +16,7 @@
 
 #include "engine/core/error.h"
 #include "engine/io/json_util.h"
+#include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/gguf_tokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gguf_tokenizer_test_util.h"
@@ -385,6 +386,50 @@ TEST(GgufTokenizer, BadMetadata_OneLineNamingTheKey) {
     EXPECT_EQ(msg.find('\n'), std::string::npos) << c.what << ": " << msg;
     EXPECT_EQ(find_invalid_utf8(msg.data(), msg.size()), SIZE_MAX) << c.what;
   }
+}
+
+}  // namespace
+}  // namespace hl
+
+namespace hl {
+namespace {
+
+// tokenizer.chat_template of a GGUF file is the checkpoint's chat template, rendered with the text of
+// the file's special ids; a non-string or non-UTF-8 template is refused in one line naming the key.
+TEST(GgufChatTemplate, FromMetadataWithTheSpecialTokenText) {
+  TempDir d;
+  const std::string path = d / "chat.gguf";
+  GgufKvs kvs = {{"general.architecture", gv_str("jamba")},
+                 {"tokenizer.ggml.tokens", gv_strs({"<pad>", "<s>", "</s>", "hi"})},
+                 {"tokenizer.ggml.bos_token_id", gv_u32(1)},
+                 {"tokenizer.ggml.eos_token_id", gv_u32(2)},
+                 {"tokenizer.chat_template", gv_str("{{ bos_token }}{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}")}};
+  write_gguf(path, kvs);
+  const auto t = find_chat_template(path);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->bos_token, "<s>");
+  EXPECT_EQ(t->eos_token, "</s>");
+  EXPECT_EQ(t->pad_token, "");
+  EXPECT_NE(t->origin.find("tokenizer.chat_template"), std::string::npos);
+  const ChatTemplate tpl(t->source, t->origin);
+  nlohmann::ordered_json ctx = {{"bos_token", t->bos_token}, {"eos_token", t->eos_token}};
+  ctx["messages"] = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "hi"}}});
+  EXPECT_EQ(tpl.render(ctx), "<s>hi</s>");
+  // No template: none; a number where the text should be: one line naming the key.
+  erase_kv(kvs, "tokenizer.chat_template");
+  write_gguf(path, kvs);
+  EXPECT_FALSE(find_chat_template(path).has_value());
+  set_kv(kvs, "tokenizer.chat_template", gv_u32(7));
+  write_gguf(path, kvs);
+  try {
+    find_chat_template(path);
+    ADD_FAILURE() << "accepted";
+  } catch (const LoadError& e) {
+    EXPECT_NE(std::string(e.what()).find("chat.gguf: tokenizer.chat_template: UINT32 (allowed a STRING)"), std::string::npos) << e.what();
+  }
+  set_kv(kvs, "tokenizer.chat_template", gv_str(std::string("a\xff")));
+  write_gguf(path, kvs);
+  EXPECT_THROW(find_chat_template(path), LoadError);
 }
 
 }  // namespace
