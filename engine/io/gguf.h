@@ -128,6 +128,9 @@ class GgufFile {
 class GgufModelFiles {
  public:
   static GgufModelFiles open(const std::string& path, FileAccess access = FileAccess::Map);
+  // One checked file as the whole model (e.g. GgufFile::parse of bytes in memory); its split.*
+  // keys, if any, are not checked (open() checks them against the shards' names).
+  static GgufModelFiles from_file(GgufFile file);
   const GgufFile& first() const { return shards_.front(); }
   const std::vector<GgufFile>& shards() const { return shards_; }
   const GgufValue* find_value(const std::string& key) const { return first().find_value(key); }
@@ -136,6 +139,7 @@ class GgufModelFiles {
   uint64_t total_tensor_bytes() const;
 
  private:
+  void index_names();
   std::vector<GgufFile> shards_;
   std::map<std::string, std::pair<size_t, size_t>> by_name_;  // shard, index
 };

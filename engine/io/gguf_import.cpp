@@ -213,8 +213,12 @@ void GgufTensors::check_all_used() const {
 }
 
 std::shared_ptr<GgufImport> import_gguf(const std::string& path) {
+  return import_gguf_files(std::make_shared<const GgufModelFiles>(GgufModelFiles::open(path, FileAccess::Map)));
+}
+
+std::shared_ptr<GgufImport> import_gguf_files(std::shared_ptr<const GgufModelFiles> files_ptr) {
   auto im = std::make_shared<GgufImport>();
-  im->files = std::make_shared<const GgufModelFiles>(GgufModelFiles::open(path, FileAccess::Map));
+  im->files = std::move(files_ptr);
   const GgufModelFiles& files = *im->files;
   const GgufValue* arch = files.find_value("general.architecture");
   const std::string file = base_name(files.first().path());

@@ -72,6 +72,10 @@ struct GgufImport {
 // key, a tensor with other dimensions than the metadata imply, a tensor no layer uses, a type
 // HybridLens cannot compute with).
 std::shared_ptr<GgufImport> import_gguf(const std::string& path);
+// The same for files already opened (import_gguf opens them with GgufModelFiles::open; the fuzz
+// target passes GgufModelFiles::from_file of bytes in memory). materialize() reads the shards
+// from their paths, so it needs files opened from disk.
+std::shared_ptr<GgufImport> import_gguf_files(std::shared_ptr<const GgufModelFiles> files);
 // Widens every tensor into the buffer (once, later calls return at once; reads the files with pread, so a file changed meanwhile
 // gives a LoadError rather than a fault).
 void materialize(GgufImport& im);

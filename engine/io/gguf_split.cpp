@@ -93,9 +93,21 @@ GgufModelFiles GgufModelFiles::open(const std::string& path, FileAccess access) 
                                            std::to_string(n) + " shards hold " + std::to_string(seen.size()) +
                                            " tensors (allowed equal)");
   }
-  for (size_t s = 0; s < m.shards_.size(); ++s)
-    for (size_t k = 0; k < m.shards_[s].tensors().size(); ++k) m.by_name_[m.shards_[s].tensors()[k].name] = {s, k};
+  m.index_names();
   return m;
+}
+
+GgufModelFiles GgufModelFiles::from_file(GgufFile file) {
+  GgufModelFiles m;
+  m.shards_.push_back(std::move(file));
+  m.index_names();
+  return m;
+}
+
+void GgufModelFiles::index_names() {
+  by_name_.clear();
+  for (size_t s = 0; s < shards_.size(); ++s)
+    for (size_t k = 0; k < shards_[s].tensors().size(); ++k) by_name_[shards_[s].tensors()[k].name] = {s, k};
 }
 
 const GgufTensor* GgufModelFiles::find(const std::string& name) const {

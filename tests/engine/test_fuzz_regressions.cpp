@@ -21,8 +21,11 @@
 #include "engine/io/adapter.h"
 #include "engine/io/checkpoint.h"
 #include "engine/io/config.h"
+#include "engine/io/gguf.h"
+#include "engine/io/gguf_import.h"
 #include "engine/io/safetensors.h"
 #include "engine/model/loader.h"
+#include "engine/tokenizer/gguf_tokenizer.h"
 #include "engine/tokenizer/hf_tokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "sessions/session_file.h"
@@ -294,6 +297,18 @@ TEST(FuzzCorpus, Trace_EverySeedImportsOrThrowsLoadError) {
                      (void)parse_trace(reinterpret_cast<const uint8_t*>(buf.data()), b.size(), "seed");
                    }),
             4);
+}
+
+TEST(FuzzCorpus, Gguf_EverySeedImportsOrThrowsLoadError) {
+  // As fuzz_gguf: the checked file, its tokenizer, then a model's config and tensor mapping.
+  EXPECT_GE(replay("gguf",
+                   [](const std::string& b) {
+                     const auto files = std::make_shared<const GgufModelFiles>(
+                         GgufModelFiles::from_file(GgufFile::parse(reinterpret_cast<const uint8_t*>(b.data()), b.size(), "seed")));
+                     if (const auto t = tokenizer_from_gguf(files->first())) (void)t->decode(t->encode_special("Hello world, 123 \xC3\xA9"));
+                     if (files->find_value("general.architecture") && !files->first().tensors().empty()) (void)import_gguf_files(files);
+                   }),
+            5);
 }
 
 // ---- issue 18 item 11: names with control characters, files that are not regular files ----------

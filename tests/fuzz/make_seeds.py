@@ -407,6 +407,183 @@ def tokenizer_json_seeds():
     w("bad_truncated.json", json.dumps(bytelevel).encode()[:200])
 
 
+# ---- GGUF (fuzz_gguf: the input is one GGUF file) ------------------------------------------------
+
+GGUF_U8, GGUF_I8, GGUF_U16, GGUF_I16, GGUF_U32, GGUF_I32, GGUF_F32, GGUF_BOOL, GGUF_STRING, GGUF_ARRAY, \
+    GGUF_U64, GGUF_I64, GGUF_F64 = range(13)
+GGUF_SCALAR = {GGUF_U8: "B", GGUF_I8: "b", GGUF_U16: "H", GGUF_I16: "h", GGUF_U32: "I", GGUF_I32: "i",
+               GGUF_F32: "f", GGUF_BOOL: "B", GGUF_U64: "Q", GGUF_I64: "q", GGUF_F64: "d"}
+# ggml type ids and (block, bytes per block) of the types the seeds use.
+GGML = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22),
+        "Q5_1": (7, 32, 24), "Q8_0": (8, 32, 34), "BF16": (30, 1, 2)}
+
+
+def gguf_value(vt, v):
+    if vt == GGUF_STRING:
+        raw = v.encode() if isinstance(v, str) else v
+        return struct.pack("<Q", len(raw)) + raw
+    if vt == GGUF_ARRAY:
+        et, items = v
+        return struct.pack("<IQ", et, len(items)) + b"".join(gguf_value(et, x) for x in items)
+    return struct.pack("<" + GGUF_SCALAR[vt], v)
+
+
+def gguf(kv, tensors, alignment=32, version=3):
+    """kv: list of (key, value type, value); tensors: list of (name, ne (ggml order), type name, raw bytes).
+    Tensor data laid out in order, each at a multiple of `alignment` (general.alignment when in kv)."""
+    head = [b"GGUF", struct.pack("<IQQ", version, len(tensors), len(kv))]
+    for k, vt, v in kv:
+        head += [gguf_value(GGUF_STRING, k), struct.pack("<I", vt), gguf_value(vt, v)]
+    data, off = b"", 0
+    for name, ne, ty, raw in tensors:
+        head += [gguf_value(GGUF_STRING, name), struct.pack("<I", len(ne)), struct.pack("<%dQ" % len(ne), *ne),
+                 struct.pack("<IQ", GGML[ty][0], off)]
+        raw += b"\0" * ((-len(raw)) % alignment)
+        data += raw
+        off += len(raw)
+    h = b"".join(head)
+    return h + b"\0" * ((-len(h)) % alignment) + data
+
+
+def ggml_bytes(ty, ne, seed, negative=False):
+    """Deterministic data for a tensor: small finite values (negative ones for ssm_a), quantized blocks
+    with a finite f16 scale and pseudo-random codes."""
+    n = 1
+    for d in ne:
+        n *= d
+    vals = [((i * 2654435761 + seed * 40503) >> 7 & 1023) / 1024.0 - 0.5 for i in range(n)]
+    if negative:
+        vals = [-0.05 - abs(v) for v in vals]
+    if ty == "F32":
+        return f32(*vals)
+    if ty == "F16":
+        return f16(*vals)
+    if ty == "BF16":
+        return bf16(*vals)
+    _, block, size = GGML[ty]
+    out = b""
+    for b in range(n // block):
+        out += struct.pack("<e", 0.01) + (struct.pack("<e", -0.02) if ty in ("Q4_1", "Q5_1") else b"")
+        while len(out) % size:
+            out += bytes([(b * 131 + len(out) * 29 + seed) & 0xFF])
+    return out
+
+
+def spm_vocab(pieces):
+    """A llama (SentencePiece) vocabulary: <unk> <s> </s>, then `pieces` with falling scores."""
+    toks = ["<unk>", "<s>", "</s>"] + pieces
+    return [("tokenizer.ggml.model", GGUF_STRING, "llama"),
+            ("tokenizer.ggml.tokens", GGUF_ARRAY, (GGUF_STRING, toks)),
+            ("tokenizer.ggml.scores", GGUF_ARRAY, (GGUF_F32, [0.0, 0.0, 0.0] + [-1.0 - 0.25 * i for i in range(len(pieces))])),
+            ("tokenizer.ggml.token_type", GGUF_ARRAY, (GGUF_I32, [2, 3, 3] + [1] * len(pieces))),
+            ("tokenizer.ggml.bos_token_id", GGUF_U32, 1), ("tokenizer.ggml.eos_token_id", GGUF_U32, 2),
+            ("tokenizer.ggml.unknown_token_id", GGUF_U32, 0), ("tokenizer.ggml.add_bos_token", GGUF_BOOL, True)]
+
+
+GPT2_SEED_MERGES = ["\u0120 t", "h e", "\u0120t he", "i n", "a n", "e r", "o n", "\u0120 a", "e n", "r e"]
+
+
+def gpt2_vocab(pre="default", merges=GPT2_SEED_MERGES):
+    """A byte-level BPE vocabulary: two controls, \u0120 (space) \u010a (newline), printable ASCII, the merged pairs."""
+    toks = ["<|endoftext|>", "<|pad|>", "\u0120", "\u010a"] + [chr(c) for c in range(33, 127)]
+    toks += [m.replace(" ", "") for m in GPT2_SEED_MERGES]
+    return [("tokenizer.ggml.model", GGUF_STRING, "gpt2"), ("tokenizer.ggml.pre", GGUF_STRING, pre),
+            ("tokenizer.ggml.tokens", GGUF_ARRAY, (GGUF_STRING, toks)),
+            ("tokenizer.ggml.token_type", GGUF_ARRAY, (GGUF_I32, [3, 3] + [1] * (len(toks) - 2))),
+            ("tokenizer.ggml.merges", GGUF_ARRAY, (GGUF_STRING, merges)),
+            ("tokenizer.ggml.eos_token_id", GGUF_U32, 0), ("tokenizer.ggml.padding_token_id", GGUF_U32, 1)]
+
+
+def jamba_gguf(moe=True, tied=False, vocab=None, edit_kv=None, edit_tensors=None, alignment=32):
+    """A tiny Jamba as llama.cpp's converter writes one (GGUF.md section 5.1): hidden 32, 2 layers
+    (0: Mamba with 2 experts, 1: attention with a dense MLP; moe=False: dense both), inner 32,
+    state 4, conv 4, dt rank 4, 2 heads of 16 with 1 KV head; block types Q8_0 Q4_0 Q5_0 Q5_1,
+    F16 and BF16 where llama-quantize would leave them, F32 norms and vectors."""
+    H, I, E, Di, N, W, R = 32, 32, 2, 32, 4, 4, 4
+    vocab = vocab if vocab is not None else spm_vocab(["\u2581", "a", "e", "h", "l", "o", "r", "\u2581h", "he", "ll", "lo", "\u2581a", "d"])
+    V = len(next(v for k, _, v in vocab if k == "tokenizer.ggml.tokens")[1])
+    kv = [("general.architecture", GGUF_STRING, "jamba"), ("general.name", GGUF_STRING, "fuzz seed"),
+          ("jamba.block_count", GGUF_U32, 2), ("jamba.context_length", GGUF_U32, 64),
+          ("jamba.embedding_length", GGUF_U32, H), ("jamba.feed_forward_length", GGUF_U32, I),
+          ("jamba.attention.head_count", GGUF_U32, 2),
+          ("jamba.attention.head_count_kv", GGUF_ARRAY, (GGUF_I32, [0, 1])),
+          ("jamba.ssm.conv_kernel", GGUF_U32, W), ("jamba.ssm.inner_size", GGUF_U32, Di),
+          ("jamba.ssm.state_size", GGUF_U32, N), ("jamba.ssm.time_step_rank", GGUF_U32, R),
+          ("jamba.attention.layer_norm_rms_epsilon", GGUF_F32, 1e-6),
+          ("jamba.expert_count", GGUF_U32, E), ("jamba.expert_used_count", GGUF_U32, 1)] + vocab
+    if alignment != 32:
+        kv.append(("general.alignment", GGUF_U32, alignment))
+    t = [("token_embd.weight", [H, V], "Q8_0"), ("output_norm.weight", [H], "F32")]
+    if not tied:
+        t.append(("output.weight", [H, V], "Q4_0"))
+    t += [("blk.0.attn_norm.weight", [H], "F32"), ("blk.0.ffn_norm.weight", [H], "F32"),
+          ("blk.0.ssm_in.weight", [H, 2 * Di], "Q5_0"), ("blk.0.ssm_conv1d.weight", [W, Di], "F32"),
+          ("blk.0.ssm_conv1d.bias", [Di], "F32"), ("blk.0.ssm_x.weight", [Di, R + 2 * N], "BF16"),
+          ("blk.0.ssm_dt.weight", [R, Di], "F16"), ("blk.0.ssm_dt.bias", [Di], "F32"),
+          ("blk.0.ssm_dt_norm.weight", [R], "F32"), ("blk.0.ssm_b_norm.weight", [N], "F32"),
+          ("blk.0.ssm_c_norm.weight", [N], "F32"), ("blk.0.ssm_a", [N, Di], "F32"), ("blk.0.ssm_d", [Di], "F32"),
+          ("blk.0.ssm_out.weight", [Di, H], "Q5_1")]
+    if moe:
+        t += [("blk.0.ffn_gate_inp.weight", [H, E], "F32"), ("blk.0.ffn_gate_exps.weight", [H, I, E], "Q4_0"),
+              ("blk.0.ffn_up_exps.weight", [H, I, E], "Q4_0"), ("blk.0.ffn_down_exps.weight", [I, H, E], "Q8_0")]
+    else:
+        t += [("blk.0.ffn_gate.weight", [H, I], "Q4_0"), ("blk.0.ffn_up.weight", [H, I], "Q4_0"),
+              ("blk.0.ffn_down.weight", [I, H], "Q8_0")]
+    t += [("blk.1.attn_norm.weight", [H], "F32"), ("blk.1.ffn_norm.weight", [H], "F32"),
+          ("blk.1.attn_q.weight", [H, 32], "Q8_0"), ("blk.1.attn_k.weight", [H, 16], "Q5_0"),
+          ("blk.1.attn_v.weight", [H, 16], "Q8_0"), ("blk.1.attn_output.weight", [32, H], "Q4_0"),
+          ("blk.1.ffn_gate.weight", [H, I], "Q4_0"), ("blk.1.ffn_up.weight", [H, I], "Q5_1"),
+          ("blk.1.ffn_down.weight", [I, H], "Q8_0")]
+    if edit_kv:
+        kv = edit_kv(kv)
+    if edit_tensors:
+        t = edit_tensors(t)
+    tensors = [(name, ne, ty, ggml_bytes(ty, ne, k, negative=name.endswith("ssm_a"))) for k, (name, ne, ty) in enumerate(t)]
+    return gguf(kv, tensors, alignment=alignment)
+
+
+def set_kv(key, vt, value):
+    return lambda kv: [(k, vt, value) if k == key else (k, t, v) for k, t, v in kv]
+
+
+def gguf_seeds():
+    import tarfile
+    w = lambda n, b: write("gguf", n, b)
+    # From the fixtures (tests/data/gguf): the K-quant vectors, the SentencePiece vocabulary and every
+    # single-file corruption. Not the 85 KB Q4_K_M Jamba (run.sh's -max_len=65536 would cut it; the
+    # tiny Jambas below stand for it) nor the split's shards (20 KB each, refused alone).
+    with tarfile.open(os.path.join(ROOT, "tests/data/gguf/gguf-fixtures.tar.xz"), "r:xz") as tar:
+        for m in sorted(tar.getmembers(), key=lambda m: m.name):
+            name = m.name[2:] if m.name.startswith("./") else m.name
+            data = tar.extractfile(m).read() if m.isfile() else None
+            if name == "quant_vectors.gguf":
+                w("quant_vectors_not_a_model.gguf", data)  # its architecture is the fixtures' own
+            elif name == "vocab-tiny_spm.gguf":
+                w("valid_vocab_tiny_spm.gguf", data)
+            elif name.startswith("corrupt/") and name.count("/") == 1 and name.endswith(".gguf"):
+                w("corrupt_" + name[len("corrupt/"):], data)
+    w("valid_jamba_moe_spm.gguf", jamba_gguf())
+    w("valid_jamba_dense_tied_gpt2.gguf", jamba_gguf(moe=False, tied=True, vocab=gpt2_vocab("llama-bpe"), alignment=8))
+    w("valid_vocab_gpt2_qwen2.gguf", gguf([("general.architecture", GGUF_STRING, "jamba"), ("general.type", GGUF_STRING, "vocab")]
+                                          + gpt2_vocab("qwen2"), []))
+    w("valid_vocab_gpt2_gpt2.gguf", gguf(gpt2_vocab("gpt2"), [], version=2))
+    # Near-valid: one defect each, past the reader's checks (the dense, tied Jamba: 12 KB smaller).
+    small = dict(moe=False, tied=True)
+    w("bad_jamba_missing_tensor.gguf", jamba_gguf(**small, edit_tensors=lambda t: [x for x in t if x[0] != "blk.0.ssm_d"]))
+    w("bad_jamba_unused_tensor.gguf", jamba_gguf(**small, edit_tensors=lambda t: t + [("blk.7.ssm_d", [32], "F32")]))
+    w("bad_jamba_shape.gguf", jamba_gguf(**small, edit_tensors=lambda t: [(n, [64] if n == "blk.0.ssm_d" else ne, ty) for n, ne, ty in t]))
+    w("bad_jamba_type_q4_1.gguf", jamba_gguf(**small, edit_tensors=lambda t: [(n, ne, "Q4_1" if n == "blk.1.ffn_up.weight" else ty)
+                                                                       for n, ne, ty in t]))
+    w("bad_jamba_inner_size.gguf", jamba_gguf(**small, edit_kv=set_kv("jamba.ssm.inner_size", GGUF_U32, 48)))
+    w("bad_jamba_kv_heads.gguf", jamba_gguf(**small, edit_kv=set_kv("jamba.attention.head_count_kv", GGUF_ARRAY, (GGUF_I32, [0, 3]))))
+    w("bad_jamba_bos_range.gguf", jamba_gguf(**small, edit_kv=set_kv("tokenizer.ggml.bos_token_id", GGUF_U32, 99)))
+    w("bad_jamba_arch.gguf", jamba_gguf(**small, edit_kv=set_kv("general.architecture", GGUF_STRING, "mamba2")))
+    w("bad_jamba_experts_used.gguf", jamba_gguf(edit_kv=set_kv("jamba.expert_used_count", GGUF_U32, 3)))
+    w("bad_gpt2_merge.gguf", gguf(gpt2_vocab(merges=GPT2_SEED_MERGES + ["q z!"]), []))
+    w("bad_gpt2_pre.gguf", gguf(gpt2_vocab("no-such-pre"), []))
+    w("bad_spm_scores_count.gguf", gguf(spm_vocab(["a", "b"])[:2] + [("tokenizer.ggml.scores", GGUF_ARRAY, (GGUF_F32, [0.0]))], []))
+
+
 def main():
     safetensors_seeds()
     config_seeds()
@@ -415,8 +592,9 @@ def main():
     chat_template_seeds()
     trace_seeds()
     tokenizer_json_seeds()
+    gguf_seeds()
     total = 0
-    for t in ["safetensors", "config", "adapter", "tokenizer", "chat_template", "trace", "tokenizer_json"]:
+    for t in ["safetensors", "config", "adapter", "tokenizer", "chat_template", "trace", "tokenizer_json", "gguf"]:
         d = os.path.join(CORPUS, t)
         files = sorted(os.listdir(d))
         size = sum(os.path.getsize(os.path.join(d, f)) for f in files)
