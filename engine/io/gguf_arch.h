@@ -79,6 +79,11 @@ using GgufArchRegistry = Registry<GgufArch, GgufArchTag>;
 
 const GgufArch* find_gguf_arch(const std::string& name);
 
+// The dimensions every architecture records: block_count, embedding_length, attention.head_count,
+// context_length (`context_default` when the file has none; negative: required) and
+// attention.layer_norm_rms_epsilon; torch_dtype becomes float32 (the weights are widened in memory).
+void gguf_read_dims(const GgufMeta& m, JambaConfig& c, int64_t context_default);
+
 // The period p and offset o with layer i selected iff i % p == o (HF's *_layer_period/_offset),
 // the smallest p that fits; none selected gives p = L + 1, o = L. Throws LoadError naming `what`
 // when the selection is not periodic.

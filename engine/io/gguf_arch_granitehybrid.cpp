@@ -42,12 +42,7 @@ JambaConfig granite_config(const GgufMeta& m, GgufTensors& t) {
   const int64_t L = m.integer(m.key("block_count"), 1, 4096);
   const bool bamba = is_bamba(m, t, L);
   JambaConfig c = bamba ? bamba_defaults() : granite_h_defaults();
-  c.torch_dtype = "float32";
-  c.num_hidden_layers = L;
-  c.hidden_size = m.integer(m.key("embedding_length"), 1, 1 << 20);
-  c.num_attention_heads = m.integer(m.key("attention.head_count"), 1, 1 << 16);
-  c.max_position_embeddings = m.integer_or(m.key("context_length"), c.max_position_embeddings, 1, int64_t{1} << 40);
-  c.rms_norm_eps = m.real(m.key("attention.layer_norm_rms_epsilon"), 0.0, 1.0);
+  gguf_read_dims(m, c, c.max_position_embeddings);
   const int64_t H = c.hidden_size, nh = c.num_attention_heads;
   const std::vector<int64_t> nkv = m.per_layer(m.key("attention.head_count_kv"), L, 0, nh);
   c.attn_layer_indices.clear();

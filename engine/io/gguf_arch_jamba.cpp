@@ -14,13 +14,8 @@ std::string blk(int64_t i, const char* name) { return "blk." + std::to_string(i)
 JambaConfig jamba_config(const GgufMeta& m, GgufTensors& t) {
   JambaConfig c;
   c.family = Family::Jamba;
-  c.torch_dtype = "float32";
-  c.num_hidden_layers = m.integer(m.key("block_count"), 1, 4096);
-  c.hidden_size = m.integer(m.key("embedding_length"), 1, 1 << 20);
+  gguf_read_dims(m, c, -1);
   c.intermediate_size = m.integer(m.key("feed_forward_length"), 1, 1 << 24);
-  c.num_attention_heads = m.integer(m.key("attention.head_count"), 1, 1 << 16);
-  c.max_position_embeddings = m.integer(m.key("context_length"), 1, int64_t{1} << 40);
-  c.rms_norm_eps = m.real(m.key("attention.layer_norm_rms_epsilon"), 0.0, 1.0);
   c.mamba_d_conv = m.integer(m.key("ssm.conv_kernel"), 1, 1024);
   c.mamba_d_state = m.integer(m.key("ssm.state_size"), 1, 1 << 16);
   c.mamba_dt_rank = m.integer(m.key("ssm.time_step_rank"), 1, 1 << 20);

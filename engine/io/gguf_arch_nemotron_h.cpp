@@ -23,13 +23,8 @@ int64_t dim_of(GgufTensors& t, int64_t layer, const char* name, size_t rank, int
 
 JambaConfig nemotron_config(const GgufMeta& m, GgufTensors& t) {
   JambaConfig c = nemotron_h_defaults();
-  c.torch_dtype = "float32";
-  const int64_t L = m.integer(m.key("block_count"), 1, 4096);
-  c.num_hidden_layers = L;
-  c.hidden_size = m.integer(m.key("embedding_length"), 1, 1 << 20);
-  c.num_attention_heads = m.integer(m.key("attention.head_count"), 1, 1 << 16);
-  c.max_position_embeddings = m.integer_or(m.key("context_length"), c.max_position_embeddings, 1, int64_t{1} << 40);
-  c.rms_norm_eps = m.real(m.key("attention.layer_norm_rms_epsilon"), 0.0, 1.0);
+  gguf_read_dims(m, c, c.max_position_embeddings);
+  const int64_t L = c.num_hidden_layers;
   const int64_t H = c.hidden_size, nh = c.num_attention_heads;
   c.head_dim_explicit = m.integer_or(m.key("attention.key_length"), H / nh, 1, 4096);
   if (m.integer_or(m.key("attention.value_length"), c.head_dim_explicit, 1, 4096) != c.head_dim_explicit)

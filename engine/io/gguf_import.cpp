@@ -133,6 +133,17 @@ std::vector<std::string> gguf_supported_architectures() {
   return out;
 }
 
+void gguf_read_dims(const GgufMeta& m, JambaConfig& c, int64_t context_default) {
+  c.torch_dtype = "float32";
+  c.num_hidden_layers = m.integer(m.key("block_count"), 1, 4096);
+  c.hidden_size = m.integer(m.key("embedding_length"), 1, 1 << 20);
+  c.num_attention_heads = m.integer(m.key("attention.head_count"), 1, 1 << 16);
+  const std::string ctx = m.key("context_length");
+  c.max_position_embeddings =
+      context_default < 0 ? m.integer(ctx, 1, int64_t{1} << 40) : m.integer_or(ctx, context_default, 1, int64_t{1} << 40);
+  c.rms_norm_eps = m.real(m.key("attention.layer_norm_rms_epsilon"), 0.0, 1.0);
+}
+
 void gguf_schedule_period(const GgufMeta& m, const std::vector<bool>& selected, const std::string& what, int64_t* period,
                           int64_t* offset) {
   const int64_t L = static_cast<int64_t>(selected.size());

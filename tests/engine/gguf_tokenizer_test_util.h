@@ -43,27 +43,25 @@ inline GgufValue gv_bool(bool b) {
   v.i = v.u;
   return v;
 }
-inline GgufValue gv_strs(std::vector<std::string> s) {
+inline GgufValue gv_array(GgufValueType elem, size_t count) {
   GgufValue v;
   v.type = GgufValueType::ARRAY;
-  v.elem = GgufValueType::STRING;
-  v.count = s.size();
+  v.elem = elem;
+  v.count = count;
+  return v;
+}
+inline GgufValue gv_strs(std::vector<std::string> s) {
+  GgufValue v = gv_array(GgufValueType::STRING, s.size());
   v.strings = std::move(s);
   return v;
 }
 inline GgufValue gv_ints(std::vector<int64_t> x, GgufValueType elem = GgufValueType::I32) {
-  GgufValue v;
-  v.type = GgufValueType::ARRAY;
-  v.elem = elem;
-  v.count = x.size();
+  GgufValue v = gv_array(elem, x.size());
   v.ints = std::move(x);
   return v;
 }
 inline GgufValue gv_floats(std::vector<double> x) {
-  GgufValue v;
-  v.type = GgufValueType::ARRAY;
-  v.elem = GgufValueType::F32;
-  v.count = x.size();
+  GgufValue v = gv_array(GgufValueType::F32, x.size());
   v.floats = std::move(x);
   return v;
 }
