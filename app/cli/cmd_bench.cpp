@@ -1,4 +1,4 @@
-// `hybridlens bench --checkpoint DIR [--backend B] [--tokens N] [--json]` (trace-format.md §4):
+// `hybridlens bench --checkpoint DIR|FILE.gguf [--backend B] [--tokens N] [--json]` (trace-format.md §4):
 // decode tokens/s with the instruments on and off, prefill tokens/s of a 512-token prompt, bytes
 // read per token and the memory bandwidth, all measured in the same rounds (decode on and off — on
 // the CPU two runs in lockstep —, a prefill, one bandwidth pass), reported as medians of the rounds.
@@ -93,7 +93,7 @@ double prefill_rate(Backend& b, const std::vector<int32_t>& ids) {
 }  // namespace
 
 int runBench(const std::vector<std::string>& args) {
-  ArgParser p("bench", "--checkpoint DIR [--backend auto|cpu|vulkan|cuda] [--tokens N] [--rounds R] [--prefill N] [--json]",
+  ArgParser p("bench", "--checkpoint DIR|FILE.gguf [--backend auto|cpu|vulkan|cuda] [--tokens N] [--rounds R] [--prefill N] [--json]",
               "Decode and prefill speed with the instruments on and off, measured in one run.");
   p.option("checkpoint", "DIR", "checkpoint folder, or a GGUF file (any shard of a split)", true)
       .option("backend", "NAME", "auto (default), cpu, vulkan or cuda")

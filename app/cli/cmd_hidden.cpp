@@ -23,7 +23,7 @@ namespace {
 
 ArgParser hiddenParser() {
   ArgParser p("hidden-attention",
-              "--checkpoint DIR (--ids 1,2,3 | --prompt TEXT [--no-bos] | --chat FILE.json) [--layer L] [--token T]\n"
+              "--checkpoint DIR|FILE.gguf (--ids 1,2,3 | --prompt TEXT [--no-bos] | --chat FILE.json) [--layer L] [--token T]\n"
               "       [--head H] [--top K] [--registers N] [--csv FILE]",
               "Runs the model on the CPU backend and prints the hidden attention of an SSM layer at one\n"
               "token: per Mamba-2 head h the row M_h[t, s] = (C_t . B_s) exp(A_h sum_{r=s+1..t} delta_r) delta_s\n"

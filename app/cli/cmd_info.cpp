@@ -1,4 +1,4 @@
-// `hybridlens info --checkpoint DIR [--json]` (trace-format.md §4): the layer ribbon (attention /
+// `hybridlens info --checkpoint DIR|FILE.gguf [--json]` (trace-format.md §4): the layer ribbon (attention /
 // Mamba, dense / MoE per layer, Lieber et al. 2024), parameter counts (total and active per token),
 // tensor dtypes, memory needed, tokenizer, extensions and ignored config fields. Runs no model.
 #include <algorithm>
@@ -342,7 +342,7 @@ void printText(const nlohmann::json& j) {
 }  // namespace
 
 int runInfo(const std::vector<std::string>& args) {
-  ArgParser p("info", "--checkpoint DIR [--json]",
+  ArgParser p("info", "--checkpoint DIR|FILE.gguf [--json]",
               "Describes a Jamba or Bamba checkpoint without running it: the layer ribbon, parameter counts, tensor\n"
               "dtypes, memory needed, tokenizer, extensions and the config fields HybridLens ignores.");
   p.option("checkpoint", "DIR", "checkpoint folder (config.json + safetensors) or a GGUF file", true)

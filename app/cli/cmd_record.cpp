@@ -29,7 +29,7 @@ static_assert(kMaxRegisters == kSessionMaxRegisters, "--registers and the sessio
 
 ArgParser recordParser() {
   ArgParser p("record",
-              "--checkpoint DIR (--ids 1,2,3 | --prompt TEXT [--no-bos] | --chat FILE.json) [--generate N [--ignore-eos]]\n"
+              "--checkpoint DIR|FILE.gguf (--ids 1,2,3 | --prompt TEXT [--no-bos] | --chat FILE.json) [--generate N [--ignore-eos]]\n"
               "       [--temperature T [--top-p P] [--seed S]] [--normalizer softmax|softmax1|sink]\n"
               "       [--registers N] [--adapter DIR] [--backend auto|cpu|vulkan|cuda]\n"
               "       [--memory-budget SIZE] [--max-context N]\n"

@@ -22,7 +22,7 @@ namespace {
 
 ArgParser traceParser() {
   ArgParser p("trace",
-              "--checkpoint DIR (--ids 1,2,3 | --prompt TEXT [--no-bos] | --chat FILE.json) [--generate N [--ignore-eos]]\n"
+              "--checkpoint DIR|FILE.gguf (--ids 1,2,3 | --prompt TEXT [--no-bos] | --chat FILE.json) [--generate N [--ignore-eos]]\n"
               "       [--normalizer softmax|softmax1|sink] [--registers N] [--adapter DIR]\n"
               "       [--backend auto|cpu|vulkan|cuda] [--full] [--memory-budget SIZE] [--max-context N]\n"
               "       --out FILE.safetensors",

@@ -32,7 +32,7 @@ namespace {
 ArgParser exportParser() {
   ArgParser p("export",
               "(--trace FILE [--dora FILE.csv] | --session FILE) --out DIR [--format png|svg|pdf]\n"
-              "       [--width PX --height PX --dpi N] [--checkpoint DIR] [--step T] [--layer L] [--head H]\n"
+              "       [--width PX --height PX --dpi N] [--checkpoint DIR|FILE.gguf] [--step T] [--layer L] [--head H]\n"
               "       [--views ID,ID] [--dark] [--no-csv]",
               "Writes every figure the data allows (heatmaps need a --full trace or a session) and each\n"
               "view's data as CSV into a folder, without a display (Qt offscreen platform).");
