@@ -303,7 +303,7 @@ GgufBuffer::GgufBuffer(uint64_t bytes) : size_(std::max<uint64_t>(bytes, 1)) {
 
 GgufBuffer::~GgufBuffer() { ::munmap(data_, static_cast<size_t>(size_)); }
 
-void materialize(GgufImport& im) {
+void materialize(GgufImport& im, uint64_t chunk_bytes) {
   if (im.materialized) return;
   std::vector<uint8_t> raw;
   for (size_t k = 0; k < im.ops.size(); ++k) {
@@ -312,20 +312,28 @@ void materialize(GgufImport& im) {
     const GgufFile* shard = nullptr;
     for (const GgufFile& f : im.files->shards())
       if (f.path() == t.file) shard = &f;
+    if (!shard) throw LoadError(t.file + ": tensor " + quote_name(t.name) + " names a file that is not a shard of this model");
     const int64_t n0 = t.ne[0];
     const uint64_t row_bytes = static_cast<uint64_t>(ggml_row_bytes(t.type, n0));
-    raw.resize(static_cast<size_t>(row_bytes * static_cast<uint64_t>(op.rows)));
+    // A large tensor (an embedding, stacked experts) never needs a second copy of itself in its stored form.
+    const int64_t chunk_rows = static_cast<int64_t>(std::max<uint64_t>(1, chunk_bytes / std::max<uint64_t>(row_bytes, 1)));
+    auto* dst = reinterpret_cast<float*>(im.buffer->data() + im.tensors[op.tensor].begin) + op.dst_offset;
     const int fd = ::open(t.file.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw LoadError(t.file + ": cannot open: " + std::strerror(errno));
     try {
-      pread_all(fd, raw.data(), raw.size(), shard->data_start() + t.offset + row_bytes * static_cast<uint64_t>(op.first_row), t.file);
+      for (int64_t r0 = 0; r0 < op.rows; r0 += chunk_rows) {
+        const int64_t rows = std::min(chunk_rows, op.rows - r0);
+        raw.resize(static_cast<size_t>(row_bytes * static_cast<uint64_t>(rows)));
+        const uint64_t at = shard->data_start() + t.offset + row_bytes * static_cast<uint64_t>(op.first_row + r0);
+        pread_all(fd, raw.data(), raw.size(), at, t.file);
+        for (int64_t r = 0; r < rows; ++r)
+          ggml_dequantize_row(t.type, raw.data() + row_bytes * static_cast<uint64_t>(r), dst + (r0 + r) * n0, n0);
+      }
     } catch (...) {
       ::close(fd);
       throw;
     }
     ::close(fd);
-    auto* dst = reinterpret_cast<float*>(im.buffer->data() + im.tensors[op.tensor].begin) + op.dst_offset;
-    for (int64_t r = 0; r < op.rows; ++r) ggml_dequantize_row(t.type, raw.data() + row_bytes * static_cast<uint64_t>(r), dst + r * n0, n0);
     const int64_t n = op.rows * n0;
     if (op.kind == GgufImportOp::Kind::LogNeg) {
       for (int64_t i = 0; i < n; ++i) {

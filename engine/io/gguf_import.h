@@ -78,7 +78,10 @@ std::shared_ptr<GgufImport> import_gguf(const std::string& path);
 std::shared_ptr<GgufImport> import_gguf_files(std::shared_ptr<const GgufModelFiles> files);
 // Widens every tensor into the buffer (once, later calls return at once; reads the files with pread, so a file changed meanwhile
 // gives a LoadError rather than a fault).
-void materialize(GgufImport& im);
+// Stored rows are read and widened at most `chunk_bytes` at a time (a tensor's stored form is never
+// held whole); tests pass a small value to cross chunk boundaries.
+inline constexpr uint64_t kGgufMaterializeChunk = uint64_t{16} << 20;
+void materialize(GgufImport& im, uint64_t chunk_bytes = kGgufMaterializeChunk);
 
 // The GGUF architectures HybridLens maps ("falcon-h1", "granitehybrid", "jamba", ...).
 std::vector<std::string> gguf_supported_architectures();

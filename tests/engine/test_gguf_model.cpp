@@ -83,6 +83,23 @@ TEST(GgufModel, JambaQ8_0SplitRunsFromAnyShard) {
                             kDir + "/jamba-dense_no_moe-Q8_0.expected.safetensors");
 }
 
+// Widening row by row (a chunk of one stored row) gives the same F32 state dict, bit for bit, as
+// the default chunks: across shards, for A = -exp(A_log), unpermuted q/k and fused pieces.
+TEST(GgufModel, MaterializeInSmallChunksGivesTheSameWeights) {
+  for (const std::string name : {"jamba-gqa_basic-Q4_K_M.gguf", "jamba-dense_no_moe-Q8_0-00002-of-00003.gguf",
+                                 "granitehybrid-bamba_basic-Q8_0.gguf", "granitehybrid-granite_moe-Q8_0.gguf"}) {
+    const auto whole = import_gguf(kDir + "/" + name), rows = import_gguf(kDir + "/" + name);
+    materialize(*whole);
+    materialize(*rows, 1);
+    ASSERT_EQ(whole->tensors.size(), rows->tensors.size()) << name;
+    for (size_t k = 0; k < whole->tensors.size(); ++k) {
+      const TensorInfo &a = whole->tensors[k], &b = rows->tensors[k];
+      ASSERT_EQ(a.end - a.begin, b.end - b.begin) << name << " " << a.name;
+      EXPECT_EQ(std::memcmp(a.data, b.data, a.end - a.begin), 0) << name << " " << a.name;
+    }
+  }
+}
+
 // The config from the metadata equals the golden case's config.json in every field the math uses,
 // and the F32 tensors (norms, router, conv, D) equal the golden checkpoint's bit for bit.
 TEST(GgufModel, JambaConfigAndUnquantisedTensorsMatchTheGoldenCheckpoint) {
