@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "engine/core/ggml_quant.h"
+#include "engine/core/thread_pool.h"
 #include "engine/io/file_check.h"
 #include "engine/io/gguf_arch.h"
 
@@ -303,56 +304,77 @@ GgufBuffer::GgufBuffer(uint64_t bytes) : size_(std::max<uint64_t>(bytes, 1)) {
 
 GgufBuffer::~GgufBuffer() { ::munmap(data_, static_cast<size_t>(size_)); }
 
+namespace {
+
+// Reads op's stored rows, widens them into the buffer and applies its transform; `raw` is the
+// calling thread's scratch.
+void widen_op(GgufImport& im, const GgufImportOp& op, uint64_t chunk_bytes, std::vector<uint8_t>& raw) {
+  const GgufTensor& t = *op.src;
+  const GgufFile* shard = nullptr;
+  for (const GgufFile& f : im.files->shards())
+    if (f.path() == t.file) shard = &f;
+  if (!shard) throw LoadError(t.file + ": tensor " + quote_name(t.name) + " names a file that is not a shard of this model");
+  const int64_t n0 = t.ne[0];
+  const uint64_t row_bytes = static_cast<uint64_t>(ggml_row_bytes(t.type, n0));
+  // A large tensor (an embedding, stacked experts) never needs a second copy of itself in its stored form.
+  const int64_t chunk_rows = static_cast<int64_t>(std::max<uint64_t>(1, chunk_bytes / std::max<uint64_t>(row_bytes, 1)));
+  auto* dst = reinterpret_cast<float*>(im.buffer->data() + im.tensors[op.tensor].begin) + op.dst_offset;
+  const int fd = ::open(t.file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw LoadError(t.file + ": cannot open: " + std::strerror(errno));
+  try {
+    for (int64_t r0 = 0; r0 < op.rows; r0 += chunk_rows) {
+      const int64_t rows = std::min(chunk_rows, op.rows - r0);
+      raw.resize(static_cast<size_t>(row_bytes * static_cast<uint64_t>(rows)));
+      const uint64_t at = shard->data_start() + t.offset + row_bytes * static_cast<uint64_t>(op.first_row + r0);
+      pread_all(fd, raw.data(), raw.size(), at, t.file);
+      for (int64_t r = 0; r < rows; ++r)
+        ggml_dequantize_row(t.type, raw.data() + row_bytes * static_cast<uint64_t>(r), dst + (r0 + r) * n0, n0);
+    }
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  const int64_t n = op.rows * n0;
+  if (op.kind == GgufImportOp::Kind::LogNeg) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (!(dst[i] < 0))  // A = −exp(A_log) is negative; 0, a positive value or NaN has no A_log
+        throw LoadError(t.file + ": tensor " + quote_name(t.name) + ": element " + std::to_string(i) + " is " +
+                        std::to_string(dst[i]) + " (allowed A < 0: the file stores A = -exp(A_log))");
+      dst[i] = std::log(-dst[i]);
+    }
+  } else if (op.kind == GgufImportOp::Kind::UnpermuteQK) {
+    // Along the HF first axis (rows of `unit` elements): head h's row s·half + j ← stored row 2j + s.
+    const int64_t units = im.tensors[op.tensor].shape[0], unit = n / units, half = units / op.heads / 2;
+    std::vector<float> in(dst, dst + n);
+    for (int64_t h = 0; h < op.heads; ++h)
+      for (int64_t s = 0; s < 2; ++s)
+        for (int64_t j = 0; j < half; ++j)
+          std::memcpy(dst + (h * 2 * half + s * half + j) * unit, in.data() + (h * 2 * half + 2 * j + s) * unit,
+                      static_cast<size_t>(unit) * sizeof(float));
+  }
+}
+
+}  // namespace
+
 void materialize(GgufImport& im, uint64_t chunk_bytes) {
   if (im.materialized) return;
-  std::vector<uint8_t> raw;
-  for (size_t k = 0; k < im.ops.size(); ++k) {
-    const GgufImportOp& op = im.ops[k];
-    const GgufTensor& t = *op.src;
-    const GgufFile* shard = nullptr;
-    for (const GgufFile& f : im.files->shards())
-      if (f.path() == t.file) shard = &f;
-    if (!shard) throw LoadError(t.file + ": tensor " + quote_name(t.name) + " names a file that is not a shard of this model");
-    const int64_t n0 = t.ne[0];
-    const uint64_t row_bytes = static_cast<uint64_t>(ggml_row_bytes(t.type, n0));
-    // A large tensor (an embedding, stacked experts) never needs a second copy of itself in its stored form.
-    const int64_t chunk_rows = static_cast<int64_t>(std::max<uint64_t>(1, chunk_bytes / std::max<uint64_t>(row_bytes, 1)));
-    auto* dst = reinterpret_cast<float*>(im.buffer->data() + im.tensors[op.tensor].begin) + op.dst_offset;
-    const int fd = ::open(t.file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw LoadError(t.file + ": cannot open: " + std::strerror(errno));
-    try {
-      for (int64_t r0 = 0; r0 < op.rows; r0 += chunk_rows) {
-        const int64_t rows = std::min(chunk_rows, op.rows - r0);
-        raw.resize(static_cast<size_t>(row_bytes * static_cast<uint64_t>(rows)));
-        const uint64_t at = shard->data_start() + t.offset + row_bytes * static_cast<uint64_t>(op.first_row + r0);
-        pread_all(fd, raw.data(), raw.size(), at, t.file);
-        for (int64_t r = 0; r < rows; ++r)
-          ggml_dequantize_row(t.type, raw.data() + row_bytes * static_cast<uint64_t>(r), dst + (r0 + r) * n0, n0);
+  // Ops write disjoint ranges of the buffer, so they run on the thread pool; the error reported is
+  // the first op's in file order, whatever thread met it first.
+  ThreadPool& pool = ThreadPool::global();
+  std::vector<std::vector<uint8_t>> raw(static_cast<size_t>(pool.size()));
+  std::vector<std::string> errors(im.ops.size());
+  pool.parallel_for(static_cast<int64_t>(im.ops.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      try {
+        widen_op(im, im.ops[static_cast<size_t>(k)], chunk_bytes, raw[static_cast<size_t>(ThreadPool::thread_index())]);
+      } catch (const LoadError& e) {
+        errors[static_cast<size_t>(k)] = e.what();
       }
-    } catch (...) {
-      ::close(fd);
-      throw;
     }
-    ::close(fd);
-    const int64_t n = op.rows * n0;
-    if (op.kind == GgufImportOp::Kind::LogNeg) {
-      for (int64_t i = 0; i < n; ++i) {
-        if (!(dst[i] < 0))  // A = −exp(A_log) is negative; 0, a positive value or NaN has no A_log
-          throw LoadError(t.file + ": tensor " + quote_name(t.name) + ": element " + std::to_string(i) + " is " +
-                          std::to_string(dst[i]) + " (allowed A < 0: the file stores A = -exp(A_log))");
-        dst[i] = std::log(-dst[i]);
-      }
-    } else if (op.kind == GgufImportOp::Kind::UnpermuteQK) {
-      // Along the HF first axis (rows of `unit` elements): head h's row s·half + j ← stored row 2j + s.
-      const int64_t units = im.tensors[op.tensor].shape[0], unit = n / units, half = units / op.heads / 2;
-      std::vector<float> in(dst, dst + n);
-      for (int64_t h = 0; h < op.heads; ++h)
-        for (int64_t s = 0; s < 2; ++s)
-          for (int64_t j = 0; j < half; ++j)
-            std::memcpy(dst + (h * 2 * half + s * half + j) * unit, in.data() + (h * 2 * half + 2 * j + s) * unit,
-                        static_cast<size_t>(unit) * sizeof(float));
-    }
-  }
+  });
+  for (const std::string& e : errors)
+    if (!e.empty()) throw LoadError(e);
   // The files changed after their headers were read: refuse rather than mix two versions.
   for (const GgufFile& f : im.files->shards())
     if (f.mapping())
