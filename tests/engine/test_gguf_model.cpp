@@ -19,6 +19,7 @@
 #include "engine/backend/backend.h"
 #include "engine/core/dtype.h"
 #include "engine/io/checkpoint.h"
+#include "engine/io/gguf.h"
 #include "engine/io/gguf_import.h"
 #include "engine/model/loader.h"
 #include "engine/model/token_trace.h"
@@ -328,6 +329,32 @@ TEST(GgufModel, BadMetadataAndTensorTablesAreRefusedWithOneLine) {
   for (const Case& c : cases) {
     expect_refused(copy_with(src, tmp + c.name + ".gguf", [&](std::vector<uint8_t>& b) { patch(b, c.from, c.to); }),
                    c.expect);
+  }
+}
+
+// A is stored as -exp(A_log): an element >= 0 (or NaN) has no A_log, and widening stops there
+// with one line naming the file, the tensor and the element, whichever thread widened it.
+TEST(GgufModel, NonNegativeAIsRefusedAtItsElement) {
+  const std::string src = kDir + "/jamba-gqa_basic-Q4_K_M.gguf";
+  const GgufFile f = GgufFile::open(src);
+  const GgufTensor* a = f.find("blk.2.ssm_a");
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->type, 0u) << "the fixture stores A as F32";
+  for (const float bad : {0.5f, 0.0f, std::nanf("")}) {
+    const std::string path = copy_with(src, ::testing::TempDir() + "/hl_gguf_bad_a.gguf", [&](std::vector<uint8_t>& b) {
+      std::memcpy(b.data() + f.data_start() + a->offset + 3 * sizeof(float), &bad, sizeof(float));
+    });
+    const auto im = import_gguf(path);
+    try {
+      materialize(*im, 64);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const LoadError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("hl_gguf_bad_a.gguf: tensor 'blk.2.ssm_a': element 3 is "), std::string::npos) << m;
+      EXPECT_NE(m.find("(allowed A < 0: the file stores A = -exp(A_log))"), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    }
+    std::filesystem::remove(path);
   }
 }
 
