@@ -221,7 +221,7 @@ void RunPanel::setChatTemplate(const std::optional<hl::ChatTemplateSource>& tpl,
   QString why;
   if (!loadError.isEmpty()) why = tr("Chat is off: %1").arg(loadError);
   else if (!tpl) why = tr("This checkpoint has no chat template (chat_template in tokenizer_config.json, "
-                          "chat_template.jinja or chat_template.json)");
+                          "chat_template.jinja, chat_template.json, or tokenizer.chat_template in a GGUF file)");
   else if (!tok) why = tr("This checkpoint has no tokenizer to encode the rendered chat");
   else why = tr("Chat: turns rendered with the checkpoint's chat template (%1)").arg(QString::fromStdString(tpl->origin));
   if (auto* m = qobject_cast<QStandardItemModel*>(mode_->model())) {

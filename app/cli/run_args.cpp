@@ -126,8 +126,8 @@ std::string chatText(const ParsedArgs& a, const std::string& checkpointDir) {
   const std::optional<ChatTemplateSource> tpl = find_chat_template(checkpointDir);
   if (!tpl)
     throw Error("--chat: " + checkpointDir +
-                " has no chat template (chat_template in tokenizer_config.json, chat_template.jinja or "
-                "chat_template.json); use --prompt with the text");
+                " has no chat template (chat_template in tokenizer_config.json, chat_template.jinja, "
+                "chat_template.json, or tokenizer.chat_template in a GGUF file); use --prompt with the text");
   return apply_chat_template(*tpl, req.messages, req.add_generation_prompt);
 }
 
