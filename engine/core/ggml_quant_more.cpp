@@ -1,7 +1,8 @@
 // ggml's dequantize-only formats: Q4_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS (no quantizer here). Each function
 // evaluates the float operations of ggml's dequantize_row_* in float32, in the C code's order, never
 // fused (built with -ffp-contract=off). Layouts and operation order: tools/reference/gguf/GGUF.md §4.3;
-// tools/reference/gguf/ggml_quants.py is the executable reference.
+// tools/reference/gguf/ggml_quants.py is the executable reference. Every product of these formats is
+// exact in float32 (at most 24 significant bits), so only Q4_1's + m and Q2_K's - ml round.
 #include <cstring>
 
 #include "engine/core/ggml_quant_impl.h"
