@@ -171,22 +171,22 @@ struct Codec {
 
 constexpr uint32_t kF32 = 0, kF16 = 1, kBF16 = 30;
 
-const Codec kCodecs[] = {
+const Codec kCodecs[] = {  // in ggml id order (the order of ggml_dequantizable_names)
     {{kF32, "F32", 1, 4}, nullptr, nullptr},
     {{kF16, "F16", 1, 2}, nullptr, nullptr},
-    {{kBF16, "BF16", 1, 2}, nullptr, nullptr},
     {{2, "Q4_0", 32, 18}, dequantize_q4_0, quantize_q4_0},
+    {{3, "Q4_1", 32, 20}, dequantize_q4_1, nullptr, false},
     {{6, "Q5_0", 32, 22}, dequantize_q5_0, quantize_q5_0},
     {{7, "Q5_1", 32, 24}, dequantize_q5_1, quantize_q5_1},
     {{8, "Q8_0", 32, 34}, dequantize_q8_0, quantize_q8_0},
+    {{10, "Q2_K", 256, 84}, dequantize_q2_k, nullptr, false},
+    {{11, "Q3_K", 256, 110}, dequantize_q3_k, nullptr, false},
     {{12, "Q4_K", 256, 144}, dequantize_q4_k, quantize_q4_k},
     {{13, "Q5_K", 256, 176}, dequantize_q5_k, quantize_q5_k},
     {{14, "Q6_K", 256, 210}, dequantize_q6_k, quantize_q6_k},
-    {{3, "Q4_1", 32, 20}, dequantize_q4_1, nullptr, false},
-    {{10, "Q2_K", 256, 84}, dequantize_q2_k, nullptr, false},
-    {{11, "Q3_K", 256, 110}, dequantize_q3_k, nullptr, false},
     {{20, "IQ4_NL", 32, 18}, dequantize_iq4_nl, nullptr, false},
     {{23, "IQ4_XS", 256, 136}, dequantize_iq4_xs, nullptr, false},
+    {{kBF16, "BF16", 1, 2}, nullptr, nullptr},
 };
 
 // The names of the entries, ", "-separated, in table order (quantizable_only: only those).

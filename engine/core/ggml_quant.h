@@ -32,7 +32,8 @@ const GgmlBlockFormat* ggml_block_format(uint32_t type);
 bool ggml_can_dequantize(uint32_t type);  // the fifteen types
 bool ggml_can_quantize(uint32_t type);    // the first ten (not Q4_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS)
 
-// The names of the dequantizable types, ", "-separated ("F32, F16, BF16, Q4_0, ..."), for messages.
+// The names of the dequantizable types in ggml id order, ", "-separated ("F32, F16, Q4_0, Q4_1, ...,
+// BF16"), for messages.
 std::string ggml_dequantizable_names();
 
 // Bytes of n elements of `type`; -1 when the type is not supported, n < 0, n is not a multiple of the

@@ -363,7 +363,8 @@ TEST(GgmlQuant, FormatsAndArgumentChecks) {
     EXPECT_NE(ggml_block_format(t), nullptr) << t;
   }
   EXPECT_STREQ(ggml_block_format(12)->name, "Q4_K");
-  EXPECT_EQ(ggml_dequantizable_names(), "F32, F16, BF16, Q4_0, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q4_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS");
+  EXPECT_EQ(ggml_dequantizable_names(),
+            "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16");
   float y[256] = {};
   uint8_t b[256] = {};
   EXPECT_THROW(ggml_dequantize_row(15, b, y, 256), Error);  // Q8_K: not supported
