@@ -1,5 +1,6 @@
 // ggml's weight formats: the format table, F32/F16/BF16 and the 32-element blocks (Q8_0, Q4_0, Q5_0,
-// Q5_1); the K-quants are in ggml_quant_k.cpp. Each function follows the float operations of ggml's
+// Q5_1); the K-quants are in ggml_quant_k.cpp, the dequantize-only formats (Q4_1, Q2_K, Q3_K, IQ4_NL,
+// IQ4_XS) in ggml_quant_more.cpp. Each function follows the float operations of ggml's
 // dequantize_row_* / quantize_row_*_ref in their order (GGUF.md §4; tools/reference/gguf/ggml_quants.py
 // is the executable reference). Built with -ffp-contract=off (engine/CMakeLists.txt).
 #include "engine/core/ggml_quant.h"
@@ -160,27 +161,44 @@ void quantize_q5_1(const float* x, uint8_t* b) {
 }
 
 // F32, F16, BF16: one element per "block"; rows go through dtype.h's loops (the entries' functions
-// are null).
+// are null). The dequantize-only formats have no quantizer (quantizable false).
 struct Codec {
   GgmlBlockFormat format;
   void (*dequantize)(const uint8_t*, float*);  // one block
   void (*quantize)(const float*, uint8_t*);
+  bool quantizable = true;
 };
 
 constexpr uint32_t kF32 = 0, kF16 = 1, kBF16 = 30;
 
-const Codec kCodecs[] = {
+const Codec kCodecs[] = {  // in ggml id order (the order of ggml_dequantizable_names)
     {{kF32, "F32", 1, 4}, nullptr, nullptr},
     {{kF16, "F16", 1, 2}, nullptr, nullptr},
-    {{kBF16, "BF16", 1, 2}, nullptr, nullptr},
     {{2, "Q4_0", 32, 18}, dequantize_q4_0, quantize_q4_0},
+    {{3, "Q4_1", 32, 20}, dequantize_q4_1, nullptr, false},
     {{6, "Q5_0", 32, 22}, dequantize_q5_0, quantize_q5_0},
     {{7, "Q5_1", 32, 24}, dequantize_q5_1, quantize_q5_1},
     {{8, "Q8_0", 32, 34}, dequantize_q8_0, quantize_q8_0},
+    {{10, "Q2_K", 256, 84}, dequantize_q2_k, nullptr, false},
+    {{11, "Q3_K", 256, 110}, dequantize_q3_k, nullptr, false},
     {{12, "Q4_K", 256, 144}, dequantize_q4_k, quantize_q4_k},
     {{13, "Q5_K", 256, 176}, dequantize_q5_k, quantize_q5_k},
     {{14, "Q6_K", 256, 210}, dequantize_q6_k, quantize_q6_k},
+    {{20, "IQ4_NL", 32, 18}, dequantize_iq4_nl, nullptr, false},
+    {{23, "IQ4_XS", 256, 136}, dequantize_iq4_xs, nullptr, false},
+    {{kBF16, "BF16", 1, 2}, nullptr, nullptr},
 };
+
+// The names of the entries, ", "-separated, in table order (quantizable_only: only those).
+std::string codec_names(bool quantizable_only) {
+  std::string out;
+  for (const Codec& c : kCodecs) {
+    if (quantizable_only && !c.quantizable) continue;
+    if (!out.empty()) out += ", ";
+    out += c.format.name;
+  }
+  return out;
+}
 
 const Codec* find_codec(uint32_t type) {
   for (const Codec& c : kCodecs)
@@ -189,11 +207,12 @@ const Codec* find_codec(uint32_t type) {
 }
 
 // The codec, after checking the type and n; `what` names the caller in the message.
-const Codec& checked_codec(const char* what, uint32_t type, int64_t n) {
+// quantize: the type must have a quantizer.
+const Codec& checked_codec(const char* what, uint32_t type, int64_t n, bool quantize) {
   const Codec* c = find_codec(type);
-  if (!c)
-    throw Error(std::string(what) + ": ggml type " + std::to_string(type) +
-                " is not supported (allowed F32 F16 BF16 Q4_0 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K)");
+  if (!c || (quantize && !c->quantizable))
+    throw Error(std::string(what) + ": ggml type " + std::to_string(type) + (c ? std::string(" (") + c->format.name + ")" : "") +
+                " is not supported (allowed " + codec_names(quantize) + ")");
   if (ggml_row_bytes(type, n) < 0)
     throw Error(std::string(what) + ": " + std::to_string(n) + " " + c->format.name +
                 " elements (allowed a non-negative multiple of " + std::to_string(c->format.block) + ")");
@@ -211,7 +230,12 @@ bool ggml_can_dequantize(uint32_t type) {
   return find_codec(type) != nullptr;
 }
 bool ggml_can_quantize(uint32_t type) {
-  return find_codec(type) != nullptr;
+  const Codec* c = find_codec(type);
+  return c != nullptr && c->quantizable;
+}
+
+std::string ggml_dequantizable_names() {
+  return codec_names(false);
 }
 
 int64_t ggml_row_bytes(uint32_t type, int64_t n) {
@@ -223,7 +247,7 @@ int64_t ggml_row_bytes(uint32_t type, int64_t n) {
 }
 
 void ggml_dequantize_row(uint32_t type, const uint8_t* src, float* dst, int64_t n) {
-  const Codec& c = checked_codec("ggml_dequantize_row", type, n);
+  const Codec& c = checked_codec("ggml_dequantize_row", type, n, false);
   const auto count = static_cast<size_t>(n);
   if (type == kF32) return to_float(DType::F32, src, dst, count);
   if (type == kF16) return to_float(DType::F16, src, dst, count);
@@ -233,7 +257,7 @@ void ggml_dequantize_row(uint32_t type, const uint8_t* src, float* dst, int64_t 
 }
 
 void ggml_quantize_row(uint32_t type, const float* src, uint8_t* dst, int64_t n) {
-  const Codec& c = checked_codec("ggml_quantize_row", type, n);
+  const Codec& c = checked_codec("ggml_quantize_row", type, n, true);
   const auto count = static_cast<size_t>(n);
   if (type == kF32) return from_float(DType::F32, src, dst, count);
   if (type == kF16 || type == kBF16) {  // stored with memcpy: dst may be unaligned

@@ -1,5 +1,6 @@
-// Private to ggml_quant.cpp and ggml_quant_k.cpp: the scalar pieces both use and the per-block
-// functions of the K-quants. Include only from those two files (both built with -ffp-contract=off).
+// Private to ggml_quant.cpp, ggml_quant_k.cpp and ggml_quant_more.cpp: the scalar pieces they share
+// and the per-block functions of the K-quants and of the dequantize-only formats. Include only from
+// those files (all built with -ffp-contract=off).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -44,5 +45,13 @@ void dequantize_q6_k(const uint8_t* b, float* y);
 void quantize_q4_k(const float* x, uint8_t* b);
 void quantize_q5_k(const float* x, uint8_t* b);
 void quantize_q6_k(const float* x, uint8_t* b);
+
+// Dequantize-only formats (ggml_quant_more.cpp): one block each (Q4_1 and IQ4_NL: 32 values; Q2_K,
+// Q3_K, IQ4_XS: 256).
+void dequantize_q4_1(const uint8_t* b, float* y);
+void dequantize_q2_k(const uint8_t* b, float* y);
+void dequantize_q3_k(const uint8_t* b, float* y);
+void dequantize_iq4_nl(const uint8_t* b, float* y);
+void dequantize_iq4_xs(const uint8_t* b, float* y);
 
 }  // namespace hl::ggml_detail

@@ -109,7 +109,7 @@ const GgufTensor* GgufTensors::optional(const std::string& name, const std::vect
   if (a != b) throw LoadError(file_ + ": tensor " + quote_name(name) + " has ne " + ne_text(t->ne) + ", expected " + ne_text(ne));
   if (!ggml_can_dequantize(t->type))
     throw LoadError(file_ + ": tensor " + quote_name(name) + " has type " + ggml_type_name(t->type) +
-                    " (allowed F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)");
+                    " (allowed " + ggml_dequantizable_names() + ")");
   used_.insert(name);
   return t;
 }

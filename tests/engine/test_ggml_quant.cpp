@@ -347,7 +347,7 @@ TEST(GgmlQuant, FormatsAndArgumentChecks) {
   EXPECT_EQ(ggml_row_bytes(14, 128), -1);
   EXPECT_EQ(ggml_row_bytes(8, -32), -1);
   EXPECT_EQ(ggml_row_bytes(0, INT64_MAX), -1);  // overflows int64
-  for (uint32_t t : {3u, 9u, 10u, 11u, 15u, 16u, 24u, 28u, 31u, 39u, 99u}) {
+  for (uint32_t t : {9u, 15u, 16u, 21u, 24u, 28u, 31u, 39u, 99u}) {
     EXPECT_FALSE(ggml_can_dequantize(t)) << t;
     EXPECT_FALSE(ggml_can_quantize(t)) << t;
     EXPECT_EQ(ggml_block_format(t), nullptr) << t;
@@ -357,12 +357,20 @@ TEST(GgmlQuant, FormatsAndArgumentChecks) {
     EXPECT_TRUE(ggml_can_dequantize(t)) << t;
     EXPECT_TRUE(ggml_can_quantize(t)) << t;
   }
+  for (uint32_t t : {3u, 10u, 11u, 20u, 23u}) {  // Q4_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS: dequantize-only
+    EXPECT_TRUE(ggml_can_dequantize(t)) << t;
+    EXPECT_FALSE(ggml_can_quantize(t)) << t;
+    EXPECT_NE(ggml_block_format(t), nullptr) << t;
+  }
   EXPECT_STREQ(ggml_block_format(12)->name, "Q4_K");
+  EXPECT_EQ(ggml_dequantizable_names(),
+            "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16");
   float y[256] = {};
   uint8_t b[256] = {};
-  EXPECT_THROW(ggml_dequantize_row(10, b, y, 256), Error);  // Q2_K: not supported
+  EXPECT_THROW(ggml_dequantize_row(15, b, y, 256), Error);  // Q8_K: not supported
   EXPECT_THROW(ggml_dequantize_row(8, b, y, 31), Error);    // not a multiple of 32
-  EXPECT_THROW(ggml_quantize_row(3, y, b, 32), Error);      // Q4_1
+  EXPECT_THROW(ggml_quantize_row(3, y, b, 32), Error);      // Q4_1: dequantize-only
+  EXPECT_THROW(ggml_quantize_row(10, y, b, 256), Error);    // Q2_K: dequantize-only
   EXPECT_THROW(ggml_quantize_row(12, y, b, 128), Error);    // not a multiple of 256
   try {
     ggml_dequantize_row(99, b, y, 32);

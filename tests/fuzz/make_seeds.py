@@ -415,7 +415,7 @@ GGUF_SCALAR = {GGUF_U8: "B", GGUF_I8: "b", GGUF_U16: "H", GGUF_I16: "h", GGUF_U3
                GGUF_F32: "f", GGUF_BOOL: "B", GGUF_U64: "Q", GGUF_I64: "q", GGUF_F64: "d"}
 # ggml type ids and (block, bytes per block) of the types the seeds use.
 GGML = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22),
-        "Q5_1": (7, 32, 24), "Q8_0": (8, 32, 34), "BF16": (30, 1, 2)}
+        "Q5_1": (7, 32, 24), "Q8_0": (8, 32, 34), "Q8_1": (9, 32, 36), "BF16": (30, 1, 2)}
 
 
 def gguf_value(vt, v):
@@ -572,7 +572,10 @@ def gguf_seeds():
     w("bad_jamba_missing_tensor.gguf", jamba_gguf(**small, edit_tensors=lambda t: [x for x in t if x[0] != "blk.0.ssm_d"]))
     w("bad_jamba_unused_tensor.gguf", jamba_gguf(**small, edit_tensors=lambda t: t + [("blk.7.ssm_d", [32], "F32")]))
     w("bad_jamba_shape.gguf", jamba_gguf(**small, edit_tensors=lambda t: [(n, [64] if n == "blk.0.ssm_d" else ne, ty) for n, ne, ty in t]))
-    w("bad_jamba_type_q4_1.gguf", jamba_gguf(**small, edit_tensors=lambda t: [(n, ne, "Q4_1" if n == "blk.1.ffn_up.weight" else ty)
+    # Q4_1 is readable now (a dequantize-only type); the file keeps its name. Q8_1 is not.
+    w("valid_jamba_type_q4_1.gguf", jamba_gguf(**small, edit_tensors=lambda t: [(n, ne, "Q4_1" if n == "blk.1.ffn_up.weight" else ty)
+                                                                       for n, ne, ty in t]))
+    w("bad_jamba_type_q8_1.gguf", jamba_gguf(**small, edit_tensors=lambda t: [(n, ne, "Q8_1" if n == "blk.1.ffn_up.weight" else ty)
                                                                        for n, ne, ty in t]))
     w("bad_jamba_inner_size.gguf", jamba_gguf(**small, edit_kv=set_kv("jamba.ssm.inner_size", GGUF_U32, 48)))
     w("bad_jamba_kv_heads.gguf", jamba_gguf(**small, edit_kv=set_kv("jamba.attention.head_count_kv", GGUF_ARRAY, (GGUF_I32, [0, 3]))))

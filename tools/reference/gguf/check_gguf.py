@@ -5,7 +5,8 @@
 
 1. known answers for the quant formats, derived by hand below (not by running the code);
 2. digests of ggml's own C output (quantize_row_*_ref / dequantize_row_*, ggml commit d99724f2, built
-   for this check outside the repository) on two deterministic inputs;
+   for this check outside the repository) on two deterministic inputs, and of its dequantize_row_* of
+   the dequantize-only types (Q4_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS) on pseudo-random blocks;
 3. error bounds: per-element bounds for Q8_0/Q4_0, ggml's test-quantize-fns total-error limit for all;
 4. gguf_io: write -> read of every value type, v2 and v3, alignments, splits;
 5. the corruption table: every case refused with its code;
@@ -162,6 +163,65 @@ def ggml_digests():
             got = (hashlib.sha256(q).hexdigest()[:32], hashlib.sha256(d).hexdigest()[:32])
             check(got == GGML_C_DIGESTS[(name, t)], f"{t} on '{name}' bit-identical to ggml's C reference")
 
+
+# Dequantize-only formats: pseudo-random blocks (dequant_only_input), digests of ggml's C
+# dequantize_row_* output on them (commit d99724f2); tests/engine/test_ggml_quant_more.cpp checks the
+# C++ against the same digests with the same generator.
+DEQUANT_ONLY_HALVES = {"Q4_1": (0, 2), "Q2_K": (80, 82), "Q3_K": (108,), "IQ4_NL": (0,), "IQ4_XS": (0,)}
+DEQUANT_ONLY_SPECIAL = [None, (0x7BFF, 0xFBFF), (0x0001, 0x8000), (0x0000, 0x0000), (0xBC00, 0x3C00), (0x8400, 0x03FF)]
+GGML_C_DEQUANT_ONLY = {  # name: (sha256[:32] of the input bytes, of ggml's float32 output)
+    "Q4_1": ("a2cf9a2786322a636bf7781393e6ee4c", "448b043c2ce2b7b919a9e2cd8848bbe8"),
+    "Q2_K": ("711c63a5bb3ee0a55e9d87056d61d722", "5889c05226018067474210ba21105225"),
+    "Q3_K": ("1d39b73a34c762fa4cf424275b194f92", "cac573dad4a53c50eb423221bb0ca78e"),
+    "IQ4_NL": ("aa33ff6b6f7770bb76e17bd95cab4ab9", "07cd48128b04b57f1c5e9a79a0364e53"),
+    "IQ4_XS": ("d877c7833808928ca05c0a3170dff4bb", "ce2c9163439fcfb283fbb4d996b1506b"),
+}
+
+
+def dequant_only_input(name, nblocks=16, seed=12345):
+    """nblocks blocks of type name: a 64-bit LCG (MMIX constants), each draw its top 31 bits; a block is
+    block-bytes draws (low byte each), then its fp16 fields: block b < 6 takes DEQUANT_ONLY_SPECIAL[b]
+    (block 0 is then zeroed whole), later blocks draw sign, exponent 10..17 and mantissa in that order."""
+    tid, _, _, size = gq.type_info(name)
+    state = [seed + tid]
+
+    def nxt():
+        state[0] = (state[0] * 6364136223846793005 + 1442695040888963407) % 2 ** 64
+        return state[0] >> 33
+    out = bytearray()
+    for b in range(nblocks):
+        blk = bytearray(nxt() & 0xFF for _ in range(size))
+        for k, off in enumerate(DEQUANT_ONLY_HALVES[name]):
+            if b < len(DEQUANT_ONLY_SPECIAL):
+                h = 0 if DEQUANT_ONLY_SPECIAL[b] is None else DEQUANT_ONLY_SPECIAL[b][k]
+            else:
+                sign = nxt() & 1
+                expo = 10 + nxt() % 8
+                h = (sign << 15) | (expo << 10) | (nxt() & 0x3FF)
+            blk[off:off + 2] = h.to_bytes(2, "little")
+        out += bytes(size) if b == 0 else blk
+    return bytes(out)
+
+
+def ggml_dequant_only_digests():
+    for name, (din, dout) in GGML_C_DEQUANT_ONLY.items():
+        raw = dequant_only_input(name)
+        _, _, blk, size = gq.type_info(name)
+        y = gq.dequantize(raw, name, len(raw) // size * blk)
+        got = (hashlib.sha256(raw).hexdigest()[:32], hashlib.sha256(y.astype("<f4").tobytes()).hexdigest()[:32])
+        check(got == (din, dout), f"{name} dequantization bit-identical to ggml's C on pseudo-random blocks")
+    # Known answers by hand. Q4_1: d 1, m -8, code 15 -> 7. Q3_K: d 1, scale 0 = 1 | (2 << 4) = 33 -> 1,
+    # code 3 with its high bit clear -> 3 - 4 = -1. IQ4_NL: d 0.5, nibble 0 -> 0.5 * -127 = -63.5; an
+    # all-zero IQ4_NL block -> 0 * -127 = -0.0.
+    b = bytearray(20)
+    b[1], b[3], b[4] = 0x3C, 0xC8, 0x0F
+    check(gq.dequantize(bytes(b), "Q4_1", 32)[0] == 7, "Q4_1 known value")
+    b = bytearray(110)
+    b[32], b[96], b[104], b[109] = 0x03, 0x01, 0x02, 0x3C
+    check(gq.dequantize(bytes(b), "Q3_K", 256)[0] == -1, "Q3_K known value")
+    y = gq.dequantize(bytes([0, 0x38] + [0] * 16), "IQ4_NL", 32)
+    z = gq.dequantize(bytes(18), "IQ4_NL", 32)
+    check(y[0] == -63.5 and bool(np.all(z.view(np.uint32) == 0x80000000)), "IQ4_NL known value, -0.0 of a zero block")
 
 # 3. error bounds ------------------------------------------------------------------------------
 
@@ -369,6 +429,7 @@ def node_cross_check(paths, corrupt_dir, table):
 def main(argv):
     known_answers()
     ggml_digests()
+    ggml_dequant_only_digests()
     error_bounds()
     with tempfile.TemporaryDirectory() as tmp:
         io_round_trip(tmp)

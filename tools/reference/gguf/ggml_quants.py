@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""ggml's weight formats in numpy: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
+"""ggml's weight formats in numpy: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, and the
+dequantize-only Q4_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS (no quantizer: files made by llama-quantize are read).
 
 What it is: an independent re-implementation of the reference (scalar) quantizers and the
 dequantizers of ggml (ggml project, src/ggml-quants.c: quantize_row_*_ref, dequantize_row_*;
@@ -34,6 +35,9 @@ GGML_TYPES = {
 }
 TYPE_ID = {v[0]: k for k, v in GGML_TYPES.items() if v}
 SUPPORTED = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
+DEQUANT_ONLY = ("Q4_1", "Q2_K", "Q3_K", "IQ4_NL", "IQ4_XS")
+# The 16 levels of the non-linear 4-bit codes of IQ4_NL / IQ4_XS (ggml's kvalues_iq4nl).
+IQ4NL_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int64)
 
 
 def type_info(t):
@@ -443,6 +447,91 @@ def dequantize_q6_k(blocks):
 
 
 # ---------------------------------------------------------------------------------------------
+# dequantize-only formats: Q4_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS
+# ---------------------------------------------------------------------------------------------
+
+def _f16_at(blocks, off):
+    return fp16_value(blocks[:, off:off + 2].copy().view(np.uint16)[:, 0])
+
+
+def dequantize_q4_1(blocks):
+    """y = float(q) * d, then + m (two roundings); q = low nibbles (0..15), high nibbles (16..31)."""
+    d, m = _f16_at(blocks, 0)[:, None], _f16_at(blocks, 2)[:, None]
+    qs = blocks[:, 4:20].astype(np.int64)
+    q = np.concatenate([qs & 0xF, qs >> 4], axis=1)
+    return ((q.astype(F) * d).astype(F) + m).astype(F)
+
+
+def _two_bit_planes(qs):
+    """(nb, 64) code bytes -> (nb, 16, 16) 2-bit codes in element order: half h (32 bytes), plane p
+    (bits 2p..2p+1), part (bytes 0..15 or 16..31) -> sub-block 8h + 2p + part."""
+    nb = qs.shape[0]
+    q = qs.astype(np.int64).reshape(nb, 2, 1, 2, 16)                      # half, -, part, l
+    planes = (q >> (2 * np.arange(4))[None, None, :, None, None]) & 3     # half, plane, part, l
+    return planes.reshape(nb, 16, 16)
+
+
+def dequantize_q2_k(blocks):
+    """Sub-block s of 16: dl = d * (sc & 15), ml = dmin * (sc >> 4), y = dl * q - ml."""
+    sc = blocks[:, 0:16].astype(np.int64)
+    q = _two_bit_planes(blocks[:, 16:80])
+    d, dmin = _f16_at(blocks, 80), _f16_at(blocks, 82)
+    dl = (d[:, None] * (sc & 15).astype(F)).astype(F)
+    ml = (dmin[:, None] * (sc >> 4).astype(F)).astype(F)
+    y = (dl[:, :, None] * q.astype(F)).astype(F) - ml[:, :, None]
+    return y.astype(F).reshape(-1, 256)
+
+
+def q3k_scales(s):
+    """(nb, 12) bytes -> (nb, 16) six-bit scales: low nibble of byte k (k < 8) or high nibble of byte
+    k - 8; bits 4-5 = bits 2*(k // 4).. of byte 8 + k % 4."""
+    s = s.astype(np.int64)
+    k = np.arange(16)
+    lo = np.where(k < 8, s[:, k % 8] & 15, s[:, k % 8] >> 4)
+    hi = (s[:, 8 + k % 4] >> (2 * (k // 4))) & 3
+    return lo | (hi << 4)
+
+
+def dequantize_q3_k(blocks):
+    """dl = d * (scale - 32); y = dl * (q - 4 * (high bit clear)); the high bit of element
+    (half h, plane p, position l) is bit 4h + p of hmask byte l (l in 0..31)."""
+    nb = blocks.shape[0]
+    hm = blocks[:, 0:32].astype(np.int64).reshape(nb, 1, 1, 2, 16)      # -, -, part, l
+    bit = (4 * np.arange(2)[:, None] + np.arange(4)[None, :])[None, :, :, None, None]
+    high = ((hm >> bit) & 1).reshape(nb, 16, 16)
+    q = _two_bit_planes(blocks[:, 32:96]) - np.where(high == 1, 0, 4)
+    d = _f16_at(blocks, 108)
+    dl = (d[:, None] * (q3k_scales(blocks[:, 96:108]) - 32).astype(F)).astype(F)
+    return (dl[:, :, None] * q.astype(F)).astype(F).reshape(-1, 256)
+
+
+def _iq4_codes(qs):
+    """(nb, g, 16) bytes -> (nb, g, 32) levels: low nibbles then high nibbles."""
+    qs = qs.astype(np.int64)
+    return IQ4NL_LEVELS[np.concatenate([qs & 0xF, qs >> 4], axis=-1)]
+
+
+def dequantize_iq4_nl(blocks):
+    """y = d * level[nibble]."""
+    d = _f16_at(blocks, 0)[:, None]
+    return (d * _iq4_codes(blocks[:, 2:18]).astype(F)).astype(F)
+
+
+def dequantize_iq4_xs(blocks):
+    """Group g of 32: scale = nibble g % 2 of byte 4 + g // 2 | bits 2g..2g+1 of the u16 at 2 << 4;
+    dl = d * (scale - 32); y = dl * level[nibble]."""
+    nb = blocks.shape[0]
+    d = _f16_at(blocks, 0)
+    high = blocks[:, 2:4].copy().view("<u2")[:, 0].astype(np.int64)
+    g = np.arange(8)
+    lo = (blocks[:, 4 + g // 2].astype(np.int64) >> (4 * (g % 2))) & 15
+    hi = (high[:, None] >> (2 * g)) & 3
+    dl = (d[:, None] * ((lo | (hi << 4)) - 32).astype(F)).astype(F)
+    lv = _iq4_codes(blocks[:, 8:136].reshape(nb, 8, 16))
+    return (dl[:, :, None] * lv.astype(F)).astype(F).reshape(-1, 256)
+
+
+# ---------------------------------------------------------------------------------------------
 # entry points
 # ---------------------------------------------------------------------------------------------
 
@@ -450,7 +539,8 @@ _QUANT = {"Q8_0": quantize_q8_0, "Q4_0": quantize_q4_0, "Q5_0": quantize_q5_0, "
           "Q4_K": quantize_q4_k, "Q5_K": quantize_q5_k, "Q6_K": quantize_q6_k}
 _DEQUANT = {"Q8_0": dequantize_q8_0, "Q4_0": dequantize_q4_0, "Q5_0": dequantize_q5_0,
             "Q5_1": dequantize_q5_1, "Q4_K": dequantize_q4_k, "Q5_K": dequantize_q5_k,
-            "Q6_K": dequantize_q6_k}
+            "Q6_K": dequantize_q6_k, "Q4_1": dequantize_q4_1, "Q2_K": dequantize_q2_k,
+            "Q3_K": dequantize_q3_k, "IQ4_NL": dequantize_iq4_nl, "IQ4_XS": dequantize_iq4_xs}
 
 
 def quantize(x, t):
@@ -483,5 +573,5 @@ def dequantize(buf, t, n):
     if name == "BF16":
         return bf16_value(raw.view("<u2"))
     if name not in _DEQUANT:
-        raise ValueError(f"dequantize: type {name} is not implemented here (have {', '.join(SUPPORTED)})")
+        raise ValueError(f"dequantize: type {name} is not implemented here (have {', '.join(SUPPORTED + DEQUANT_ONLY)})")
     return _DEQUANT[name](raw.reshape(-1, size)).reshape(-1)
