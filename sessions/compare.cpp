@@ -188,6 +188,9 @@ std::vector<std::string> recording_differences(const Recording& a, const Recordi
     w.push_back("different adapters: " + (a.adapter_identity.empty() ? std::string("none") : a.adapter_identity) +
                 " vs " + (b.adapter_identity.empty() ? std::string("none") : b.adapter_identity));
   }
+  if (a.weights != b.weights)
+    w.push_back("different weights: " + (a.weights.empty() ? std::string("as stored") : a.weights) + " vs " +
+                (b.weights.empty() ? std::string("as stored") : b.weights) + " (quantised on load)");
   if (a.prompt != b.prompt) w.push_back("different prompts: \"" + a.prompt + "\" vs \"" + b.prompt + "\"");
   const size_t n = std::min(a.tokens.size(), b.tokens.size());
   size_t common = 0;

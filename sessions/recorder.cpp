@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/model/quantize.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "sessions/identity.h"
 
@@ -115,6 +116,7 @@ Recording make_recording(const Model& model, const CheckpointIdentity& id, const
   Recording rec;
   rec.checkpoint = id;
   rec.adapter_identity = model.adapter.empty() ? std::string() : adapter_identity(model.adapter);
+  rec.weights = weights_label(model);
   rec.config = model.config;
   rec.prompt = prompt;
   rec.tokens = tokens;

@@ -44,6 +44,7 @@ struct CheckpointIdentity {
 struct Recording {
   CheckpointIdentity checkpoint;
   std::string adapter_identity;  // adapter folder + sha256 of its config, or empty
+  std::string weights;           // --weights format the matrices were quantised to ("q8_0"), empty: as stored
   JambaConfig config;            // so views can draw without the checkpoint
   std::string prompt;
   std::vector<int32_t> tokens;  // the tokens fed (prompt and generated) in order

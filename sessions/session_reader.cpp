@@ -195,6 +195,7 @@ Manifest read_manifest(const SafetensorsFile& f, const std::string& name) {
   rec.checkpoint.config_sha256 = ck.string("config_sha256");
   rec.checkpoint.weights_hash = ck.string("weights_hash");
   rec.adapter_identity = r.string("adapter_identity");
+  r.optional_string("weights", &rec.weights);  // absent in sessions written before quantise-on-load: as stored
   rec.config = parse_config(json_text_python(r.object("config").value()), name + ": manifest config");
   rec.prompt = r.string("prompt");
   const int64_t T0 = r.integer("n_tokens", 0, kSessionMaxTokens);

@@ -263,6 +263,7 @@ std::vector<uint8_t> serialize_session(const Recording& rec, const SessionSaveOp
   ck["weights_hash"] = rec.checkpoint.weights_hash;
   m["checkpoint"] = std::move(ck);
   m["adapter_identity"] = rec.adapter_identity;
+  if (!rec.weights.empty()) m["weights"] = rec.weights;
   // config.json's values may hold Python's Infinity (time_step_limit): read and written in its dialect.
   m["config"] = parse_json_checked(config_to_json(rec.config), "the recording's config", 16, JsonDialect::Python);
   m["prompt"] = rec.prompt;

@@ -2,6 +2,8 @@
 // decode tokens/s with the instruments on and off, prefill tokens/s of a 512-token prompt, bytes
 // read per token and the memory bandwidth, all measured in the same rounds (decode on and off — on
 // the CPU two runs in lockstep —, a prefill, one bandwidth pass), reported as medians of the rounds.
+// With --weights LIST, CPU decode of the checkpoint quantised on load to each format, in the same rounds
+// (issue 19: bytes read against the bandwidth, speed-ups against the stored weights).
 // With the CUDA backend also the device's figures (issue 8): its copy bandwidth, the kernels one decode
 // step launches and the cost of one launch inside a CUDA graph, and the step against that floor.
 #include <algorithm>
@@ -18,7 +20,9 @@
 #include "engine/backend/cpu/cpu_simd.h"
 #include "engine/core/bandwidth.h"
 #include "engine/core/thread_pool.h"
+#include "engine/core/error.h"
 #include "engine/model/loader.h"
+#include "engine/model/quantize.h"
 #ifdef HL_HAVE_CUDA
 #include "engine/backend/cuda/cuda_backend.h"
 #endif
@@ -90,16 +94,105 @@ double prefill_rate(Backend& b, const std::vector<int32_t>& ids) {
   return static_cast<double>(ids.size()) / dt;
 }
 
+// --weights LIST: the checkpoint loaded once per format (model/quantize.h), each decoded on the CPU
+// with the instruments on and off in lockstep, the formats taking turns within every round (the
+// first format of a round rotates), one bandwidth pass per round; medians of the rounds. Speed-ups
+// are against the first format of the list.
+int benchWeights(const ParsedArgs& a, const std::vector<std::string>& names, int64_t n, int64_t rounds) {
+  struct Entry {
+    std::string name;
+    std::shared_ptr<Model> model;
+    std::unique_ptr<Backend> on, off;
+    std::vector<double> r_on, r_off, s_on, s_off;
+  };
+  std::vector<Entry> es;
+  for (const std::string& f : names) {
+    LoadOptions o;
+    o.weights = parse_weight_format(f);
+    Entry e;
+    e.name = o.weights ? f : "as-stored";
+    e.model = load_model(a.get("checkpoint"), o);
+    e.on = make_backend("cpu", e.model);
+    e.off = make_backend("cpu", e.model);
+    es.push_back(std::move(e));
+  }
+  const int64_t V = es[0].model->config.vocab_size;
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V - 1));
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t& id : ids) id = pick(rng);
+  BandwidthProbe probe;
+  std::vector<double> bws, warm;
+  for (Entry& e : es) decode_rate(*e.on, true, std::vector<int32_t>(ids.begin(), ids.begin() + std::min<int64_t>(n, 4)), &warm);
+  probe.pass();
+  for (int64_t r = 0; r < rounds; ++r) {
+    for (size_t k = 0; k < es.size(); ++k) {
+      Entry& e = es[(k + static_cast<size_t>(r)) % es.size()];
+      const auto [on, off] = decode_rates_lockstep(*e.on, *e.off, ids, &e.s_on, &e.s_off);
+      e.r_on.push_back(on);
+      e.r_off.push_back(off);
+    }
+    bws.push_back(probe.pass());
+  }
+  const double bw = median(bws);
+  nlohmann::json j = {{"checkpoint", es[0].model->name}, {"backend", "cpu"}, {"decode_tokens", n}, {"rounds", rounds},
+                      {"memory_bandwidth_gb_s", bw}, {"threads", ThreadPool::global().size()},
+                      {"cpu_isa", cpu::simd::kernels().name}, {"formats", nlohmann::json::array()}};
+  const double base = median(es[0].r_on);
+  const double base_p50 = median(es[0].s_on);
+  for (Entry& e : es) {
+    const double on = median(e.r_on), off = median(e.r_off), p50_on = median(e.s_on), p50_off = median(e.s_off);
+    const int64_t bytes = e.model->weight_bytes_per_token();
+    nlohmann::json f = {{"weights", e.name},
+                        {"weight_bytes_per_token", bytes},
+                        {"decode_tok_s_on", on},
+                        {"decode_tok_s_off", off},
+                        {"ratio_on_off", on / off},
+                        {"ratio_on_off_p50", p50_off / p50_on},
+                        {"decode_gb_s", static_cast<double>(bytes) * on / 1e9},
+                        {"bandwidth_fraction", static_cast<double>(bytes) * on / 1e9 / bw},
+                        {"bandwidth_fraction_p50", static_cast<double>(bytes) / p50_on / 1e9 / bw},
+                        {"speedup_on", on / base},
+                        {"speedup_on_p50", base_p50 / p50_on}};
+    if (e.model->quantization) {
+      f["quantized_matrices"] = e.model->quantization->quantized_count();
+      f["worst_rel_rms"] = e.model->quantization->worst_rel_rms();
+      f["quantize_seconds"] = e.model->quantization->seconds;
+    }
+    j["formats"].push_back(f);
+  }
+  if (a.has("json")) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("backend cpu (%s, %d threads), %s: decode %lld steps x %lld rounds; memory read bandwidth %.2f GB/s\n",
+              cpu::simd::kernels().name, ThreadPool::global().size(), es[0].model->name.c_str(), static_cast<long long>(n),
+              static_cast<long long>(rounds), bw);
+  for (const auto& f : j["formats"])
+    std::printf("  %-9s %8.1f MiB/token  on %8.2f tok/s  off %8.2f tok/s  on/off %.3f  %5.1f GB/s (%3.0f%% of bandwidth)  "
+                "x%.2f vs %s\n",
+                f["weights"].get<std::string>().c_str(), f["weight_bytes_per_token"].get<int64_t>() / 1048576.0,
+                f["decode_tok_s_on"].get<double>(), f["decode_tok_s_off"].get<double>(), f["ratio_on_off"].get<double>(),
+                f["decode_gb_s"].get<double>(), 100.0 * f["bandwidth_fraction"].get<double>(),
+                f["speedup_on"].get<double>(), es[0].name.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int runBench(const std::vector<std::string>& args) {
-  ArgParser p("bench", "--checkpoint DIR|FILE.gguf [--backend auto|cpu|vulkan|cuda] [--tokens N] [--rounds R] [--prefill N] [--json]",
+  ArgParser p("bench",
+              "--checkpoint DIR|FILE.gguf [--backend auto|cpu|vulkan|cuda] [--tokens N] [--rounds R] [--prefill N] [--json]\n"
+              "       --checkpoint DIR --weights as-stored,q8_0,q4_k [--tokens N] [--rounds R] [--json]",
               "Decode and prefill speed with the instruments on and off, measured in one run.");
   p.option("checkpoint", "DIR", "checkpoint folder, or a GGUF file (any shard of a split)", true)
       .option("backend", "NAME", "auto (default), cpu, vulkan or cuda")
       .option("tokens", "N", "decode steps per round (1 .. 100000, default 64)")
       .option("rounds", "R", "rounds of on, off, prefill and a bandwidth pass (1 .. 100, default 3)")
       .option("prefill", "N", "prompt length of the prefill measurement (1 .. 100000, default 512)")
+      .option("weights", "LIST",
+              "compare decode on the CPU across weight formats, comma-separated (" + weight_format_choices() +
+                  "); speed-ups against the first")
       .flag("json", "print one JSON object");
   const ParsedArgs a = p.parse(args);
   if (a.helpRequested()) {
@@ -109,6 +202,22 @@ int runBench(const std::vector<std::string>& args) {
   const int64_t n = a.getIntOr("tokens", 64, 1, 100000);
   const int64_t rounds = a.getIntOr("rounds", 3, 1, 100);
   const int64_t prefill_n = a.getIntOr("prefill", 512, 1, 100000);
+  if (a.has("weights")) {
+    std::vector<std::string> names;
+    std::string list = a.get("weights");
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      names.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+    try {
+      for (const std::string& f : names) parse_weight_format(f);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+    if (a.has("backend") && a.get("backend") != "cpu") throw UsageError("--weights compares CPU decode: use --backend cpu or leave it out");
+    return benchWeights(a, names, n, rounds);
+  }
   std::shared_ptr<Model> model = load_model(a.get("checkpoint"));
   const int64_t V = model->config.vocab_size;
   std::mt19937 rng(1234);

@@ -3,9 +3,11 @@
 // tensor dtypes, memory needed, tokenizer, extensions and ignored config fields. Runs no model.
 #include <algorithm>
 #include <cinttypes>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "engine/io/checkpoint.h"
 #include "engine/io/gguf_import.h"
 #include "engine/model/loader.h"
+#include "engine/model/quantize.h"
 #include "engine/probes/memory.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -57,8 +60,14 @@ std::string humanBytes(int64_t n) {
   return buf;
 }
 
+std::string lower_name(DType t) {
+  std::string s = dtype_name(t);
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
 // Everything `info` reports, in the --json layout.
-nlohmann::json collect(const std::string& dir) {
+nlohmann::json collect(const std::string& dir, std::optional<DType> weights) {
   Checkpoint ckpt = Checkpoint::open(dir);
   std::shared_ptr<Model> model = bind_model(ckpt);
   const JambaConfig& c = model->config;
@@ -167,7 +176,7 @@ nlohmann::json collect(const std::string& dir) {
     dtypeBytes[dtype_name(t->dtype)] += static_cast<int64_t>(t->nbytes());
   }
   j["tensor_count"] = tensors;
-  if (const GgufImport* g = ckpt.gguf()) {  // what the file stores, before widening
+  if (const GgufImport* g = ckpt.gguf()) {  // what the file stores
     std::map<std::string, int64_t> types, typeBytes;
     uint64_t fileBytes = 0;
     for (const GgufTensor* t : g->files->all_tensors()) {
@@ -178,13 +187,35 @@ nlohmann::json collect(const std::string& dir) {
     j["gguf"] = {{"architecture", g->architecture}, {"version", g->files->first().version()},
                  {"files", ckpt.files()},        {"types", types},
                  {"type_bytes", typeBytes},      {"tensor_bytes", fileBytes},
-                 {"widened_to", "F32"}};
+                 {"matrices_held_as", "stored"}, {"vectors_widened_to", "F32"}};
   }
   j["dtypes"] = dtypeCount;
   j["dtype_bytes"] = dtypeBytes;
 
-  // Memory: the mapped weights, plus the state a run holds (trace-format.md §3 formulas in fp32).
-  const int64_t weightBytes = static_cast<int64_t>(ckpt.total_tensor_bytes());
+  // The matrices' bytes in each --weights format (model/quantize.h: the planned sizes, nothing read).
+  const int64_t vectorBytes = static_cast<int64_t>(ckpt.total_tensor_bytes()) - [&] {
+    int64_t mats = 0;
+    for (const MatQuant& q : plan_quantization(*model, DType::Q8_0).mats) mats += q.bytes_before;
+    return mats;
+  }();
+  nlohmann::json formats = nlohmann::json::object();
+  for (DType f : {DType::Q8_0, DType::Q6_K, DType::Q4_K}) {
+    const WeightQuantization q = plan_quantization(*model, f);
+    formats[lower_name(f)] = {{"matrix_bytes", q.bytes_after}, {"quantized", q.quantized_count()},
+                              {"matrices", static_cast<int64_t>(q.mats.size())}};
+  }
+  j["weights_by_format"] = formats;
+  // Memory: the weights as they will be held, plus the state a run holds (trace-format.md §3 formulas in fp32).
+  int64_t weightBytes = static_cast<int64_t>(ckpt.total_tensor_bytes());
+  if (weights) {
+    const WeightQuantization q = plan_quantization(*model, *weights);
+    nlohmann::json kept = nlohmann::json::array();
+    for (const MatQuant& m : q.mats)
+      if (!m.kept.empty()) kept.push_back({{"name", m.name}, {"why", m.kept}});
+    j["weights"] = {{"format", lower_name(*weights)}, {"matrix_bytes_before", q.bytes_before},
+                    {"matrix_bytes_after", q.bytes_after}, {"quantized", q.quantized_count()}, {"kept", kept}};
+    weightBytes = vectorBytes + q.bytes_after;
+  }
   const int64_t kvPerToken = kv_cache_bytes(c, sched.num_attention(), 1, kStateBytesPerElement);
   const int64_t stateBytes = state_bytes(c, sched, kStateBytesPerElement);
   const int64_t quoteContext = std::min<int64_t>(kQuoteContext, c.max_position_embeddings);
@@ -308,14 +339,26 @@ void printText(const nlohmann::json& j) {
     std::string types;
     for (const auto& [name, n] : g["types"].items())
       types += (types.empty() ? "" : ", ") + name + " " + std::to_string(n.get<int64_t>());
-    std::printf("gguf        %s, v%d, %zu file%s; %s in the file (%s), widened to F32 in memory\n",
+    std::printf("gguf        %s, v%d, %zu file%s; %s in the file (%s); matrices held as stored, vectors widened to F32\n",
                 g["architecture"].get<std::string>().c_str(), g["version"].get<int>(), g["files"].size(),
                 g["files"].size() == 1 ? "" : "s", humanBytes(I(g["tensor_bytes"])).c_str(), types.c_str());
   }
   const auto& m = j["memory"];
+  const std::string held = j.contains("weights") ? "with --weights " + j["weights"]["format"].get<std::string>()
+                           : "as held in memory";
   std::printf("memory      weights %s %s; KV cache %s per token, Mamba state %s (fp32)\n",
-              humanBytes(I(m["weight_bytes"])).c_str(), j.contains("gguf") ? "in memory (F32)" : "as stored", humanBytes(I(m["kv_bytes_per_token"])).c_str(),
+              humanBytes(I(m["weight_bytes"])).c_str(), held.c_str(), humanBytes(I(m["kv_bytes_per_token"])).c_str(),
               humanBytes(I(m["state_bytes"])).c_str());
+  std::string byFormat;
+  for (const auto& [name, f] : j["weights_by_format"].items())
+    byFormat += (byFormat.empty() ? "" : ", ") + name + " " + humanBytes(I(f["matrix_bytes"])) + " (" +
+                std::to_string(I(f["quantized"])) + "/" + std::to_string(I(f["matrices"])) + " quantised)";
+  std::printf("            matrices with --weights: %s\n", byFormat.c_str());
+  if (j.contains("weights")) {
+    const auto& w = j["weights"];
+    std::printf("            --weights %s: %" PRId64 " matrices quantised, %zu kept as stored\n",
+                w["format"].get<std::string>().c_str(), I(w["quantized"]), w["kept"].size());
+  }
   std::printf("            needed for a %" PRId64 "-token context: %s\n", I(m["context"]),
               humanBytes(I(m["total_bytes"])).c_str());
   const auto& tok = j["tokenizer"];
@@ -342,17 +385,24 @@ void printText(const nlohmann::json& j) {
 }  // namespace
 
 int runInfo(const std::vector<std::string>& args) {
-  ArgParser p("info", "--checkpoint DIR|FILE.gguf [--json]",
+  ArgParser p("info", "--checkpoint DIR|FILE.gguf [--weights FORMAT] [--json]",
               "Describes a Jamba or Bamba checkpoint without running it: the layer ribbon, parameter counts, tensor\n"
               "dtypes, memory needed, tokenizer, extensions and the config fields HybridLens ignores.");
   p.option("checkpoint", "DIR", "checkpoint folder (config.json + safetensors) or a GGUF file", true)
+      .option("weights", "FORMAT", "count the memory as quantised on load: " + weight_format_choices())
       .flag("json", "print one JSON object instead of text");
   ParsedArgs a = p.parse(args);
   if (a.helpRequested()) {
     std::fputs(p.usage().c_str(), stdout);
     return 0;
   }
-  const nlohmann::json info = collect(a.get("checkpoint"));
+  std::optional<DType> weights;
+  try {
+    if (a.has("weights")) weights = parse_weight_format(a.get("weights"));
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  const nlohmann::json info = collect(a.get("checkpoint"), weights);
   if (a.has("json"))
     std::printf("%s\n", info.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   else

@@ -32,7 +32,7 @@ ArgParser recordParser() {
               "--checkpoint DIR|FILE.gguf (--ids 1,2,3 | --prompt TEXT [--no-bos] | --chat FILE.json) [--generate N [--ignore-eos]]\n"
               "       [--temperature T [--top-p P] [--seed S]] [--normalizer softmax|softmax1|sink]\n"
               "       [--registers N] [--adapter DIR] [--backend auto|cpu|vulkan|cuda]\n"
-              "       [--memory-budget SIZE] [--max-context N]\n"
+              "       [--weights as-stored|q8_0|q4_k|q6_k|...] [--memory-budget SIZE] [--max-context N]\n"
               "       [--compare-normalizer NAME | --compare-registers N] [--no-full]\n"
               "       [--logits-dtype f32|f16|bf16] [--full-dtype f16|bf16|f32] --out FILE.hlsession",
               "Runs the model on the tokens, one at a time, and writes a session file: settings, checkpoint\n"

@@ -24,7 +24,8 @@ ArgParser traceParser() {
   ArgParser p("trace",
               "--checkpoint DIR|FILE.gguf (--ids 1,2,3 | --prompt TEXT [--no-bos] | --chat FILE.json) [--generate N [--ignore-eos]]\n"
               "       [--normalizer softmax|softmax1|sink] [--registers N] [--adapter DIR]\n"
-              "       [--backend auto|cpu|vulkan|cuda] [--full] [--memory-budget SIZE] [--max-context N]\n"
+              "       [--backend auto|cpu|vulkan|cuda] [--weights as-stored|q8_0|q4_k|q6_k|...] [--full]\n"
+              "       [--memory-budget SIZE] [--max-context N]\n"
               "       --out FILE.safetensors",
               "Runs the model on the tokens, one at a time, and writes every per-token instrument to a\n"
               "safetensors trace file (tensors and metadata as in trace-format.md section 3).");

@@ -9,6 +9,7 @@
 #include "engine/backend/backend_registry.h"
 #include "engine/core/error.h"
 #include "engine/io/adapter.h"
+#include "engine/model/quantize.h"
 #include "engine/tokenizer/chat_template.h"
 
 namespace hl::cli {
@@ -31,7 +32,9 @@ void addModelOptions(ArgParser& p) {
   p.option("normalizer", "NAME", "override every attention layer: softmax, softmax1 or sink")
       .option("registers", "N", "use N register tokens (default: the trained count)")
       .option("adapter", "DIR", "PEFT LoRA/DoRA adapter folder, merged into the base weights")
-      .option("backend", "NAME", "auto (default) or one of this build's backends: " + backend_choices().substr(6));
+      .option("backend", "NAME", "auto (default) or one of this build's backends: " + backend_choices().substr(6))
+      .option("weights", "FORMAT",
+              "quantise the large matrices on load: " + weight_format_choices() + " (default as-stored)");
 }
 
 void addLimitOptions(ArgParser& p) {
@@ -110,10 +113,27 @@ void checkOutputPath(const std::string& out) {
   if (!isDirectory(parent)) throw Error("--out: folder '" + parent + "' does not exist");
 }
 
-std::shared_ptr<Model> loadModelOptions(const ParsedArgs& a, const LoadOptions& o) {
+std::shared_ptr<Model> loadModelOptions(const ParsedArgs& a, const LoadOptions& given) {
+  LoadOptions o = given;
+  if (a.has("weights")) o.weights = weightsOption(a);
+  if (!a.has("adapter")) return load_model(a.get("checkpoint"), o);
+  // An adapter merges into the stored weights; the merged model is then quantised (so the adapter's
+  // change is quantised with the matrix, as a deployment would have it).
+  const std::optional<DType> format = o.weights;
+  o.weights.reset();
   std::shared_ptr<Model> model = load_model(a.get("checkpoint"), o);
-  if (a.has("adapter")) merge_adapter(*model, load_adapter(a.get("adapter"), *model), o.memory_budget_bytes);
+  merge_adapter(*model, load_adapter(a.get("adapter"), *model), o.memory_budget_bytes);
+  if (format) quantize_model(*model, *format, false);
   return model;
+}
+
+std::optional<DType> weightsOption(const ParsedArgs& a) {
+  if (!a.has("weights")) return std::nullopt;
+  try {
+    return parse_weight_format(a.get("weights"));
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
 }
 
 std::string chatText(const ParsedArgs& a, const std::string& checkpointDir) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,7 @@ constexpr int64_t kMaxRegisters = 1 << 16;
 void addInputOptions(ArgParser& p, const std::string& generateHelp);
 // The same without --generate and --ignore-eos (commands that only read the given tokens).
 void addTokenOptions(ArgParser& p);
-// --normalizer, --registers, --adapter, --backend.
+// --normalizer, --registers, --adapter, --backend, --weights.
 void addModelOptions(ArgParser& p);
 
 // --memory-budget SIZE and --max-context N (trace and record).
@@ -53,8 +54,11 @@ std::unique_ptr<Backend> runWithFallback(const std::string& command, const std::
 // Fails before the (possibly long) run when the output cannot be written where asked.
 void checkOutputPath(const std::string& out);
 
-// Loads --checkpoint with `o` and merges --adapter into it when given (within o's memory budget).
+// Loads --checkpoint with `o` and merges --adapter into it when given (within o's memory budget);
+// --weights quantises on load (after the merge when there is an adapter).
 std::shared_ptr<Model> loadModelOptions(const ParsedArgs& a, const LoadOptions& o = {});
+// --weights FORMAT (model/quantize.h), nullopt for as-stored or when absent. Throws UsageError.
+std::optional<DType> weightsOption(const ParsedArgs& a);
 // The tokens to feed: --ids as given, --prompt through `tok` (the checkpoint's tokenizer.model,
 // null when it has none) with BOS unless --no-bos or config.json has none, or --chat rendered with
 // the checkpoint's chat template and encoded as it is (the template writes BOS); each checked against

@@ -1,6 +1,11 @@
 // Element-type names and binary16 conversions (bit-exact, round-to-nearest-even, subnormals kept).
 #include "engine/core/dtype.h"
 
+#include <cctype>
+#include <string>
+
+#include "engine/core/ggml_quant.h"
+
 namespace hl {
 
 std::optional<DType> dtype_from_name(std::string_view n) {
@@ -19,8 +24,57 @@ const char* dtype_name(DType t) {
     case DType::BF16: return "BF16";
     case DType::I32: return "I32";
     case DType::I64: return "I64";
+    default: {
+      const GgmlBlockFormat* f = ggml_block_format(dtype_ggml_type(t));
+      return f ? f->name : "?";
+    }
   }
-  return "?";
+}
+
+namespace {
+// ggml ids in DType order from Q4_0 on.
+constexpr uint32_t kGgmlIds[] = {2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23};
+constexpr DType kFirstBlock = DType::Q4_0;
+}  // namespace
+
+uint32_t dtype_ggml_type(DType t) {
+  switch (t) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::BF16: return 30;
+    case DType::I32:
+    case DType::I64: return ~0u;
+    default: return kGgmlIds[static_cast<int>(t) - static_cast<int>(kFirstBlock)];
+  }
+}
+
+std::optional<DType> dtype_from_ggml(uint32_t type) {
+  if (type == 0) return DType::F32;
+  if (type == 1) return DType::F16;
+  if (type == 30) return DType::BF16;
+  for (size_t i = 0; i < sizeof kGgmlIds / sizeof kGgmlIds[0]; ++i)
+    if (kGgmlIds[i] == type) return static_cast<DType>(static_cast<int>(kFirstBlock) + static_cast<int>(i));
+  return std::nullopt;
+}
+
+std::optional<DType> dtype_from_weight_name(std::string_view name) {
+  std::string up(name);
+  for (char& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (int i = 0; i <= static_cast<int>(DType::IQ4_XS); ++i) {
+    const DType t = static_cast<DType>(i);
+    if (t != DType::I32 && t != DType::I64 && up == dtype_name(t)) return t;
+  }
+  return std::nullopt;
+}
+
+int64_t dtype_block(DType t) {
+  if (!dtype_is_block(t)) return 1;
+  return ggml_block_format(dtype_ggml_type(t))->block;
+}
+
+int64_t dtype_block_bytes(DType t) {
+  if (!dtype_is_block(t)) return dtype_size(t);
+  return ggml_block_format(dtype_ggml_type(t))->block_bytes;
 }
 
 float f16_to_float(uint16_t h) {
@@ -102,6 +156,9 @@ void to_float(DType t, const void* src, float* dst, size_t n) {
     case DType::I64:
       for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load_unaligned<int64_t>(s + 8 * i));
       return;
+    default:
+      ggml_dequantize_row(dtype_ggml_type(t), s, dst, static_cast<int64_t>(n));
+      return;
   }
 }
 
@@ -130,6 +187,9 @@ void from_float(DType t, const float* src, void* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) d[i] = static_cast<int64_t>(src[i]);
       return;
     }
+    default:
+      ggml_quantize_row(dtype_ggml_type(t), src, static_cast<uint8_t*>(dst), static_cast<int64_t>(n));
+      return;
   }
 }
 

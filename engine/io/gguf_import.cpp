@@ -3,6 +3,7 @@
 #include "engine/io/gguf_import.h"
 
 #include <algorithm>
+#include <optional>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -260,10 +261,21 @@ std::shared_ptr<GgufImport> import_gguf_files(std::shared_ptr<const GgufModelFil
   const std::vector<GgufImportTensor> declared = tensors.take_declared();
   im->has_tokenizer = files.find_value("tokenizer.ggml.model") != nullptr;
 
-  // The F32 state dict's layout; nothing resident until materialize(). Each tensor's pieces must
-  // cover it exactly once.
+  // The state dict's layout; nothing resident until materialize(). Each tensor's pieces must cover it
+  // exactly once. A matrix (2-D) made only of whole stored rows of one type keeps that type (F16,
+  // BF16 or a ggml block format: the kernels read blocks, core/dtype.h); everything else is widened
+  // to F32 (vectors, and the tensors a transform rewrites).
   std::vector<std::vector<std::pair<int64_t, int64_t>>> pieces(declared.size());  // (offset, elements)
-  for (const GgufImportOp& op : im->ops) pieces[op.tensor].push_back({op.dst_offset, op.rows * op.src->ne[0]});
+  std::vector<std::optional<DType>> kept(declared.size());
+  std::vector<bool> widen(declared.size(), false);
+  for (const GgufImportOp& op : im->ops) {
+    pieces[op.tensor].push_back({op.dst_offset, op.rows * op.src->ne[0]});
+    const std::vector<int64_t>& shape = declared[op.tensor].shape;
+    const std::optional<DType> t = dtype_from_ggml(op.src->type);
+    const bool rows_whole = shape.size() == 2 && op.src->ne[0] == shape[1] && op.kind != GgufImportOp::Kind::LogNeg;
+    if (!rows_whole || !t || *t == DType::F32 || (kept[op.tensor] && *kept[op.tensor] != *t)) widen[op.tensor] = true;
+    kept[op.tensor] = t;
+  }
   uint64_t total = 0;
   std::vector<int64_t> numel(declared.size());
   for (size_t k = 0; k < declared.size(); ++k) {
@@ -277,7 +289,8 @@ std::shared_ptr<GgufImport> import_gguf_files(std::shared_ptr<const GgufModelFil
                       std::to_string(pieces[k].size()) + " pieces that do not cover it exactly once (a mapping error of architecture " +
                       im->architecture + ")");
     numel[k] = n;
-    total += static_cast<uint64_t>(n) * 4;
+    if (widen[k]) kept[k].reset();
+    total += static_cast<uint64_t>(kept[k] ? dtype_row_bytes(*kept[k], n) : n * 4);
   }
   im->buffer = std::make_shared<GgufBuffer>(total);
   uint64_t at = 0;
@@ -285,10 +298,10 @@ std::shared_ptr<GgufImport> import_gguf_files(std::shared_ptr<const GgufModelFil
   for (size_t k = 0; k < declared.size(); ++k) {
     TensorInfo& t = im->tensors[k];
     t.name = declared[k].name;
-    t.dtype = DType::F32;
+    t.dtype = kept[k] ? *kept[k] : DType::F32;
     t.shape = declared[k].shape;
     t.begin = at;
-    t.end = at + static_cast<uint64_t>(numel[k]) * 4;
+    t.end = at + static_cast<uint64_t>(dtype_row_bytes(t.dtype, numel[k]));
     t.data = im->buffer->data() + at;
     at = t.end;
   }
@@ -306,6 +319,48 @@ GgufBuffer::~GgufBuffer() { ::munmap(data_, static_cast<size_t>(size_)); }
 
 namespace {
 
+// Reads rows [r0, r0 + rows) of op's source (rows past first_row) into raw.
+void read_rows(const GgufImportOp& op, const GgufFile& shard, int fd, uint64_t row_bytes, int64_t r0, int64_t rows,
+               std::vector<uint8_t>& raw) {
+  const GgufTensor& t = *op.src;
+  raw.resize(static_cast<size_t>(row_bytes * static_cast<uint64_t>(rows)));
+  const uint64_t at = shard.data_start() + t.offset + row_bytes * static_cast<uint64_t>(op.first_row + r0);
+  pread_all(fd, raw.data(), raw.size(), at, t.file);
+}
+
+// An op into a tensor kept in its stored type: the stored rows are copied as they are (Copy), or
+// each head's rows put back in HF's order (UnpermuteQK, rows of the 2-D tensor).
+void copy_op(GgufImport& im, const GgufImportOp& op, const GgufFile& shard, uint64_t row_bytes, uint64_t chunk_bytes,
+             std::vector<uint8_t>& raw) {
+  const GgufTensor& t = *op.src;
+  const TensorInfo& out = im.tensors[op.tensor];
+  uint8_t* dst = im.buffer->data() + out.begin + dtype_row_bytes(out.dtype, op.dst_offset);
+  const int64_t chunk_rows = static_cast<int64_t>(std::max<uint64_t>(1, chunk_bytes / std::max<uint64_t>(row_bytes, 1)));
+  const int fd = ::open(t.file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw LoadError(t.file + ": cannot open: " + std::strerror(errno));
+  try {
+    for (int64_t r0 = 0; r0 < op.rows; r0 += chunk_rows) {
+      const int64_t rows = std::min(chunk_rows, op.rows - r0);
+      read_rows(op, shard, fd, row_bytes, r0, rows, raw);
+      if (op.kind != GgufImportOp::Kind::UnpermuteQK) {
+        std::memcpy(dst + row_bytes * static_cast<uint64_t>(r0), raw.data(), raw.size());
+        continue;
+      }
+      // Stored row p = h·2·half + 2j + s goes to HF row h·2·half + s·half + j.
+      const int64_t half = out.shape[0] / op.heads / 2;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t p = r0 + r, h = p / (2 * half), j = (p % (2 * half)) / 2, s = p % 2;
+        std::memcpy(dst + row_bytes * static_cast<uint64_t>(h * 2 * half + s * half + j),
+                    raw.data() + row_bytes * static_cast<uint64_t>(r), static_cast<size_t>(row_bytes));
+      }
+    }
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+}
+
 // Reads op's stored rows, widens them into the buffer and applies its transform; `raw` is the
 // calling thread's scratch.
 void widen_op(GgufImport& im, const GgufImportOp& op, uint64_t chunk_bytes, std::vector<uint8_t>& raw) {
@@ -318,15 +373,18 @@ void widen_op(GgufImport& im, const GgufImportOp& op, uint64_t chunk_bytes, std:
   const uint64_t row_bytes = static_cast<uint64_t>(ggml_row_bytes(t.type, n0));
   // A large tensor (an embedding, stacked experts) never needs a second copy of itself in its stored form.
   const int64_t chunk_rows = static_cast<int64_t>(std::max<uint64_t>(1, chunk_bytes / std::max<uint64_t>(row_bytes, 1)));
-  auto* dst = reinterpret_cast<float*>(im.buffer->data() + im.tensors[op.tensor].begin) + op.dst_offset;
+  const TensorInfo& out = im.tensors[op.tensor];
+  if (out.dtype != DType::F32) {  // kept in its stored type: whole rows copied, rows unpermuted
+    copy_op(im, op, *shard, row_bytes, chunk_bytes, raw);
+    return;
+  }
+  auto* dst = reinterpret_cast<float*>(im.buffer->data() + out.begin) + op.dst_offset;
   const int fd = ::open(t.file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw LoadError(t.file + ": cannot open: " + std::strerror(errno));
   try {
     for (int64_t r0 = 0; r0 < op.rows; r0 += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, op.rows - r0);
-      raw.resize(static_cast<size_t>(row_bytes * static_cast<uint64_t>(rows)));
-      const uint64_t at = shard->data_start() + t.offset + row_bytes * static_cast<uint64_t>(op.first_row + r0);
-      pread_all(fd, raw.data(), raw.size(), at, t.file);
+      read_rows(op, *shard, fd, row_bytes, r0, rows, raw);
       for (int64_t r = 0; r < rows; ++r)
         ggml_dequantize_row(t.type, raw.data() + row_bytes * static_cast<uint64_t>(r), dst + (r0 + r) * n0, n0);
     }

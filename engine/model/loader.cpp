@@ -5,12 +5,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "engine/core/error.h"
 #include "engine/core/sys_memory.h"
 #include "engine/model/mixer_ops.h"
+#include "engine/model/quantize.h"
 #include "engine/model/weight_binder.h"
 
 namespace hl {
@@ -147,16 +149,18 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
   m.config = c;
   m.schedule = LayerSchedule::from_config(c);
 
-  // Resource estimate before the first allocation (reliability-checklist.md).
+  // Resource estimate before the first allocation (reliability-checklist.md). Quantising on load,
+  // the tensors are mapped, not resident, and the check of the quantised sizes follows the binding.
   const uint64_t tensors = ck.total_tensor_bytes(), widened = widened_bytes(c, m.schedule);
   const AvailableMemory avail = opts.memory_budget_bytes ? AvailableMemory{} : available_memory();
   const uint64_t budget = opts.memory_budget_bytes ? opts.memory_budget_bytes : avail.bytes;
-  if (tensors + widened > budget) {
-    throw LoadError(m.name + ": the model needs " + format_bytes(tensors + widened) + " (" + format_bytes(tensors) +
-                    " of tensors + " + format_bytes(widened) + " of widened vectors), more than the memory budget of " +
-                    format_bytes(budget) +
-                    (opts.memory_budget_bytes ? " (--memory-budget)" : " (" + avail.source + ")"));
-  }
+  auto check_budget = [&](uint64_t matrices, const std::string& what) {
+    if (matrices + widened > budget)
+      throw LoadError(m.name + ": the model needs " + format_bytes(matrices + widened) + " (" + format_bytes(matrices) + " of " +
+                      what + " + " + format_bytes(widened) + " of widened vectors), more than the memory budget of " +
+                      format_bytes(budget) + (opts.memory_budget_bytes ? " (--memory-budget)" : " (" + avail.source + ")"));
+  };
+  if (!opts.weights) check_budget(tensors, "tensors");
   ck.read_data();  // FileAccess::Read: the weights arrive only now, after the budget check
   m.files = ck.stamps();
   for (const auto& map : ck.mappings()) m.keep_alive.push_back(map);
@@ -216,15 +220,31 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
   }
   b.check_all_used();
   w.mean_embedding = mean_row(w.embed);  // (H,)
+  if (opts.weights) {
+    const WeightQuantization plan = plan_quantization(m, *opts.weights);
+    check_budget(static_cast<uint64_t>(plan.bytes_after), std::string("matrices as ") + dtype_name(*opts.weights));
+    if (opts.progress.callback && !opts.progress.callback(L, L, std::string("quantising to ") + dtype_name(*opts.weights)))
+      throw Cancelled();
+    quantize_model(m, *opts.weights, true);
+    // Every matrix is in owned memory now: the model no longer reads the checkpoint's mappings.
+    // (a GGUF file's widened buffer, owned_data(), included).
+    std::vector<const void*> gone{ck.owned_data().get()};
+    for (const auto& map : ck.mappings()) gone.push_back(map.get());
+    std::erase_if(m.keep_alive, [&](const std::shared_ptr<const void>& p) {
+      return std::find(gone.begin(), gone.end(), p.get()) != gone.end();
+    });
+  }
   if (opts.progress.callback && !opts.progress.callback(L, L, "bound")) throw Cancelled();
   return model;
 }
 
 std::shared_ptr<Model> load_model(const std::string& dir, const LoadOptions& opts) {
-  // Read, not Map: a run must not depend on the file after load (MappedFile::open_read).
-  auto ck = std::make_shared<Checkpoint>(Checkpoint::open(dir, opts.progress, FileAccess::Read));
+  // Read, not Map: a run must not depend on the file after load (MappedFile::open_read). Quantising
+  // on load maps the files instead (only the quantised copies become resident) and lets the mapping
+  // go afterwards, so the run does not depend on the files either.
+  auto ck = std::make_shared<Checkpoint>(Checkpoint::open(dir, opts.progress, opts.weights ? FileAccess::Map : FileAccess::Read));
   std::shared_ptr<Model> m = bind_model(*ck, opts);
-  m->keep_alive.push_back(ck);
+  if (!opts.weights) m->keep_alive.push_back(ck);
   return m;
 }
 

@@ -2,6 +2,7 @@
 // (jamba-spec.md §2.1–2.2: per-expert and fused expert names, tied embeddings, extensions).
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/io/checkpoint.h"
@@ -14,11 +15,16 @@ struct LoadOptions {
   LoadProgress progress;
   bool scan_values = false;          // reject NaN/Inf in weights (llama.cpp check_tensors)
   uint64_t memory_budget_bytes = 0;  // 0: physical RAM; refuse a model that will not fit
+  // --weights: quantise the large matrices on load into this ggml block format (model/quantize.h);
+  // nullopt keeps them as stored. The budget then counts the quantised sizes, and load_model reads
+  // the files through a mapping it releases once every matrix is in owned memory.
+  std::optional<DType> weights;
 };
 
 // Opens, validates and binds. Throws LoadError (message names file and tensor) or Cancelled.
-// Before binding, the resident size (tensor bytes + widened float vectors) is compared with the
-// budget. Every tensor of the checkpoint must be bound: a missing, misshaped, non-float matrix or
+// Before binding, the resident size (tensor bytes + widened float vectors; with `weights`, the
+// planned quantised sizes, checked after binding the mapped files and before quantising) is
+// compared with the budget. Every tensor of the checkpoint must be bound: a missing, misshaped, non-float matrix or
 // unexpected tensor is a LoadError. The Model keeps the file mappings alive (Model::keep_alive).
 std::shared_ptr<Model> load_model(const std::string& dir, const LoadOptions& opts = {});
 std::shared_ptr<Model> bind_model(const Checkpoint& ckpt, const LoadOptions& opts = {});

@@ -9,17 +9,17 @@
 
 namespace hl {
 
-// A row-major (rows, cols) matrix view in its stored dtype: PyTorch nn.Linear layout (out, in).
+// A row-major (rows, cols) matrix view in its stored dtype: PyTorch nn.Linear layout (out, in). In a
+// block type (Q8_0, Q4_K, ...) each row is cols / block whole blocks, rows one after another.
 struct Mat {
   DType dtype = DType::F32;
   const void* data = nullptr;
   int64_t rows = 0, cols = 0;
   std::string name;  // tensor name, for messages and the DoRA view
   bool empty() const { return data == nullptr; }
-  int64_t bytes() const { return rows * cols * dtype_size(dtype); }
-  const uint8_t* row_ptr(int64_t r) const {
-    return static_cast<const uint8_t*>(data) + r * cols * dtype_size(dtype);
-  }
+  int64_t row_bytes() const { return dtype_row_bytes(dtype, cols); }
+  int64_t bytes() const { return rows * row_bytes(); }
+  const uint8_t* row_ptr(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes(); }
 };
 
 }  // namespace hl

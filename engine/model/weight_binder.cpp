@@ -11,12 +11,26 @@
 namespace hl {
 namespace {
 
+// The weight types: 16/32-bit floats and, from a GGUF file kept in its stored form, ggml's blocks.
 bool is_float_dtype(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || dtype_is_block(t);
 }
 
 // Index of the first NaN/Inf element, or -1.
 int64_t first_nonfinite(DType t, const void* data, int64_t n, bool* is_nan) {
+  if (dtype_is_block(t)) {  // dequantised a block at a time
+    const int64_t blk = dtype_block(t);
+    std::vector<float> v(static_cast<size_t>(blk));
+    for (int64_t b = 0; b < n / blk; ++b) {
+      to_float(t, static_cast<const uint8_t*>(data) + b * dtype_block_bytes(t), v.data(), v.size());
+      for (int64_t j = 0; j < blk; ++j)
+        if (!std::isfinite(v[static_cast<size_t>(j)])) {
+          *is_nan = std::isnan(v[static_cast<size_t>(j)]);
+          return b * blk + j;
+        }
+    }
+    return -1;
+  }
   for (int64_t i = 0; i < n; ++i) {
     float v;
     if (t == DType::F32)
@@ -64,7 +78,7 @@ const TensorInfo* WeightBinder::optional(const std::string& jamba_name, const st
   }
   if (!is_float_dtype(t->dtype)) {
     throw LoadError(base_name(t->file) + ": tensor '" + name + "': dtype " + dtype_name(t->dtype) +
-                    ", expected F32, F16 or BF16");
+                    ", expected F32, F16 or BF16 (or a ggml block type from a GGUF file)");
   }
   if (scan_values_) scan(*t);
   return t;
@@ -99,7 +113,7 @@ Mat WeightBinder::mat(const TensorInfo& t, const std::string& name) {
 Mat WeightBinder::view(const TensorInfo& t, int64_t first, int64_t rows, int64_t cols, const std::string& name) {
   Mat m;
   m.dtype = t.dtype;
-  m.data = static_cast<const uint8_t*>(aligned(t)) + first * dtype_size(t.dtype);
+  m.data = static_cast<const uint8_t*>(aligned(t)) + dtype_row_bytes(t.dtype, first);  // first: whole rows
   m.rows = rows;
   m.cols = cols;
   m.name = file_name(name);
@@ -108,7 +122,7 @@ Mat WeightBinder::view(const TensorInfo& t, int64_t first, int64_t rows, int64_t
 
 std::vector<float> WeightBinder::vec(const TensorInfo& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
-  if (reinterpret_cast<uintptr_t>(t.data) % static_cast<uintptr_t>(dtype_size(t.dtype)) == 0) {
+  if (dtype_is_block(t.dtype) || reinterpret_cast<uintptr_t>(t.data) % static_cast<uintptr_t>(dtype_size(t.dtype)) == 0) {
     to_float(t.dtype, t.data, v.data(), v.size());
   } else {  // to_float loads whole elements: give it an aligned copy
     std::vector<uint64_t> tmp((t.nbytes() + 7) / 8);
@@ -129,7 +143,9 @@ void WeightBinder::check_all_used() const {
 }
 
 const void* WeightBinder::aligned(const TensorInfo& t) {
-  if (reinterpret_cast<uintptr_t>(t.data) % static_cast<uintptr_t>(dtype_size(t.dtype)) == 0) return t.data;
+  // Block rows are read bytewise (any alignment, as in a GGUF file).
+  if (dtype_is_block(t.dtype) || reinterpret_cast<uintptr_t>(t.data) % static_cast<uintptr_t>(dtype_size(t.dtype)) == 0)
+    return t.data;
   auto buf = std::make_shared<std::vector<uint64_t>>((t.nbytes() + 7) / 8);
   std::memcpy(buf->data(), t.data, t.nbytes());
   m_.keep_alive.push_back(buf);

@@ -135,7 +135,7 @@ int64_t Model::active_param_count() const {
 
 int64_t Model::weight_bytes_per_token() const {
   // One embedding row, the whole LM head (read for the logits even when tied), the final norm.
-  int64_t n = w.embed.cols * dtype_size(w.embed.dtype) + w.lm_head.bytes() +
+  int64_t n = w.embed.row_bytes() + w.lm_head.bytes() +
               static_cast<int64_t>(w.final_norm.size() * sizeof(float));
   const int64_t k = config.num_experts_per_tok;
   for (size_t i = 0; i < w.layers.size(); ++i) {

@@ -19,6 +19,7 @@ namespace hl {
 
 class Checkpoint;
 class MappedFile;
+struct WeightQuantization;  // model/quantize.h
 
 struct AttentionWeights {
   Mat q, k, v, o;             // (nh*hd, H), (nkv*hd, H), (nkv*hd, H), (H, nh*hd)
@@ -90,6 +91,9 @@ struct Model {
   ModelWeights w;
   std::vector<std::shared_ptr<const void>> keep_alive;  // mappings and owned buffers
   std::string adapter;           // adapter folder merged in, or empty
+  // Set when the matrices were quantised on load (--weights, model/quantize.h): the format, and per
+  // matrix what was kept or quantised with its relative RMS error. Null for as-stored weights.
+  std::shared_ptr<const WeightQuantization> quantization;
   // The checkpoint files the weights were read from, as they were then (issue 18 item 3): every
   // forward() calls check_files(), so a file replaced or truncated since is a one-line Error
   // "FILE: changed on disk since it was loaded" instead of results from weights nobody can name.

@@ -43,16 +43,17 @@ void widen_portable(DType t, const void* src, float* dst, int64_t n) {
 
 // Row by row: widen 256 weights at a time into a stack buffer and feed the same accumulators as
 // dot_portable over the whole widened row, so the result equals the reference linear bit for bit.
+// A block type is dequantised as ggml defines it (to_float), a piece of whole blocks at a time.
 void matvec_portable(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
-  constexpr int64_t kPiece = 256;
+  constexpr int64_t kPiece = 256;  // a multiple of every block (32 or 256 weights)
   float buf[kPiece];
-  const int64_t esz = dtype_size(t);
+  const int64_t row_bytes = dtype_row_bytes(t, cols);
   for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = static_cast<const uint8_t*>(W) + r * cols * esz;  // (cols,) stored dtype
+    const uint8_t* row = static_cast<const uint8_t*>(W) + r * row_bytes;  // (cols,) stored dtype
     Dot8 d;
     for (int64_t c0 = 0; c0 < cols; c0 += kPiece) {
       const int64_t m = std::min(kPiece, cols - c0);
-      to_float(t, row + c0 * esz, buf, static_cast<size_t>(m));
+      to_float(t, row + dtype_row_bytes(t, c0), buf, static_cast<size_t>(m));
       int64_t i = 0;
       for (; i + 8 <= m; i += 8) d.add8(buf + i, x + c0 + i);
       for (; i < m; ++i) d.tail += buf[i] * x[c0 + i];

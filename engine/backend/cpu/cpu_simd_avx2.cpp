@@ -1,7 +1,10 @@
 // AVX2 + FMA + F16C instantiation of the vector kernels (cpu_simd_impl.h): 8 fp32 lanes; BF16
-// widened by a zero-extend and a 16-bit shift, F16 by vcvtph2ps. Compiled for this target by
+// widened by a zero-extend and a 16-bit shift, F16 by vcvtph2ps, block codes by byte extends. Compiled for this target by
 // `#pragma GCC target`, called only after __builtin_cpu_supports said yes (cpu_simd.cpp).
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "engine/backend/cpu/cpu_simd.h"
 
@@ -46,6 +49,23 @@ struct V256 {
       return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
     }
   }
+
+  // Integer lanes for the block formats: kLanes bytes at p widened to 32-bit lanes (u8: zero-, i8:
+  // sign-extended), shifts, masks and the conversion to fp32 (exact: |values| < 2^24).
+  using i = __m256i;
+  static i u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+  static i i8(const uint8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+  static i srl(i v, int s) { return _mm256_srli_epi32(v, s); }
+  static i sll(i v, int s) { return _mm256_slli_epi32(v, s); }
+  static i andi(i v, int m) { return _mm256_and_si256(v, _mm256_set1_epi32(m)); }
+  static i ori(i a, i b) { return _mm256_or_si256(a, b); }
+  static i subi(i v, int k) { return _mm256_sub_epi32(v, _mm256_set1_epi32(k)); }
+  static float f16(const uint8_t* p) {  // one fp16 scale by F16C
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+  }
+  static f cvt(i v) { return _mm256_cvtepi32_ps(v); }
 
   // The primitives of the shared exp (Kern::exp in cpu_simd_impl.h).
   static f fnmadd(f a, f b, f c) { return _mm256_fnmadd_ps(a, b, c); }

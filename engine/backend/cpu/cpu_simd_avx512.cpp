@@ -1,7 +1,10 @@
 // AVX-512 (F, BW, VL, DQ) instantiation of the vector kernels (cpu_simd_impl.h): 16 fp32 lanes;
 // BF16 widened by a zero-extend and a 16-bit shift, F16 by vcvtph2ps. Compiled for this target by
 // `#pragma GCC target`, called only after __builtin_cpu_supports said yes (cpu_simd.cpp).
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "engine/backend/cpu/cpu_simd.h"
 
@@ -48,6 +51,22 @@ struct V512 {
       return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
     }
   }
+
+  // Integer lanes for the block formats (as in cpu_simd_avx2.cpp, 16 bytes at a time).
+  using i = __m512i;
+  static i u8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static i i8(const uint8_t* p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static i srl(i v, int s) { return _mm512_srli_epi32(v, static_cast<unsigned>(s)); }
+  static i sll(i v, int s) { return _mm512_slli_epi32(v, static_cast<unsigned>(s)); }
+  static i andi(i v, int m) { return _mm512_and_si512(v, _mm512_set1_epi32(m)); }
+  static i ori(i a, i b) { return _mm512_or_si512(a, b); }
+  static i subi(i v, int k) { return _mm512_sub_epi32(v, _mm512_set1_epi32(k)); }
+  static float f16(const uint8_t* p) {  // one fp16 scale by F16C
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+  }
+  static f cvt(i v) { return _mm512_cvtepi32_ps(v); }
 
   // The primitives of the shared exp (Kern::exp in cpu_simd_impl.h).
   static f fnmadd(f a, f b, f c) { return _mm512_fnmadd_ps(a, b, c); }

@@ -7,11 +7,13 @@
 // V provides: f (register type), kLanes, zero, set1, load, store, add, sub, mul, div, fmadd(a, b, c) =
 // a·b + c, fnmadd(a, b, c) = c − a·b, min, max, abs, max0, round (to nearest), isnan and gt (lane
 // masks), blend(mask, a, b) = mask ? b : a, hsum, scale2(p, n) = p·2^n (n integral, in two exact
-// factors), and loadw<T>(p): kLanes weights of dtype T at p widened to fp32.
+// factors), and loadw<T>(p): kLanes weights of dtype T at p widened to fp32; for the block formats an
+// integer lane type i with u8/i8 (kLanes bytes widened), srl, sll, andi, ori, subi and cvt (to fp32).
 
 template <class V>
 struct Kern {
   using f = typename V::f;
+  using iv = typename V::i;
   static constexpr int L = V::kLanes;
 
   // exp(x) = 2^n · p(r), x = n·ln2 + r, |r| ≤ ln2/2 (ln2 in two parts, Cody–Waite), p of degree 7;
@@ -59,14 +61,125 @@ struct Kern {
     }
   }
 
+  // ggml's block formats, dequantised in registers (GGUF.md §4): y = d·q for Q8_0 (32 int8 codes,
+  // fp16 d); (d·sc)·q − dmin·m per group of 32 for Q4_K (4-bit codes); d·scale·(q − 32) per 16 for
+  // Q6_K (6-bit codes in two planes). The other block types dequantise a piece of whole blocks into a
+  // stack buffer (to_float, ggml's scalar code) and dot it. No allocation on any path.
+  // Σ_blocks d · (Σ q·x): the codes' products first, the block's scale once (two alternating
+  // accumulators across blocks hide the FMA latency).
+  static void matvec_q8_0(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
+    constexpr int64_t kBytes = 34;
+    const int64_t nb = cols / 32;
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* b = W + r * nb * kBytes;
+      f acc[2] = {V::zero(), V::zero()};
+      for (int64_t k = 0; k < nb; ++k, b += kBytes) {
+        const float* xb = x + 32 * k;
+        f qx = V::mul(V::cvt(V::i8(b + 2)), V::load(xb));
+        for (int j = 1; j < 32 / L; ++j) qx = V::fmadd(V::cvt(V::i8(b + 2 + j * L)), V::load(xb + j * L), qx);
+        acc[k & 1] = V::fmadd(V::set1(V::f16(b)), qx, acc[k & 1]);
+      }
+      y[r] = V::hsum(V::add(acc[0], acc[1]));
+    }
+  }
+
+  // Σ_groups (d·sc)·(Σ q·x) − (dmin·m)·(Σ x): the sums of x per group of 32 are taken once per call
+  // (x is the same for every row; a thread's buffer, grown once), the codes' products per group.
+  static void matvec_q4_k(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
+    constexpr int64_t kBytes = 144;
+    const int64_t nb = cols / 256;
+    thread_local std::vector<float> xsum;
+    if (xsum.size() < static_cast<size_t>(8 * nb)) xsum.resize(static_cast<size_t>(8 * nb));
+    for (int64_t g = 0; g < 8 * nb; ++g) {
+      f s = V::load(x + 32 * g);
+      for (int j = 1; j < 32 / L; ++j) s = V::add(s, V::load(x + 32 * g + j * L));
+      xsum[static_cast<size_t>(g)] = V::hsum(s);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* b = W + r * nb * kBytes;
+      f acc[2] = {V::zero(), V::zero()};
+      float mins = 0;
+      for (int64_t k = 0; k < nb; ++k, b += kBytes) {
+        const float d = V::f16(b), dmin = V::f16(b + 2);
+        const uint8_t* s = b + 4;
+        for (int c = 0; c < 4; ++c) {  // groups 2c (low nibbles) and 2c + 1 (high) of qs[32c .. 32c + 32)
+          const uint8_t* q = b + 16 + 32 * c;
+          for (int h = 0; h < 2; ++h) {
+            const int g = 2 * c + h;
+            const int sc = g < 4 ? s[g] & 63 : (s[g + 4] & 15) | ((s[g - 4] >> 6) << 4);
+            const int m = g < 4 ? s[g + 4] & 63 : (s[g + 4] >> 4) | ((s[g] >> 6) << 4);
+            const float* xg = x + 256 * k + 32 * g;
+            f qx = V::mul(V::cvt(V::andi(V::srl(V::u8(q), 4 * h), 15)), V::load(xg));
+            for (int j = 1; j < 32 / L; ++j)
+              qx = V::fmadd(V::cvt(V::andi(V::srl(V::u8(q + j * L), 4 * h), 15)), V::load(xg + j * L), qx);
+            acc[h] = V::fmadd(V::set1(d * static_cast<float>(sc)), qx, acc[h]);
+            mins += dmin * static_cast<float>(m) * xsum[static_cast<size_t>(8 * k + g)];
+          }
+        }
+      }
+      y[r] = V::hsum(V::add(acc[0], acc[1])) - mins;
+    }
+  }
+
+  static void matvec_q6_k(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
+    constexpr int64_t kBytes = 210;
+    const int64_t nb = cols / 256;
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* b = W + r * nb * kBytes;
+      f acc[4] = {V::zero(), V::zero(), V::zero(), V::zero()};
+      for (int64_t k = 0; k < nb; ++k, b += kBytes) {
+        const float d = V::f16(b + 208);
+        for (int n = 0; n < 2; ++n)
+          for (int g = 0; g < 4; ++g)        // 32 values e = 128n + 32g + l
+            for (int l = 0; l < 32; l += L) {  // L divides 16: one scale per vector
+              const int e = 128 * n + 32 * g + l;
+              const f ds = V::set1(d * static_cast<float>(static_cast<int8_t>(b[192 + e / 16])));
+              const iv lo = V::andi(V::srl(V::u8(b + 64 * n + 32 * (g & 1) + l), g < 2 ? 0 : 4), 15);
+              const iv hi = V::sll(V::andi(V::srl(V::u8(b + 128 + 32 * n + l), 2 * g), 3), 4);
+              const f w = V::mul(ds, V::cvt(V::subi(V::ori(lo, hi), 32)));
+              acc[(l / L) & 3] = V::fmadd(w, V::load(x + 256 * k + e), acc[(l / L) & 3]);
+            }
+      }
+      y[r] = V::hsum(V::add(V::add(acc[0], acc[1]), V::add(acc[2], acc[3])));
+    }
+  }
+
+  static void matvec_blocks(DType t, const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
+    constexpr int64_t kPiece = 256;  // a multiple of every block
+    alignas(64) float buf[kPiece];
+    const int64_t row_bytes = dtype_row_bytes(t, cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* row = W + r * row_bytes;
+      f a0 = V::zero(), a1 = V::zero();
+      for (int64_t c0 = 0; c0 < cols; c0 += kPiece) {
+        const int64_t m = std::min(kPiece, cols - c0);  // whole blocks of 32 or 256
+        to_float(t, row + dtype_row_bytes(t, c0), buf, static_cast<size_t>(m));
+        for (int64_t j = 0; j < m; j += 2 * L) {
+          a0 = V::fmadd(V::load(buf + j), V::load(x + c0 + j), a0);
+          a1 = V::fmadd(V::load(buf + j + L), V::load(x + c0 + j + L), a1);
+        }
+      }
+      y[r] = V::hsum(V::add(a0, a1));
+    }
+  }
+
   static void matvec_any(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
+    const uint8_t* w = static_cast<const uint8_t*>(W);
     switch (t) {
       case DType::BF16:
         return matvec<DType::BF16>(W, rows, cols, x, y);
       case DType::F16:
         return matvec<DType::F16>(W, rows, cols, x, y);
-      default:
+      case DType::F32:
         return matvec<DType::F32>(W, rows, cols, x, y);
+      case DType::Q8_0:
+        return matvec_q8_0(w, rows, cols, x, y);
+      case DType::Q4_K:
+        return matvec_q4_k(w, rows, cols, x, y);
+      case DType::Q6_K:
+        return matvec_q6_k(w, rows, cols, x, y);
+      default:
+        return matvec_blocks(t, w, rows, cols, x, y);
     }
   }
 
@@ -85,8 +198,10 @@ struct Kern {
         return widen_t<DType::BF16>(src, dst, n);
       case DType::F16:
         return widen_t<DType::F16>(src, dst, n);
-      default:
+      case DType::F32:
         return widen_t<DType::F32>(src, dst, n);
+      default:  // a block type: ggml's scalar dequantisation (bit-exact)
+        return to_float(t, src, dst, static_cast<size_t>(n));
     }
   }
 

@@ -196,7 +196,8 @@ inline int dtype_code(DType t, const std::string& name) {
     case DType::BF16:
       return cudam::kBF16;
     default:
-      throw BackendFailure("cuda: tensor '" + name + "' has dtype " + dtype_name(t) + ", not F32/F16/BF16");
+      throw BackendFailure("cuda: tensor '" + name + "' is " + dtype_name(t) +
+                           " (allowed F32, F16, BF16: the CUDA kernels do not read ggml blocks; use --backend cpu)");
   }
 }
 

@@ -14,6 +14,7 @@ namespace {
 constexpr VkDeviceSize kAlign = 256;
 constexpr VkDeviceSize kChunk = VkDeviceSize{1} << 30;  // weight buffers of at most 1 GiB (or the binding limit)
 
+// A ggml block type (GGUF, --weights) is widened: no Vulkan shader reads blocks yet.
 uint32_t device_dtype(DType t) {
   return t == DType::F16 ? kF16 : t == DType::BF16 ? kBF16 : kF32;
 }
@@ -244,7 +245,7 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
         for (int64_t e0 = 0; e0 < n; e0 += kPiece) {
           const int64_t k = std::min(kPiece, n - e0);
           wide.resize(static_cast<size_t>(k));
-          to_float(x->dtype, static_cast<const uint8_t*>(x->data) + e0 * dtype_size(x->dtype), wide.data(),
+          to_float(x->dtype, static_cast<const uint8_t*>(x->data) + dtype_row_bytes(x->dtype, e0), wide.data(),
                    wide.size());
           tmp.resize(static_cast<size_t>(k * esize));
           from_float(host_dtype(dt), wide.data(), tmp.data(), wide.size());

@@ -1,0 +1,196 @@
+// Quantise on load (quantize.h): the rule that picks the matrices, the plan, and the conversion of each
+// row through ggml's reference quantiser with the error measured against the stored values.
+#include "engine/model/quantize.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <functional>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "engine/core/error.h"
+#include "engine/core/ggml_quant.h"
+#include "engine/core/thread_pool.h"
+#include "engine/model/mixer_ops.h"
+
+namespace hl {
+namespace {
+
+constexpr DType kFormats[] = {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q5_0, DType::Q5_1, DType::Q5_K};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Why matrix `m` of role `role` stays as stored for `format`, or "" to quantise it.
+std::string keep_reason(const char* role, const Mat& m, DType format) {
+  const std::string r = role;
+  if (r == "embedding") return "embedding (kept by the rule)";
+  if (r == "lm_head") return "LM head (kept by the rule)";
+  if (r == "router") return "router (kept by the rule)";
+  if (r == "mamba.x_proj" || r == "mamba.dt_proj") return "Mamba-1 " + r.substr(6) + " (kept by the rule)";
+  if (dtype_is_block(m.dtype)) return std::string("already ") + dtype_name(m.dtype);
+  if (m.cols % dtype_block(format) != 0)
+    return std::to_string(m.cols) + " columns are not a multiple of the " + std::to_string(dtype_block(format)) +
+           "-value block";
+  return "";
+}
+
+// Every matrix with its role, in Model::matrices() order.
+void each_role(Model& m, const std::function<void(const char*, Mat&)>& f) {
+  auto add = [&](const char* role, Mat& x) {
+    if (!x.empty()) f(role, x);
+  };
+  add("embedding", m.w.embed);
+  for (size_t i = 0; i < m.w.layers.size(); ++i) {
+    LayerWeights& l = m.w.layers[i];
+    const LayerSpec& s = m.schedule[static_cast<int64_t>(i)];
+    mixer_ops(s.mixer).each_matrix(l, [&](const char* role, const Mat& x, const std::vector<float>*) {
+      add(role, const_cast<Mat&>(x));  // this model's own matrices (Model::matrices() does the same)
+    });
+    if (s.is_moe()) {
+      add("router", l.moe.router);
+      add("latent", l.moe.latent_in);
+      add("latent", l.moe.latent_out);
+      for (MlpWeights& x : l.moe.experts) {
+        add("expert", x.gate);
+        add("expert", x.up);
+        add("expert", x.down);
+      }
+      if (!l.moe.shared.down.empty()) {
+        add("shared", l.moe.shared.gate);
+        add("shared", l.moe.shared.up);
+        add("shared", l.moe.shared.down);
+      }
+    } else {
+      add("mlp", l.mlp.gate);
+      add("mlp", l.mlp.up);
+      add("mlp", l.mlp.down);
+    }
+  }
+  if (m.w.lm_head.data != m.w.embed.data) add("lm_head", m.w.lm_head);
+}
+
+}  // namespace
+
+int64_t WeightQuantization::quantized_count() const {
+  int64_t n = 0;
+  for (const MatQuant& q : mats) n += q.kept.empty() ? 1 : 0;
+  return n;
+}
+
+double WeightQuantization::worst_rel_rms() const {
+  double w = 0;
+  for (const MatQuant& q : mats) w = std::max(w, q.rel_rms);
+  return w;
+}
+
+std::string weights_label(const Model& m) {
+  return m.quantization ? lower(dtype_name(m.quantization->format)) : std::string();
+}
+
+std::string weight_format_choices() {
+  std::string s = "as-stored";
+  for (DType t : kFormats) s += ", " + lower(dtype_name(t));
+  return s;
+}
+
+std::optional<DType> parse_weight_format(const std::string& name, const std::string& what) {
+  if (lower(name) == "as-stored") return std::nullopt;
+  const std::optional<DType> t = dtype_from_weight_name(name);
+  for (DType f : kFormats)
+    if (t && *t == f) return f;
+  throw Error(what + ": '" + name + "' is not a weight format (allowed " + weight_format_choices() + ")");
+}
+
+WeightQuantization plan_quantization(Model& m, DType format) {
+  WeightQuantization q;
+  q.format = format;
+  each_role(m, [&](const char* role, Mat& x) {
+    MatQuant mq;
+    mq.name = x.name;
+    mq.rows = x.rows;
+    mq.cols = x.cols;
+    mq.from = x.dtype;
+    mq.kept = keep_reason(role, x, format);
+    mq.to = mq.kept.empty() ? format : x.dtype;
+    mq.bytes_before = x.bytes();
+    mq.bytes_after = mq.rows * dtype_row_bytes(mq.to, mq.cols);
+    q.bytes_before += mq.bytes_before;
+    q.bytes_after += mq.bytes_after;
+    q.mats.push_back(std::move(mq));
+  });
+  return q;
+}
+
+void quantize_model(Model& m, DType format, bool own_kept) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool tied = m.w.lm_head.data == m.w.embed.data;
+  auto q = std::make_shared<WeightQuantization>(plan_quantization(m, format));
+  std::vector<Mat*> mats;
+  each_role(m, [&](const char*, Mat& x) { mats.push_back(&x); });
+  ThreadPool& pool = ThreadPool::global();
+  for (size_t k = 0; k < mats.size(); ++k) {
+    Mat& x = *mats[k];
+    MatQuant& mq = q->mats[k];
+    if (!mq.kept.empty() && !own_kept) continue;
+    auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(mq.bytes_after));
+    if (!mq.kept.empty()) {
+      std::memcpy(buf->data(), x.data, buf->size());
+    } else {
+      // Rows on the pool; each thread sums its own squared error and norm in double.
+      const int threads = pool.size();
+      std::vector<double> err(static_cast<size_t>(threads), 0.0), norm(static_cast<size_t>(threads), 0.0);
+      std::vector<int64_t> bad(static_cast<size_t>(threads), -1);
+      const int64_t out_row = dtype_row_bytes(format, x.cols);
+      pool.parallel_for(x.rows, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, x.cols)), [&](int64_t r0, int64_t r1) {
+        const size_t ti = static_cast<size_t>(ThreadPool::thread_index());
+        thread_local std::vector<float> w, back;
+        w.resize(static_cast<size_t>(x.cols));
+        back.resize(static_cast<size_t>(x.cols));
+        for (int64_t r = r0; r < r1; ++r) {
+          to_float(x.dtype, x.row_ptr(r), w.data(), w.size());
+          for (int64_t c = 0; c < x.cols; ++c)
+            if (!std::isfinite(w[static_cast<size_t>(c)])) {
+              if (bad[ti] < 0 || r * x.cols + c < bad[ti]) bad[ti] = r * x.cols + c;
+              break;
+            }
+          if (bad[ti] >= 0) continue;
+          uint8_t* dst = buf->data() + r * out_row;
+          from_float(format, w.data(), dst, w.size());
+          to_float(format, dst, back.data(), back.size());
+          double e = 0, n = 0;
+          for (int64_t c = 0; c < x.cols; ++c) {
+            const double a = w[static_cast<size_t>(c)], d = a - back[static_cast<size_t>(c)];
+            e += d * d;
+            n += a * a;
+          }
+          err[ti] += e;
+          norm[ti] += n;
+        }
+      });
+      int64_t first_bad = -1;
+      double e = 0, n = 0;
+      for (size_t t = 0; t < err.size(); ++t) {
+        e += err[t];
+        n += norm[t];
+        if (bad[t] >= 0 && (first_bad < 0 || bad[t] < first_bad)) first_bad = bad[t];
+      }
+      if (first_bad >= 0)
+        throw LoadError(x.name + ": element [" + std::to_string(first_bad / x.cols) + ", " + std::to_string(first_bad % x.cols) +
+                        "] is not finite (allowed finite weights for --weights " + lower(dtype_name(format)) + ")");
+      mq.rel_rms = n > 0 ? std::sqrt(e / n) : 0.0;
+      x.dtype = format;
+    }
+    x.data = buf->data();
+    m.keep_alive.push_back(buf);
+  }
+  if (tied) m.w.lm_head = m.w.embed;  // the same rows, wherever the embedding now lives
+  q->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m.quantization = q;
+}
+
+}  // namespace hl
