@@ -14,6 +14,7 @@
 #include "engine/core/error.h"
 #include "engine/io/adapter.h"
 #include "engine/model/loader.h"
+#include "engine/model/quantize.h"
 #include "engine/model/weights.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -53,7 +54,7 @@ std::string EngineWorker::tokenText(int32_t id) const {
   return tokenizer_ ? tokenizer_->piece(id) : std::string();
 }
 
-void EngineWorker::loadModel(int requestId, int cancelEpoch, const QString& dir) {
+void EngineWorker::loadModel(int requestId, int cancelEpoch, const QString& dir, const QString& weights) {
   const std::string path = localPath(dir);
   try {
     const auto t0 = std::chrono::steady_clock::now();
@@ -63,6 +64,7 @@ void EngineWorker::loadModel(int requestId, int cancelEpoch, const QString& dir)
       emit loadProgress(requestId, done, total, QString::fromStdString(what));
       return true;
     };
+    if (!weights.isEmpty()) opts.weights = hl::parse_weight_format(weights.toStdString(), "weights");
     std::shared_ptr<hl::Model> m = hl::load_model(path, opts);
     std::unique_ptr<hl::Tokenizer> tok;
     if (!m->tokenizer_path.empty()) tok = hl::Tokenizer::load(m->tokenizer_path);
@@ -89,6 +91,16 @@ void EngineWorker::loadModel(int requestId, int cancelEpoch, const QString& dir)
     info.params = m->param_count();
     info.activeParams = m->active_param_count();
     info.weightBytesPerToken = m->weight_bytes_per_token();
+    if (const hl::WeightQuantization* q = m->quantization.get()) {
+      info.weights = QString::fromStdString(hl::weights_label(*m));
+      info.quantSummary = tr("weights quantised on load to %1: %2 of %3 matrices, worst relative RMS error %4 %, %5 → %6 MiB")
+                              .arg(info.weights)
+                              .arg(q->quantized_count())
+                              .arg(q->mats.size())
+                              .arg(100.0 * q->worst_rel_rms(), 0, 'f', 2)
+                              .arg(static_cast<double>(q->bytes_before) / 1048576.0, 0, 'f', 1)
+                              .arg(static_cast<double>(q->bytes_after) / 1048576.0, 0, 'f', 1);
+    }
     for (const std::string& b : hl::available_backends()) info.backends << QString::fromStdString(b);
     info.loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     // Only now does the new model replace the old one: a failure above leaves everything as it was.
@@ -133,6 +145,7 @@ void EngineWorker::loadAdapter(const QString& dir) {
     // keeps its memory-mapped weights untouched).
     std::shared_ptr<hl::Model> merged = hl::load_model(model_->dir);
     hl::merge_adapter(*merged, a);
+    if (model_->quantization) hl::quantize_model(*merged, model_->quantization->format, false);  // as the base
     merged_ = std::move(merged);
     adapterDir_ = dir;
     emit adapterLoaded(info);

@@ -27,7 +27,8 @@ class EngineWorker : public QObject {
 
   // Loads a checkpoint; on success it replaces the current model (and ends any run), on failure
   // or cancel the current model stays.
-  void loadModel(int requestId, int cancelEpoch, const QString& dir);
+  // `weights`: a --weights format to quantise to on load ("q8_0"), empty for as stored.
+  void loadModel(int requestId, int cancelEpoch, const QString& dir, const QString& weights = QString());
   // A PEFT adapter checked against the current model: its DoRA rows and a merged copy of the model
   // for the adapter toggle. Or a fine-tuned checkpoint (loadTuned): DoRA rows only.
   void loadAdapter(const QString& dir);

@@ -258,6 +258,20 @@ void MainWindow::createMenus() {
   QAction* openGguf = file->addAction(tr("Open &GGUF file…"), this, &MainWindow::chooseGguf);
   openGguf->setObjectName("actionOpenGguf");
   openGguf->setToolTip(tr("A llama.cpp GGUF model (one file, or any shard of a split); its tokenizer comes from the file"));
+  QMenu* weights = file->addMenu(tr("&Weights on load"));
+  weights->setToolTipsVisible(true);
+  auto* weightsGroup = new QActionGroup(weights);
+  for (const auto& [label, format] : {std::pair{tr("As stored"), QString()}, std::pair{tr("Q8_0 (8.5 bits)"), QStringLiteral("q8_0")},
+                                      std::pair{tr("Q6_K (6.6 bits)"), QStringLiteral("q6_k")},
+                                      std::pair{tr("Q4_K (4.5 bits)"), QStringLiteral("q4_k")}}) {
+    QAction* a = weights->addAction(label, this, [this, f = format] { setWeightsFormat(f); });
+    a->setCheckable(true);
+    a->setChecked(format.isEmpty());
+    a->setObjectName(format.isEmpty() ? QStringLiteral("actionWeightsAsStored") : "actionWeights_" + format);
+    a->setToolTip(tr("Quantise the large matrices when a checkpoint loads (embedding, LM head, routers and Mamba-1 "
+                     "x/dt projections stay as stored); the status bar and sessions say what changed"));
+    weightsGroup->addAction(a);
+  }
   recentMenu_ = file->addMenu(tr("Open &recent"));
   demoMenu_ = file->addMenu(tr("Open &demo model"));
   adapterAction_ = file->addAction(tr("Load &adapter (LoRA/DoRA)…"), this, &MainWindow::chooseAdapter);

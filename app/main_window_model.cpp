@@ -104,9 +104,15 @@ bool MainWindow::openCheckpoint(const QString& dir) {
   cancelButton_->show();
   statusBar()->showMessage(tr("Loading %1…").arg(QDir::toNativeSeparators(dir)));
   const int id = loadRequest_, epoch = engine_->cancelEpoch();
-  engine_->post([id, epoch, dir](EngineWorker& w) { w.loadModel(id, epoch, dir); });
+  engine_->post([id, epoch, dir, weights = weightsFormat_](EngineWorker& w) { w.loadModel(id, epoch, dir, weights); });
   updateActions();
   return true;
+}
+
+void MainWindow::setWeightsFormat(const QString& format) {
+  if (format == weightsFormat_) return;
+  weightsFormat_ = format;
+  if (modelInfo_ && modelInfo_->weights != format) openCheckpoint(modelInfo_->dir);  // the open model, in the new format
 }
 
 void MainWindow::cancelLoad() {
@@ -160,7 +166,8 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
                                .arg(s.num_ssm())
                                .arg(s.num_moe())
                                .arg(static_cast<double>(info.params) / 1e6, 0, 'f', 2)
-                               .arg(info.loadSeconds, 0, 'f', 2),
+                               .arg(info.loadSeconds, 0, 'f', 2) +
+                               (info.quantSummary.isEmpty() ? QString() : "; " + info.quantSummary),
                            10000);
   if (ctx_->hardware().bandwidthGBs <= 0) engine_->post([](EngineWorker& w) { w.measureHardware(); });
   if (!keepRecordingOnLoad_) {

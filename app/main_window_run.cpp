@@ -142,6 +142,7 @@ void MainWindow::onRunStarted(const RunStart& s) {
   rec->prompt = s.prompt.toStdString();
   rec->engine_version = HL_VERSION;
   if (!s.settings.adapter.empty() && adapter_) rec->adapter_identity = adapter_->identity;
+  rec->weights = modelInfo_->weights.toStdString();
   rec->runs.reserve(2);
   hl::Run a;
   a.label = "A";

@@ -27,6 +27,8 @@ const char* kUsage =
     "  --sinks               write self_attn.sinks on every attention layer\n"
     "  --tie-embeddings      tie_word_embeddings: true (lm_head.weight omitted)\n"
     "  --keep-lm-head        with tied embeddings, still write lm_head.weight (a copy)\n"
+    "  --shape-only          no values: the header and a sparse data section (for `info --weights` on\n"
+    "                        models too large to generate, e.g. --preset jamba-v0.1)\n"
     "  --vocab V --layers L --hidden H   override the config's sizes\n"
     "  -h, --help            this text\n";
 
@@ -56,7 +58,7 @@ int run(int argc, char** argv) {
   std::string out, preset, config_path, dtype = "bf16";
   std::optional<int64_t> shards, registers, vocab, layers, hidden;
   uint64_t seed = 0;
-  bool fused = false, sinks = false, tie = false, keep_head = false;
+  bool fused = false, sinks = false, tie = false, keep_head = false, shape_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i], value;
     bool has_inline = false;
@@ -104,6 +106,8 @@ int run(int argc, char** argv) {
       flag(), tie = true;
     else if (a == "--keep-lm-head")
       flag(), keep_head = true;
+    else if (a == "--shape-only")
+      flag(), shape_only = true;
     else
       throw hl::Error("unknown option '" + a + "' (see --help)");
   }
@@ -139,6 +143,12 @@ int run(int argc, char** argv) {
   for (const auto& t : plan) {
     params += t.numel();
     bytes += t.nbytes();
+  }
+  if (shape_only) {
+    hl::generate_shape_only(out, o);
+    std::printf("%s: %zu tensors, %lld parameters, %.1f MB as stored, shape only (a sparse file without values)\n",
+                out.c_str(), plan.size(), static_cast<long long>(params), double(bytes) / 1e6);
+    return 0;
   }
   hl::generate_checkpoint(out, o);
   std::printf("%s: %zu tensors, %lld parameters, %.1f MB in %d file(s)\n", out.c_str(), plan.size(),

@@ -16,6 +16,7 @@
 #include "app/cli/commands.h"
 #include "engine/backend/backend_registry.h"
 #include "engine/core/error.h"
+#include "engine/core/sys_memory.h"
 #include "engine/io/checkpoint.h"
 #include "engine/io/gguf_import.h"
 #include "engine/model/loader.h"
@@ -69,7 +70,10 @@ std::string lower_name(DType t) {
 // Everything `info` reports, in the --json layout.
 nlohmann::json collect(const std::string& dir, std::optional<DType> weights) {
   Checkpoint ckpt = Checkpoint::open(dir);
-  std::shared_ptr<Model> model = bind_model(ckpt);
+  // Bound without the memory check: info describes a model that does not fit too (and says so below).
+  LoadOptions unbounded;
+  unbounded.memory_budget_bytes = UINT64_MAX;
+  std::shared_ptr<Model> model = bind_model(ckpt, unbounded);
   const JambaConfig& c = model->config;
   const LayerSchedule& sched = model->schedule;
   const int64_t L = sched.size();
@@ -198,11 +202,13 @@ nlohmann::json collect(const std::string& dir, std::optional<DType> weights) {
     for (const MatQuant& q : plan_quantization(*model, DType::Q8_0).mats) mats += q.bytes_before;
     return mats;
   }();
+  const AvailableMemory avail = available_memory();
   nlohmann::json formats = nlohmann::json::object();
   for (DType f : {DType::Q8_0, DType::Q6_K, DType::Q4_K}) {
     const WeightQuantization q = plan_quantization(*model, f);
-    formats[lower_name(f)] = {{"matrix_bytes", q.bytes_after}, {"quantized", q.quantized_count()},
-                              {"matrices", static_cast<int64_t>(q.mats.size())}};
+    formats[lower_name(f)] = {{"matrix_bytes", q.bytes_after}, {"weight_bytes", vectorBytes + q.bytes_after},
+                              {"quantized", q.quantized_count()}, {"matrices", static_cast<int64_t>(q.mats.size())},
+                              {"fits", static_cast<uint64_t>(vectorBytes + q.bytes_after) <= avail.bytes}};
   }
   j["weights_by_format"] = formats;
   // Memory: the weights as they will be held, plus the state a run holds (trace-format.md §3 formulas in fp32).
@@ -219,7 +225,8 @@ nlohmann::json collect(const std::string& dir, std::optional<DType> weights) {
   const int64_t kvPerToken = kv_cache_bytes(c, sched.num_attention(), 1, kStateBytesPerElement);
   const int64_t stateBytes = state_bytes(c, sched, kStateBytesPerElement);
   const int64_t quoteContext = std::min<int64_t>(kQuoteContext, c.max_position_embeddings);
-  j["memory"] = {{"weight_bytes", weightBytes}, {"kv_bytes_per_token", kvPerToken},
+  j["memory"] = {{"weight_bytes", weightBytes}, {"available_bytes", avail.bytes}, {"available_source", avail.source},
+                 {"fits", static_cast<uint64_t>(weightBytes) <= avail.bytes}, {"kv_bytes_per_token", kvPerToken},
                  {"state_bytes", stateBytes},   {"state_dtype", "F32"},
                  {"context", quoteContext},     {"total_bytes", weightBytes + stateBytes + kvPerToken * quoteContext}};
 
@@ -351,9 +358,12 @@ void printText(const nlohmann::json& j) {
               humanBytes(I(m["state_bytes"])).c_str());
   std::string byFormat;
   for (const auto& [name, f] : j["weights_by_format"].items())
-    byFormat += (byFormat.empty() ? "" : ", ") + name + " " + humanBytes(I(f["matrix_bytes"])) + " (" +
-                std::to_string(I(f["quantized"])) + "/" + std::to_string(I(f["matrices"])) + " quantised)";
-  std::printf("            matrices with --weights: %s\n", byFormat.c_str());
+    byFormat += (byFormat.empty() ? "" : ", ") + name + " " + humanBytes(I(f["weight_bytes"])) + " (" +
+                std::to_string(I(f["quantized"])) + "/" + std::to_string(I(f["matrices"])) + " matrices quantised" +
+                (f["fits"].get<bool>() ? "" : ", does not fit") + ")";
+  std::printf("            weights with --weights: %s\n", byFormat.c_str());
+  std::printf("            available: %s (%s)%s\n", humanBytes(I(m["available_bytes"])).c_str(),
+              m["available_source"].get<std::string>().c_str(), m["fits"].get<bool>() ? "" : "; the weights do not fit");
   if (j.contains("weights")) {
     const auto& w = j["weights"];
     std::printf("            --weights %s: %" PRId64 " matrices quantised, %zu kept as stored\n",

@@ -2,9 +2,10 @@
 // config (checked by the same parse_config as a config.json), its tensors the state-dict names and
 // shapes the loader binds, undoing llama.cpp's converter (tools/reference/gguf/GGUF.md §5: stacked
 // experts split, A stored as −exp(A_log) turned back into A_log, conv kernels reshaped, q/k rows
-// unpermuted, split gate/up rows fused again). The weights
-// are widened to F32 when materialize() runs (after the loader's memory check), block formats
-// dequantised bit-exactly as ggml defines them (core/ggml_quant.h).
+// unpermuted, split gate/up rows fused again). materialize() (after the loader's memory check) copies
+// each 2-D matrix made of whole stored rows of one type in that type (F16, BF16 or a ggml block
+// format the kernels read, core/dtype.h) and widens the rest to F32, block formats dequantised
+// bit-exactly as ggml defines them (core/ggml_quant.h).
 // Not the reader's checks (gguf.cpp) and not the tokenizer (tokenizer/gguf_tokenizer.h).
 #pragma once
 #include <memory>
@@ -61,7 +62,7 @@ struct GgufImport {
   std::string config_text;    // the config as config.json text (hashed as a checkpoint's is)
   std::string architecture;   // general.architecture
   std::vector<GgufImportOp> ops;
-  std::vector<TensorInfo> tensors;  // the state dict, F32, data into the buffer materialize() fills
+  std::vector<TensorInfo> tensors;  // the state dict (stored type or F32), data into the buffer materialize() fills
   std::shared_ptr<GgufBuffer> buffer;
   bool materialized = false;
   bool has_tokenizer = false;  // tokenizer.ggml.model present
@@ -76,7 +77,7 @@ std::shared_ptr<GgufImport> import_gguf(const std::string& path);
 // target passes GgufModelFiles::from_file of bytes in memory). materialize() reads the shards
 // from their paths, so it needs files opened from disk.
 std::shared_ptr<GgufImport> import_gguf_files(std::shared_ptr<const GgufModelFiles> files);
-// Widens every tensor into the buffer (once, later calls return at once; reads the files with pread, so a file changed meanwhile
+// Copies or widens every tensor into the buffer (once, later calls return at once; reads the files with pread, so a file changed meanwhile
 // gives a LoadError rather than a fault).
 // Stored rows are read and widened at most `chunk_bytes` at a time (a tensor's stored form is never
 // held whole); tests pass a small value to cross chunk boundaries.

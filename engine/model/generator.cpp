@@ -469,6 +469,10 @@ std::vector<PlannedTensor> plan_checkpoint(const GenerateOptions& opts) {
   return out;
 }
 
+JambaConfig generated_config(const GenerateOptions& opts) {
+  return effective_config(opts);
+}
+
 void generate_checkpoint(const std::string& out_dir, const GenerateOptions& opts) {
   namespace fs = std::filesystem;
   if (out_dir.empty()) throw Error("generate: no output folder given");

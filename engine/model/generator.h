@@ -49,6 +49,16 @@ std::vector<std::string> shard_file_names(int shards);
 // from the thread that runs the engine (the pool runs one parallel_for at a time).
 void generate_checkpoint(const std::string& out_dir, const GenerateOptions& opts);
 
+// The config.json generate_checkpoint writes for `opts` (dt_rank "auto" resolved, registers, dtype hint).
+JambaConfig generated_config(const GenerateOptions& opts);
+
+// A checkpoint of the right shape without values (generator_shape.cpp): config.json and one
+// model.safetensors whose header lists every tensor of plan_checkpoint(opts) and whose data section is
+// a hole (a sparse file: no disk blocks, zeros when read). For `info` and the load check of models too
+// large to generate (a 52B Jamba): nothing is drawn and nothing should be run on it. opts.dtype only
+// (no mixed dtypes, one file). Throws Error naming the option or file.
+void generate_shape_only(const std::string& out_dir, const GenerateOptions& opts);
+
 // Named configs: "tiny", "tiny-dev", "demo-random", "3b", "jamba-v0.1", "bamba-tiny", "nemotron-h-tiny",
 // "granite-h-tiny" (generator_presets.cpp).
 // Throws Error listing the known names for an unknown one.

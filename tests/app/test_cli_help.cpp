@@ -160,7 +160,10 @@ using Cases = std::map<std::string, std::vector<std::string>>;
 
 Cases cases(const std::string& cmd) {
   const std::string m = model(), out = (scratch() / "x").string();
-  if (cmd == "info") return {{"checkpoint", {"info", "--checkpoint", m}}, {"json", {"info", "--checkpoint", m, "--json"}}};
+  if (cmd == "info")
+    return {{"checkpoint", {"info", "--checkpoint", m}},
+            {"json", {"info", "--checkpoint", m, "--json"}},
+            {"weights", {"info", "--checkpoint", m, "--weights", "q4_k"}}};
   if (cmd == "memory") {
     const std::string c = m + "/config.json";
     return {{"config", {"memory", "--config", c, "--context", "64"}},
@@ -201,7 +204,8 @@ Cases cases(const std::string& cmd) {
       return v;
     };
     return {{"checkpoint", b}, {"tokens", b}, {"rounds", b}, {"prefill", b},
-            {"backend", with({"--backend", "cpu"})}, {"json", with({"--json"})}};
+            {"backend", with({"--backend", "cpu"})}, {"json", with({"--json"})},
+            {"weights", {"bench", "--checkpoint", m, "--tokens", "2", "--rounds", "1", "--weights", "as-stored,q8_0"}}};
   }
   if (cmd == "trace" || cmd == "record") {
     const std::string file = out + (cmd == "trace" ? ".safetensors" : ".hlsession");
@@ -223,6 +227,7 @@ Cases cases(const std::string& cmd) {
                {"adapter", with({"--adapter", finetune("dora/step-7")})},
                {"backend", with({"--backend", "cpu"})}};
     c["memory-budget"] = with({"--memory-budget", "4G"});
+    c["weights"] = with({"--weights", "q8_0"});
     c["max-context"] = with({"--max-context", "64"});
     c["chat"] = {cmd, "--checkpoint", chatModel(), "--chat", chatFile(), "--out", file};
     if (cmd == "trace") {

@@ -213,3 +213,36 @@ TEST(Sessions, CompareTwoSessions_OverlaysTokenAligned) {
   EXPECT_EQ(h->runB(), nullptr);
   EXPECT_TRUE(h.errors.isEmpty()) << h.errors.join('\n').toStdString();
 }
+
+namespace {
+
+// File > Weights on load: the open checkpoint reloads quantised, the status bar says what changed,
+// and the run's recording (and so its session) names the format; "As stored" goes back.
+TEST(MainWindow, WeightsOnLoad_ReloadsQuantised_AndTheRecordingNamesTheFormat) {
+  Harness h;
+  ASSERT_TRUE(h.load(demoDir()));
+  EXPECT_TRUE(h->modelInfo()->weights.isEmpty());
+  QAction* q8 = h->findChild<QAction*>("actionWeights_q8_0");
+  ASSERT_NE(q8, nullptr);
+  bool started = false;
+  auto c = QObject::connect(h.w.get(), &hl::app::MainWindow::runStarted, [&] { started = true; });
+  q8->trigger();
+  ASSERT_TRUE(waitFor([&] { return started && h->modelInfo() && h->modelInfo()->weights == "q8_0"; }))
+      << h.errors.join("; ").toStdString();
+  QObject::disconnect(c);
+  ASSERT_TRUE(h.settle());
+  EXPECT_TRUE(h.errors.isEmpty()) << h.errors.join("; ").toStdString();
+  EXPECT_TRUE(h->modelInfo()->quantSummary.contains("q8_0")) << h->modelInfo()->quantSummary.toStdString();
+  ASSERT_TRUE(h.step(2));
+  ASSERT_NE(h->recording(), nullptr);
+  EXPECT_EQ(h->recording()->weights, "q8_0");
+  started = false;
+  c = QObject::connect(h.w.get(), &hl::app::MainWindow::runStarted, [&] { started = true; });
+  h->findChild<QAction*>("actionWeightsAsStored")->trigger();
+  ASSERT_TRUE(waitFor([&] { return started && h->modelInfo() && h->modelInfo()->weights.isEmpty(); }))
+      << h.errors.join("; ").toStdString();
+  QObject::disconnect(c);
+  ASSERT_TRUE(h.settle());
+}
+
+}  // namespace

@@ -235,6 +235,45 @@ TEST(QuantizeOnLoad, NonFiniteWeightIsRefusedWithItsElement) {
   }
 }
 
+// A 52B Jamba-shaped checkpoint (the jamba-v0.1 preset: 4,096 wide, 16 experts of 14,336) written
+// as a shape-only file (a header and a sparse data section, nothing drawn, nothing run): the memory
+// each format needs, and the load check refusing before any matrix is quantised.
+TEST(QuantizeOnLoad, A52BJambaShapedCheckpointReportsItsMemoryInEachFormat) {
+  test::TempDir dir;
+  GenerateOptions o;
+  o.config = preset_config("jamba-v0.1");
+  generate_shape_only(dir.path, o);
+  const Checkpoint ck = Checkpoint::open(dir.path);
+  LoadOptions unbounded;
+  unbounded.memory_budget_bytes = UINT64_MAX;
+  std::shared_ptr<Model> m = bind_model(ck, unbounded);
+  EXPECT_GT(m->param_count(), int64_t{51'000'000'000});
+  EXPECT_NEAR(static_cast<double>(ck.total_tensor_bytes()), 2.0 * static_cast<double>(m->param_count()), 1e6);
+  int64_t previous = INT64_MAX;
+  for (DType fmt : {DType::Q8_0, DType::Q6_K, DType::Q4_K}) {
+    SCOPED_TRACE(dtype_name(fmt));
+    const WeightQuantization q = plan_quantization(*m, fmt);
+    int64_t quantised_params = 0;
+    for (const MatQuant& mq : q.mats) {
+      if (!mq.kept.empty()) continue;
+      quantised_params += mq.rows * mq.cols;
+      // Exactly the block format's bytes per value: BF16's 2 bytes become block_bytes / block.
+      EXPECT_EQ(mq.bytes_after * dtype_block(fmt) * 2, mq.bytes_before * dtype_block_bytes(fmt)) << mq.name;
+    }
+    EXPECT_GT(quantised_params, int64_t{50'000'000'000});  // everything but embedding, head, routers, x/dt_proj
+    EXPECT_LT(q.bytes_after, previous);
+    previous = q.bytes_after;
+    RecordProperty(std::string("jamba52b_matrix_gib_") + dtype_name(fmt), std::to_string(q.bytes_after / 1073741824.0));
+  }
+  // As stored the 52B model needs ~96 GiB; Q4_K ~28 GiB: a 16 GiB budget refuses both, naming the format.
+  LoadOptions o16;
+  o16.memory_budget_bytes = uint64_t{16} << 30;
+  o16.weights = DType::Q4_K;
+  const std::string msg = test::load_error_of([&] { load_model(dir.path, o16); });
+  EXPECT_NE(msg.find("of matrices as Q4_K"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(--memory-budget)"), std::string::npos) << msg;
+}
+
 TEST(QuantizeOnLoad, FormatNames) {
   EXPECT_EQ(parse_weight_format("as-stored"), std::nullopt);
   EXPECT_EQ(parse_weight_format("Q6_K"), DType::Q6_K);
