@@ -335,6 +335,7 @@ Recording read_trace(const SafetensorsFile& f, const std::string& name, bool map
   rec.checkpoint.name = metaOr("checkpoint");
   rec.checkpoint.config_sha256 = metaOr("config_sha256");
   rec.engine_version = metaOr("engine_version");
+  if (const std::string w = metaOr("weights"); w != "as-stored") rec.weights = w;  // absent in older traces: ""
   rec.config = c;
   rec.tokens.resize(static_cast<size_t>(T));
   copyOut(ids, 0, T, rec.tokens.data());

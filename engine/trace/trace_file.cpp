@@ -9,6 +9,7 @@
 
 #include "engine/core/error.h"
 #include "engine/io/safetensors.h"
+#include "engine/model/quantize.h"
 #include "engine/trace/trace_fields.h"
 
 namespace hl {
@@ -72,6 +73,8 @@ void write_trace(const std::string& path, const Model& model, int n_reg, const s
   w.set_metadata("adapter", meta.adapter);
   w.set_metadata("backend", meta.backend);
   w.set_metadata("engine_version", HL_VERSION);
+  // The --weights format the matrices were quantised to on load (model/quantize.h), or "as-stored".
+  w.set_metadata("weights", model.quantization ? weights_label(model) : std::string("as-stored"));
 
   // Every field of the table in its order: scalars always, vector fields when every record
   // carries them at the table's per-token size, tensors with an empty layer axis omitted.

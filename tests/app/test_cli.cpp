@@ -419,6 +419,31 @@ TEST_F(CliOnCheckpoint, Trace_IdsAndGeneration_WritesTokensAndLogits) {
   EXPECT_EQ(f.metadata().at("format_version"), "1");
   EXPECT_EQ(f.metadata().at("backend"), "cpu");
   EXPECT_EQ(f.metadata().at("normalizer"), "as-trained");
+  EXPECT_EQ(f.metadata().at("weights"), "as-stored");
+}
+
+// --weights on trace and info: the trace names the format; info counts the quantised memory and
+// lists what the rule kept; a format that is not one is a usage error naming the allowed ones.
+TEST_F(CliOnCheckpoint, Weights_TraceNamesTheFormat_InfoCountsIt) {
+  const std::string d = dir_.string(), out = (scratchDir() / "q8.safetensors").string();
+  RunResult r = runHybridlens({"trace", "--checkpoint", d, "--ids", "1,5,9", "--weights", "q8_0", "--out", out});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(hl::SafetensorsFile::open(out).metadata().at("weights"), "q8_0");
+  r = runHybridlens({"info", "--checkpoint", d, "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json stored = nlohmann::json::parse(r.out);
+  r = runHybridlens({"info", "--checkpoint", d, "--weights", "q8_0", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json q = nlohmann::json::parse(r.out);
+  EXPECT_EQ(q["weights"]["format"], "q8_0");
+  EXPECT_LT(q["memory"]["weight_bytes"].get<int64_t>(), stored["memory"]["weight_bytes"].get<int64_t>());
+  EXPECT_GT(q["weights"]["quantized"].get<int64_t>(), 0);
+  bool embeddingKept = false;
+  for (const auto& k : q["weights"]["kept"]) embeddingKept |= k["why"] == "embedding (kept by the rule)";
+  EXPECT_TRUE(embeddingKept);
+  r = runHybridlens({"trace", "--checkpoint", d, "--ids", "1", "--weights", "int3", "--out", out});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--weights: 'int3' is not a weight format (allowed as-stored, q8_0"), std::string::npos) << r.err;
 }
 
 TEST_F(CliOnCheckpoint, Trace_BadInputs_OneLineErrors) {
