@@ -196,6 +196,25 @@ TEST(QuantizeOnLoad, RuleErrorsBytesAndLogits) {
   }
 }
 
+// Prefill (BLAS products on panels dequantised from the blocks) agrees with decode (the block kernels).
+TEST(QuantizeOnLoad, PrefillOnBlocksAgreesWithDecode) {
+  Generated g;
+  const std::vector<int32_t> ids = {1, 5, 9, 33, 2, 70, 4, 4, 17, 3};
+  for (DType fmt : {DType::Q8_0, DType::Q4_K}) {
+    SCOPED_TRACE(dtype_name(fmt));
+    LoadOptions o;
+    o.weights = fmt;
+    std::shared_ptr<const Model> q = load_model(g.dir.path, o);
+    std::unique_ptr<Backend> b = make_backend("cpu", q);
+    b->start(RunOptions{});
+    std::vector<TokenTrace> pre;
+    b->forward(ids.data(), static_cast<int64_t>(ids.size()), &pre);
+    ASSERT_EQ(pre.size(), ids.size());
+    const std::vector<float> dec = last_logits(q, ids);
+    EXPECT_LT(rel_rms(dec, pre.back().logits), 1e-5);
+  }
+}
+
 TEST(QuantizeOnLoad, BudgetCountsTheQuantisedSizes) {
   Generated g;
   const Checkpoint ck = Checkpoint::open(g.dir.path);
