@@ -3,6 +3,7 @@
 // HybridLens extensions (trace-format.md §1). Memory budget checked before binding. Not the file checks: io/.
 #include "engine/model/loader.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -225,7 +226,23 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
     check_budget(static_cast<uint64_t>(plan.bytes_after), std::string("matrices as ") + dtype_name(*opts.weights));
     if (opts.progress.callback && !opts.progress.callback(L, L, std::string("quantising to ") + dtype_name(*opts.weights)))
       throw Cancelled();
-    quantize_model(m, *opts.weights, true);
+    QuantizeHooks hooks;
+    if (opts.progress.callback)
+      hooks.progress = [&](int64_t done, int64_t total, const std::string& what) { return opts.progress.callback(done, total, what); };
+    // A matrix's pages of a mapped safetensors file are dropped once it is quantised or copied (they
+    // are clean file pages: touching them again would re-read the file). Other sources are left alone.
+    const std::vector<std::shared_ptr<const MappedFile>> maps = ck.mappings();
+    hooks.release = [&maps](const void* p, size_t n) {
+      const auto* b = static_cast<const uint8_t*>(p);
+      for (const auto& map : maps) {
+        if (!map || b < map->data() || b + n > map->data() + map->size()) continue;
+        const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+        const uintptr_t lo = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
+        const uintptr_t hi = (reinterpret_cast<uintptr_t>(b) + n) / page * page;
+        if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+      }
+    };
+    quantize_model(m, *opts.weights, true, hooks);
     // Every matrix is in owned memory now: the model no longer reads the checkpoint's mappings.
     // (a GGUF file's widened buffer, owned_data(), included).
     std::vector<const void*> gone{ck.owned_data().get()};

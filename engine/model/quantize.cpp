@@ -126,7 +126,7 @@ WeightQuantization plan_quantization(Model& m, DType format) {
   return q;
 }
 
-void quantize_model(Model& m, DType format, bool own_kept) {
+void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& hooks) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool tied = m.w.lm_head.data == m.w.embed.data;
   auto q = std::make_shared<WeightQuantization>(plan_quantization(m, format));
@@ -136,7 +136,12 @@ void quantize_model(Model& m, DType format, bool own_kept) {
   for (size_t k = 0; k < mats.size(); ++k) {
     Mat& x = *mats[k];
     MatQuant& mq = q->mats[k];
+    if (hooks.progress &&
+        !hooks.progress(static_cast<int64_t>(k), static_cast<int64_t>(mats.size()),
+                        "quantising " + x.name + " to " + dtype_name(format)))
+      throw Cancelled();
     if (!mq.kept.empty() && !own_kept) continue;
+    const void* source = x.data;
     auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(mq.bytes_after));
     if (!mq.kept.empty()) {
       std::memcpy(buf->data(), x.data, buf->size());
@@ -187,6 +192,7 @@ void quantize_model(Model& m, DType format, bool own_kept) {
     }
     x.data = buf->data();
     m.keep_alive.push_back(buf);
+    if (hooks.release) hooks.release(source, static_cast<size_t>(mq.bytes_before));
   }
   if (tied) m.w.lm_head = m.w.embed;  // the same rows, wherever the embedding now lives
   q->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

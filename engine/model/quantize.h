@@ -12,6 +12,7 @@
 // matrix whose width is not a multiple of the format's block, and a matrix already in blocks.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,10 +54,18 @@ std::string weights_label(const Model& m);
 // Which matrices would be quantised and the bytes before and after, without touching any data.
 WeightQuantization plan_quantization(Model& m, DType format);
 
+struct QuantizeHooks {
+  // After each matrix: (matrices done, total, "quantising NAME to Q4_K"); false cancels (Cancelled).
+  std::function<bool(int64_t, int64_t, const std::string&)> progress;
+  // A matrix's source bytes once nothing reads them any more (the loader drops their mapped pages,
+  // so the stored form is never resident whole beside the quantised one).
+  std::function<void(const void*, size_t)> release;
+};
+
 // Quantises the planned matrices into owned buffers (Model::keep_alive) on the thread pool and points
 // them there; kept matrices are copied into owned memory too when `own_kept`, so the model no longer
 // reads the checkpoint's mapping. Throws LoadError naming the tensor and element of a NaN/Inf weight
 // (a block's scale would be meaningless). Records the result in m.quantization.
-void quantize_model(Model& m, DType format, bool own_kept);
+void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& hooks = {});
 
 }  // namespace hl
