@@ -185,6 +185,16 @@ JambaConfig parse_config(const std::string& json_text, const std::string& source
       c.eos_token_ids.push_back(r.integer_value(*v, "eos_token_id", 0, c.vocab_size - 1));
     }
   }
+  // A family default the file does not set (Nemotron-H's eos 2) that lies outside a vocabulary this
+  // small names no token: none, as the written config then says (null), so it reads back the same.
+  if (!r.find("pad_token_id") && c.pad_token_id >= c.vocab_size) c.pad_token_id = -1;
+  if (!r.find("bos_token_id") && c.bos_token_id >= c.vocab_size) c.bos_token_id = -1;
+  if (!r.find("eos_token_id")) {
+    std::vector<int64_t> kept;
+    for (int64_t e : c.eos_token_ids)
+      if (e < c.vocab_size) kept.push_back(e);
+    c.eos_token_ids = kept;
+  }
   r.optional_integer("max_position_embeddings", &c.max_position_embeddings, 1, INT64_MAX);
 
   // Mamba.

@@ -125,7 +125,9 @@ void use_import(const std::shared_ptr<const hl::GgufModelFiles>& files) {
     const int64_t src_rows = op.src->numel() / n0;
     check(op.first_row >= 0 && op.rows >= 0 && op.rows <= src_rows - op.first_row, "op rows inside the source tensor");
     const hl::TensorInfo& t = im->tensors[k];
-    check(t.end >= t.begin && t.end <= im->buffer->size() && t.end - t.begin == static_cast<uint64_t>(op.rows * n0) * 4,
+    // A matrix of whole stored rows keeps its stored type (F16, BF16, a block format); the rest is F32.
+    check(t.end >= t.begin && t.end <= im->buffer->size() &&
+              t.end - t.begin == static_cast<uint64_t>(hl::dtype_row_bytes(t.dtype, op.rows * n0)),
           "state-dict tensor inside the buffer");
     if (op.rows * n0 > kMaxWidenedBytes / 4) continue;
     widen(*op.src, op.first_row, op.rows, out);
