@@ -328,37 +328,28 @@ void read_rows(const GgufImportOp& op, const GgufFile& shard, int fd, uint64_t r
   pread_all(fd, raw.data(), raw.size(), at, t.file);
 }
 
-// An op into a tensor kept in its stored type: the stored rows are copied as they are (Copy), or
-// each head's rows put back in HF's order (UnpermuteQK, rows of the 2-D tensor).
-void copy_op(GgufImport& im, const GgufImportOp& op, const GgufFile& shard, uint64_t row_bytes, uint64_t chunk_bytes,
+// An op into a tensor kept in its stored type, from the open source file fd: the stored rows are
+// copied as they are (Copy), or each head's rows put back in HF's order (UnpermuteQK, rows of the 2-D
+// tensor), chunk_rows at a time.
+void copy_op(GgufImport& im, const GgufImportOp& op, const GgufFile& shard, int fd, uint64_t row_bytes, int64_t chunk_rows,
              std::vector<uint8_t>& raw) {
-  const GgufTensor& t = *op.src;
   const TensorInfo& out = im.tensors[op.tensor];
   uint8_t* dst = im.buffer->data() + out.begin + dtype_row_bytes(out.dtype, op.dst_offset);
-  const int64_t chunk_rows = static_cast<int64_t>(std::max<uint64_t>(1, chunk_bytes / std::max<uint64_t>(row_bytes, 1)));
-  const int fd = ::open(t.file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw LoadError(t.file + ": cannot open: " + std::strerror(errno));
-  try {
-    for (int64_t r0 = 0; r0 < op.rows; r0 += chunk_rows) {
-      const int64_t rows = std::min(chunk_rows, op.rows - r0);
-      read_rows(op, shard, fd, row_bytes, r0, rows, raw);
-      if (op.kind != GgufImportOp::Kind::UnpermuteQK) {
-        std::memcpy(dst + row_bytes * static_cast<uint64_t>(r0), raw.data(), raw.size());
-        continue;
-      }
-      // Stored row p = h·2·half + 2j + s goes to HF row h·2·half + s·half + j.
-      const int64_t half = out.shape[0] / op.heads / 2;
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t p = r0 + r, h = p / (2 * half), j = (p % (2 * half)) / 2, s = p % 2;
-        std::memcpy(dst + row_bytes * static_cast<uint64_t>(h * 2 * half + s * half + j),
-                    raw.data() + row_bytes * static_cast<uint64_t>(r), static_cast<size_t>(row_bytes));
-      }
+  for (int64_t r0 = 0; r0 < op.rows; r0 += chunk_rows) {
+    const int64_t rows = std::min(chunk_rows, op.rows - r0);
+    read_rows(op, shard, fd, row_bytes, r0, rows, raw);
+    if (op.kind != GgufImportOp::Kind::UnpermuteQK) {
+      std::memcpy(dst + row_bytes * static_cast<uint64_t>(r0), raw.data(), raw.size());
+      continue;
     }
-  } catch (...) {
-    ::close(fd);
-    throw;
+    // Stored row p = h·2·half + 2j + s goes to HF row h·2·half + s·half + j.
+    const int64_t half = out.shape[0] / op.heads / 2;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t p = r0 + r, h = p / (2 * half), j = (p % (2 * half)) / 2, s = p % 2;
+      std::memcpy(dst + row_bytes * static_cast<uint64_t>(h * 2 * half + s * half + j),
+                  raw.data() + row_bytes * static_cast<uint64_t>(r), static_cast<size_t>(row_bytes));
+    }
   }
-  ::close(fd);
 }
 
 // Reads op's stored rows, widens them into the buffer and applies its transform; `raw` is the
@@ -374,14 +365,15 @@ void widen_op(GgufImport& im, const GgufImportOp& op, uint64_t chunk_bytes, std:
   // A large tensor (an embedding, stacked experts) never needs a second copy of itself in its stored form.
   const int64_t chunk_rows = static_cast<int64_t>(std::max<uint64_t>(1, chunk_bytes / std::max<uint64_t>(row_bytes, 1)));
   const TensorInfo& out = im.tensors[op.tensor];
-  if (out.dtype != DType::F32) {  // kept in its stored type: whole rows copied, rows unpermuted
-    copy_op(im, op, *shard, row_bytes, chunk_bytes, raw);
-    return;
-  }
   auto* dst = reinterpret_cast<float*>(im.buffer->data() + out.begin) + op.dst_offset;
   const int fd = ::open(t.file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw LoadError(t.file + ": cannot open: " + std::strerror(errno));
   try {
+    if (out.dtype != DType::F32) {  // kept in its stored type: whole rows copied, rows unpermuted
+      copy_op(im, op, *shard, fd, row_bytes, chunk_rows, raw);
+      ::close(fd);
+      return;
+    }
     for (int64_t r0 = 0; r0 < op.rows; r0 += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, op.rows - r0);
       read_rows(op, *shard, fd, row_bytes, r0, rows, raw);

@@ -227,8 +227,7 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
     if (opts.progress.callback && !opts.progress.callback(L, L, std::string("quantising to ") + dtype_name(*opts.weights)))
       throw Cancelled();
     QuantizeHooks hooks;
-    if (opts.progress.callback)
-      hooks.progress = [&](int64_t done, int64_t total, const std::string& what) { return opts.progress.callback(done, total, what); };
+    hooks.progress = opts.progress.callback;
     // A matrix's pages of a mapped safetensors file are dropped once it is quantised or copied (they
     // are clean file pages: touching them again would re-read the file). Other sources are left alone.
     const std::vector<std::shared_ptr<const MappedFile>> maps = ck.mappings();

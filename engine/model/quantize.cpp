@@ -13,7 +13,7 @@
 #include "engine/core/error.h"
 #include "engine/core/ggml_quant.h"
 #include "engine/core/thread_pool.h"
-#include "engine/model/mixer_ops.h"
+#include "engine/model/matrix_roles.h"
 
 namespace hl {
 namespace {
@@ -37,41 +37,6 @@ std::string keep_reason(const char* role, const Mat& m, DType format) {
     return std::to_string(m.cols) + " columns are not a multiple of the " + std::to_string(dtype_block(format)) +
            "-value block";
   return "";
-}
-
-// Every matrix with its role, in Model::matrices() order.
-void each_role(Model& m, const std::function<void(const char*, Mat&)>& f) {
-  auto add = [&](const char* role, Mat& x) {
-    if (!x.empty()) f(role, x);
-  };
-  add("embedding", m.w.embed);
-  for (size_t i = 0; i < m.w.layers.size(); ++i) {
-    LayerWeights& l = m.w.layers[i];
-    const LayerSpec& s = m.schedule[static_cast<int64_t>(i)];
-    mixer_ops(s.mixer).each_matrix(l, [&](const char* role, const Mat& x, const std::vector<float>*) {
-      add(role, const_cast<Mat&>(x));  // this model's own matrices (Model::matrices() does the same)
-    });
-    if (s.is_moe()) {
-      add("router", l.moe.router);
-      add("latent", l.moe.latent_in);
-      add("latent", l.moe.latent_out);
-      for (MlpWeights& x : l.moe.experts) {
-        add("expert", x.gate);
-        add("expert", x.up);
-        add("expert", x.down);
-      }
-      if (!l.moe.shared.down.empty()) {
-        add("shared", l.moe.shared.gate);
-        add("shared", l.moe.shared.up);
-        add("shared", l.moe.shared.down);
-      }
-    } else {
-      add("mlp", l.mlp.gate);
-      add("mlp", l.mlp.up);
-      add("mlp", l.mlp.down);
-    }
-  }
-  if (m.w.lm_head.data != m.w.embed.data) add("lm_head", m.w.lm_head);
 }
 
 }  // namespace
@@ -109,7 +74,7 @@ std::optional<DType> parse_weight_format(const std::string& name, const std::str
 WeightQuantization plan_quantization(Model& m, DType format) {
   WeightQuantization q;
   q.format = format;
-  each_role(m, [&](const char* role, Mat& x) {
+  each_matrix_role(m, [&](const char* role, Mat& x) {
     MatQuant mq;
     mq.name = x.name;
     mq.rows = x.rows;
@@ -131,7 +96,7 @@ void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& 
   const bool tied = m.w.lm_head.data == m.w.embed.data;
   auto q = std::make_shared<WeightQuantization>(plan_quantization(m, format));
   std::vector<Mat*> mats;
-  each_role(m, [&](const char*, Mat& x) { mats.push_back(&x); });
+  each_matrix_role(m, [&](const char*, Mat& x) { mats.push_back(&x); });
   ThreadPool& pool = ThreadPool::global();
   for (size_t k = 0; k < mats.size(); ++k) {
     Mat& x = *mats[k];

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "engine/model/weights.h"
+#include "engine/model/matrix_roles.h"
 #include "engine/model/mixer_ops.h"
 
 namespace hl {
@@ -72,34 +73,41 @@ bool head_is_embed(const ModelWeights& w) {
 
 }  // namespace
 
-std::vector<Mat*> Model::matrices() {
-  std::vector<Mat*> out;
-  auto add = [&](Mat& m) {
-    if (!m.empty()) out.push_back(&m);
+void each_matrix_role(Model& m, const std::function<void(const char* role, Mat&)>& f) {
+  auto add = [&](const char* role, Mat& x) {
+    if (!x.empty()) f(role, x);
   };
-  add(w.embed);
+  ModelWeights& w = m.w;
+  add("embedding", w.embed);
   for (size_t i = 0; i < w.layers.size(); ++i) {
     LayerWeights& l = w.layers[i];
-    // The matrices are this model's own (this function is not const): the const view the kind's ops
-    // give is cast back for the adapter merge, which rewrites them.
-    mixer_ops(schedule[static_cast<int64_t>(i)].mixer)
-        .each_matrix(l, [&](const char*, const Mat& m, const std::vector<float>*) { add(const_cast<Mat&>(m)); });
-    if (schedule[static_cast<int64_t>(i)].is_moe()) {
-      add(l.moe.router);
-      add(l.moe.latent_in);
-      add(l.moe.latent_out);
+    const LayerSpec& s = m.schedule[static_cast<int64_t>(i)];
+    // The matrices are this model's own (the Model is not const): the const view the kind's ops give
+    // is cast back for the adapter merge and quantise on load, which rewrite them.
+    mixer_ops(s.mixer).each_matrix(
+        l, [&](const char* role, const Mat& x, const std::vector<float>*) { add(role, const_cast<Mat&>(x)); });
+    if (s.is_moe()) {
+      add("router", l.moe.router);
+      add("latent", l.moe.latent_in);
+      add("latent", l.moe.latent_out);
       for (MlpWeights* x : moe_mlps(l.moe)) {
-        add(x->gate);
-        add(x->up);
-        add(x->down);
+        const char* role = x == &l.moe.shared ? "shared" : "expert";
+        add(role, x->gate);
+        add(role, x->up);
+        add(role, x->down);
       }
     } else {
-      add(l.mlp.gate);
-      add(l.mlp.up);
-      add(l.mlp.down);
+      add("mlp", l.mlp.gate);
+      add("mlp", l.mlp.up);
+      add("mlp", l.mlp.down);
     }
   }
-  if (!head_is_embed(w)) add(w.lm_head);
+  if (!head_is_embed(w)) add("lm_head", w.lm_head);
+}
+
+std::vector<Mat*> Model::matrices() {
+  std::vector<Mat*> out;
+  each_matrix_role(*this, [&](const char*, Mat& x) { out.push_back(&x); });
   return out;
 }
 
