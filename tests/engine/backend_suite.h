@@ -3,8 +3,9 @@
 // that backend is not available here. Per golden run: decode and prefill against the CPU backend,
 // prefill against the backend's own decode, the trace file against the golden reference file, and
 // decode against the plain-loop reference forward (engine/reference). Per backend: instruments off,
-// restart bit for bit, the context limit, a device failure handed to the CPU, the command line, and
-// the non-finite flags of the final norm and the LM head. Tolerances: backend_test_util.h.
+// restart bit for bit, the context limit, a device failure handed to the CPU, the command line, the
+// non-finite flags of the final norm and the LM head, and weights in ggml's block formats
+// (block_weights_test_util.h). Tolerances: backend_test_util.h.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 
 #include "engine/reference/ref_model.h"
 #include "tests/engine/backend_test_util.h"
+#include "tests/engine/block_weights_test_util.h"
 #include "tests/engine/nonfinite_test_util.h"
 
 namespace hl::backend_test {
@@ -111,6 +113,10 @@ TEST_P(DeviceBackend, CliTrace_MatchesReferenceFile) {
 
 TEST_P(DeviceBackend, NonFinite_FinalNormIsL_LmHeadIsLPlusOne_AsTheCpu) {
   nonfinite_test::expect_head_flags(GetParam().name);
+}
+
+TEST_P(DeviceBackend, QuantisedWeights_EveryFormatTheKernelsRead_MatchCpu) {
+  expect_block_weights_match_cpu(GetParam().name);
 }
 
 }  // namespace hl::backend_test

@@ -16,6 +16,7 @@
 #include "engine/backend/cpu/cpu_simd.h"
 #include "engine/backend/cuda/cuda_math.h"
 #include "engine/core/dtype.h"
+#include "engine/core/ggml_quant.h"
 #include "engine/probes/attention_probe.h"
 #include "engine/probes/rank1.h"
 #include "engine/probes/router_probe.h"
@@ -291,4 +292,43 @@ TEST(CudaMath, Rank1DistanceMatchesTheTracker) {
   }
   EXPECT_EQ(cudam::rank1_distance(0, 1, 1), 0.0f);
   EXPECT_EQ(cudam::rank1_distance(1, 0, 5), 0.0f);
+}
+
+// ggml's block formats as the kernels read them (cudam::widen → dequant): every element of quantised
+// rows and of random bytes (any scale, NaN and infinities included) bit for bit as core/dtype.h's
+// to_float (ggml's dequantize_row_*), with a zero row for the signed zeros; row starts by elem_bytes.
+TEST(CudaMath, DequantisesEveryBlockFormatAsGgml) {
+  const std::pair<DType, int> formats[] = {{DType::Q8_0, cudam::kQ8_0}, {DType::Q4_0, cudam::kQ4_0},
+                                           {DType::Q5_0, cudam::kQ5_0}, {DType::Q5_1, cudam::kQ5_1},
+                                           {DType::Q4_K, cudam::kQ4_K}, {DType::Q5_K, cudam::kQ5_K},
+                                           {DType::Q6_K, cudam::kQ6_K}};
+  constexpr int64_t kRows = 4, kCols = 512;
+  std::vector<float> src = randoms(kRows * kCols, -2, 2, 7);
+  std::fill(src.begin() + kCols, src.begin() + 2 * kCols, 0.0f);  // row 1: all zeros
+  std::mt19937 rng(9);
+  for (const auto& [t, code] : formats) {
+    SCOPED_TRACE(dtype_name(t));
+    EXPECT_EQ(cudam::block_elems(code), dtype_block(t));
+    EXPECT_EQ(cudam::block_bytes(code), dtype_block_bytes(t));
+    const int64_t row = dtype_row_bytes(t, kCols);
+    for (int64_t r = 0; r < kRows; ++r) EXPECT_EQ(cudam::elem_bytes(code, r * kCols), r * row);
+    std::vector<uint8_t> quantised(static_cast<size_t>(kRows * row)), random(quantised.size());
+    ggml_quantize_row(dtype_ggml_type(t), src.data(), quantised.data(), kRows * kCols);
+    for (uint8_t& b : random) b = static_cast<uint8_t>(rng());
+    for (const std::vector<uint8_t>* raw : {&quantised, &random}) {
+      std::vector<float> want(src.size());
+      to_float(t, raw->data(), want.data(), want.size());
+      for (int64_t r = 0; r < kRows; ++r) {
+        const uint8_t* start = raw->data() + cudam::elem_bytes(code, r * kCols);
+        for (int64_t i = 0; i < kCols; ++i) {
+          const float w = want[static_cast<size_t>(r * kCols + i)], got = cudam::widen(code, start, i);
+          if (std::isnan(w))
+            ASSERT_TRUE(std::isnan(got)) << "row " << r << " element " << i;
+          else
+            ASSERT_EQ(bits(got), bits(w)) << (raw == &random ? "random" : "quantised") << " row " << r << " element "
+                                          << i << ": " << got << " vs " << w;
+        }
+      }
+    }
+  }
 }

@@ -91,22 +91,30 @@ void CudaBackend::fail_guard() const {
 
 DW CudaWeights::upload(const Mat& m) {
   DW d;
-  d.dtype = dtype_code(m.dtype, m.name);
+  d.dtype = dtype_code(m.dtype);
   d.rows = m.rows;
   d.cols = m.cols;
   if (m.empty()) return d;
   auto it = uploaded_.find({m.data, m.bytes()});
   if (it != uploaded_.end()) {
     d.p = it->second;
+    if (d.dtype < 0) d.dtype = cudam::kF32;
     return d;
   }
-  DevMem mem(static_cast<size_t>(m.bytes()), "the weights (" + m.name + ")");
-  check(cudaMemcpy(mem.as<void>(), m.data, static_cast<size_t>(m.bytes()), cudaMemcpyHostToDevice),
-        "uploading " + m.name);
+  std::vector<float> wide;  // a block type no kernel reads: widened exactly to F32
+  if (d.dtype < 0) {
+    wide.resize(static_cast<size_t>(m.rows * m.cols));
+    to_float(m.dtype, m.data, wide.data(), wide.size());
+    d.dtype = cudam::kF32;
+  }
+  const void* src = wide.empty() ? m.data : wide.data();
+  const size_t bytes = wide.empty() ? static_cast<size_t>(m.bytes()) : wide.size() * 4;
+  DevMem mem(bytes, "the weights (" + m.name + ")");
+  check(cudaMemcpy(mem.as<void>(), src, bytes, cudaMemcpyHostToDevice), "uploading " + m.name);
   d.p = mem.as<void>();
   uploaded_[{m.data, m.bytes()}] = d.p;
   mem_.push_back(std::move(mem));
-  widest_ = std::max(widest_, m.dtype == DType::F32 ? 0 : m.rows * m.cols);
+  widest_ = std::max(widest_, d.dtype == cudam::kF32 ? 0 : m.rows * m.cols);
   return d;
 }
 

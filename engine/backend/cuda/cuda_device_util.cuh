@@ -89,9 +89,6 @@ __device__ float block_max(float v, float* sh) {
   return r;
 }
 
-__device__ __forceinline__ int elem_size(int t) {
-  return t == kF32 ? 4 : 2;
-}
 
 // The two 16-bit weights of a 32-bit word, widened.
 template <int T>
@@ -142,14 +139,16 @@ __device__ float lane_dot(const void* row, const float* x, int64_t cols, int lan
 // Row r of a (·, cols) matrix of dtype t dotted with x, summed over the warp (all lanes get it).
 __device__ float warp_dot(int t, const void* W, int64_t r, const float* x, int64_t cols) {
   const int lane = threadIdx.x & 31;
-  const void* row = static_cast<const char*>(W) + r * cols * elem_size(t);
-  float v;
+  const void* row = static_cast<const char*>(W) + elem_bytes(t, r * cols);
+  float v = 0;
   if (t == kBF16)
     v = lane_dot<kBF16>(row, x, cols, lane);
   else if (t == kF16)
     v = lane_dot<kF16>(row, x, cols, lane);
-  else
+  else if (t == kF32)
     v = lane_dot<kF32>(row, x, cols, lane);
+  else  // ggml blocks, dequantised per element (cuda_math.h)
+    for (int64_t i = lane; i < cols; i += 32) v += dequant(t, static_cast<const uint8_t*>(row), i) * x[i];
   return warp_sum(v);
 }
 

@@ -77,7 +77,7 @@ void CudaRun::gemm(const DW& W, const float* X, int64_t S, float* Y, int64_t ldy
   const int64_t panel = std::max<int64_t>(1, b_.wide_cap_ / cols);
   for (int64_t r0 = 0; r0 < W.rows; r0 += panel) {
     const int64_t n = std::min(panel, W.rows - r0);
-    launch_widen(static_cast<const char*>(W.p) + r0 * cols * 2, W.dtype, b_.wide_.as<float>(), n * cols, b_.st_);
+    launch_widen(static_cast<const char*>(W.p) + cudam::elem_bytes(W.dtype, r0 * cols), W.dtype, b_.wide_.as<float>(), n * cols, b_.st_);
     ++b_.launches_;
     run(b_.wide_.as<float>(), r0, n);
   }

@@ -180,7 +180,7 @@ __global__ void embed_kernel(DW e, const float* regs, const int32_t* params, flo
   const int64_t H = e.cols;
   float* out = h + s * H;
   if (id >= 0) {
-    const void* row = static_cast<const char*>(e.p) + id * H * elem_size(e.dtype);
+    const void* row = static_cast<const char*>(e.p) + elem_bytes(e.dtype, id * H);
     for (int64_t i = threadIdx.x; i < H; i += blockDim.x) out[i] = widen(e.dtype, row, i);
   } else {
     const float* row = regs + static_cast<int64_t>(-1 - id) * H;

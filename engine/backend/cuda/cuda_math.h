@@ -18,8 +18,10 @@
 
 namespace hl::cudam {
 
-// Device weight element types (the values are the kernels' runtime dtype codes).
-enum : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
+// Device weight element types (the values are the kernels' runtime dtype codes): F32, F16, BF16 and
+// the ggml block formats the kernels dequantise (core/ggml_quant.h; the other block types are widened
+// to F32 at upload).
+enum : int { kF32 = 0, kF16 = 1, kBF16 = 2, kQ8_0 = 3, kQ4_0 = 4, kQ5_0 = 5, kQ5_1 = 6, kQ4_K = 7, kQ5_K = 8, kQ6_K = 9 };
 
 HL_HD inline float bits_to_float(uint32_t u) {
   float f;
@@ -49,11 +51,88 @@ HL_HD inline float f16_to_float(uint16_t h) {
   return bits_to_float(sign | (exp + 112u) << 23 | (man << 13));
 }
 
-// Element i of a row of dtype `t` (kF32, kF16, kBF16).
+// Elements and bytes of one block of dtype t (an element of F32/F16/BF16 is a block of one).
+HL_HD inline int64_t block_elems(int t) {
+  return t == kF32 || t == kF16 || t == kBF16 ? 1 : t >= kQ4_K ? 256 : 32;
+}
+HL_HD inline int64_t block_bytes(int t) {
+  constexpr int64_t bytes[] = {4, 2, 2, 34, 18, 22, 24, 144, 176, 210};
+  return bytes[t];
+}
+// The byte offset of element n of a matrix of dtype t (n a whole number of blocks: rows start on one).
+HL_HD inline int64_t elem_bytes(int t, int64_t n) {
+  return n / block_elems(t) * block_bytes(t);
+}
+
+// a · b rounded once: no fused multiply-add with a following add, on the device as on the host
+// (ggml's dequantisation rounds every product, core/ggml_quant.cpp).
+HL_HD inline float mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+HL_HD inline float half_at(const uint8_t* b) {
+  return f16_to_float(static_cast<uint16_t>(b[0] | (b[1] << 8)));
+}
+
+// Six-bit scale (k = 0) or min (k = 1) of group g of a Q4_K/Q5_K block's 12 scale bytes s (ggml's
+// get_scale_min_k4).
+HL_HD inline float k4_scale(const uint8_t* s, int g, int k) {
+  if (g < 4) return static_cast<float>(s[g + 4 * k] & 63);
+  if (k == 0) return static_cast<float>((s[g + 4] & 15) | ((s[g - 4] >> 6) << 4));
+  return static_cast<float>((s[g + 4] >> 4) | ((s[g] >> 6) << 4));
+}
+
+// Element i of the blocks at p, block type t, computed as ggml's dequantize_row_* computes it
+// (shaders/common.glsl's loader is the same per-element arithmetic).
+HL_HD inline float dequant(int t, const uint8_t* p, int64_t i) {
+  if (t == kQ8_0) {
+    const uint8_t* b = p + (i >> 5) * 34;
+    return mul_rn(static_cast<float>(static_cast<int8_t>(b[2 + (i & 31)])), half_at(b));
+  }
+  if (t == kQ4_0 || t == kQ5_0 || t == kQ5_1) {
+    const int j = static_cast<int>(i & 31);
+    const uint8_t* b = p + (i >> 5) * block_bytes(t);
+    const uint8_t* qs = b + (t == kQ4_0 ? 2 : t == kQ5_0 ? 6 : 8);
+    int q = j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4);
+    if (t == kQ4_0) return mul_rn(static_cast<float>(q - 8), half_at(b));
+    const uint8_t* qh = b + (t == kQ5_0 ? 2 : 4);  // bit j of a little-endian u32
+    q |= ((qh[j >> 3] >> (j & 7)) & 1) << 4;
+    if (t == kQ5_0) return mul_rn(static_cast<float>(q - 16), half_at(b));
+    const float v = mul_rn(static_cast<float>(q), half_at(b));
+    return v + half_at(b + 2);
+  }
+  const int e = static_cast<int>(i & 255);
+  const uint8_t* b = p + (i >> 8) * block_bytes(t);
+  if (t == kQ6_K) {
+    const int n = e >> 7, k = (e >> 5) & 3, l = e & 31;
+    int lo = b[64 * n + 32 * (k & 1) + l];
+    lo = k < 2 ? (lo & 15) : (lo >> 4);
+    const int hi = (b[128 + 32 * n + l] >> (2 * k)) & 3;
+    const float ds = mul_rn(half_at(b + 208), static_cast<float>(static_cast<int8_t>(b[192 + (e >> 4)])));
+    return mul_rn(ds, static_cast<float>((lo | (hi << 4)) - 32));
+  }
+  // Q4_K (d, dmin, scales[12], qs[128]) or Q5_K (the same with qh[32] before qs): group g of 32,
+  // chunk g / 2, low nibbles for even g.
+  const int g = e >> 5, l = e & 31;
+  const int qb = b[(t == kQ4_K ? 16 : 48) + 32 * (g >> 1) + l];
+  int q = (g & 1) ? (qb >> 4) : (qb & 15);
+  if (t == kQ5_K) q += ((b[16 + l] >> g) & 1) << 4;
+  const float d1 = mul_rn(half_at(b), k4_scale(b + 4, g, 0));
+  const float m1 = mul_rn(half_at(b + 2), k4_scale(b + 4, g, 1));
+  const float v = mul_rn(d1, static_cast<float>(q));
+  return v - m1;
+}
+
+// Element i of a row of dtype `t` (p a row start: for a block type, the start of a block).
 HL_HD inline float widen(int t, const void* p, int64_t i) {
   if (t == kBF16) return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
   if (t == kF16) return f16_to_float(static_cast<const uint16_t*>(p)[i]);
-  return static_cast<const float*>(p)[i];
+  if (t == kF32) return static_cast<const float*>(p)[i];
+  return dequant(t, static_cast<const uint8_t*>(p), i);
 }
 
 // silu(v) = v / (1 + e^-v), as cpu_simd.cpp's silu_ref.

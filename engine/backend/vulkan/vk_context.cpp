@@ -381,6 +381,7 @@ void Context::check(VkResult r, const std::string& what) {
 
 VkPipeline Context::pipeline(Kernel k, uint32_t dtype) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (dtype >= pipes_[0].size()) throw BackendFailure("vulkan: no kernel reads weight dtype " + std::to_string(dtype));
   VkPipeline& p = pipes_[static_cast<size_t>(k)][dtype];
   if (p) return p;
   const Spirv s = kernel_spirv(k);

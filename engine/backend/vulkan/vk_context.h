@@ -115,7 +115,7 @@ class Context : public std::enable_shared_from_this<Context> {
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout pipe_layout_ = VK_NULL_HANDLE;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
-  std::array<std::array<VkPipeline, 3>, static_cast<size_t>(Kernel::Count)> pipes_{};  // (kernel, dtype)
+  std::array<std::array<VkPipeline, 10>, static_cast<size_t>(Kernel::Count)> pipes_{};  // (kernel, device dtype)
   VkDeviceSize max_range_ = 0;
   VkDeviceSize heap_bytes_ = 0;
   uint32_t device_heap_index_ = 0;

@@ -1,7 +1,8 @@
 // Weight upload (see vk_weights.h). Plan first (dtype and place of every block, total bytes), check
 // the plan against the device (free memory, largest binding), then allocate and copy: straight
 // into mapped memory on devices that share host memory, else through a staging buffer.
-// A block whose members differ in dtype is widened to F32 (exact), never narrowed.
+// A block whose members differ in dtype is widened to F32 (exact), never narrowed; so is a matrix in a
+// ggml block type that no shader reads.
 #include "engine/backend/vulkan/vk_weights.h"
 
 #include <algorithm>
@@ -14,12 +15,13 @@ namespace {
 constexpr VkDeviceSize kAlign = 256;
 constexpr VkDeviceSize kChunk = VkDeviceSize{1} << 30;  // weight buffers of at most 1 GiB (or the binding limit)
 
-// A ggml block type (GGUF, --weights) is widened: no Vulkan shader reads blocks yet.
-uint32_t device_dtype(DType t) {
-  return t == DType::F16 ? kF16 : t == DType::BF16 ? kBF16 : kF32;
-}
-DType host_dtype(uint32_t d) {
-  return d == kF16 ? DType::F16 : d == kBF16 ? DType::BF16 : DType::F32;
+constexpr std::pair<DType, uint32_t> kDeviceOf[] = {
+    {DType::F32, kF32},   {DType::F16, kF16},   {DType::BF16, kBF16}, {DType::Q8_0, kQ8_0}, {DType::Q4_0, kQ4_0},
+    {DType::Q5_0, kQ5_0}, {DType::Q5_1, kQ5_1}, {DType::Q4_K, kQ4_K}, {DType::Q5_K, kQ5_K}, {DType::Q6_K, kQ6_K}};
+
+// Device bytes of n elements of device dtype d (n a whole number of blocks).
+VkDeviceSize device_bytes(uint32_t d, int64_t n) {
+  return static_cast<VkDeviceSize>(dtype_row_bytes(host_dtype(d), n));
 }
 
 struct Block {
@@ -108,6 +110,18 @@ class Uploader {
 
 }  // namespace
 
+uint32_t device_dtype(DType t) {
+  for (const auto& [h, d] : kDeviceOf)
+    if (h == t) return d;
+  return kF32;  // Q4_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS: no shader reads them; widened exactly
+}
+
+DType host_dtype(uint32_t device) {
+  for (const auto& [h, d] : kDeviceOf)
+    if (d == device) return h;
+  return DType::F32;
+}
+
 DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m, bool f32_as_f16) {
   const ModelWeights& w = m.w;
   const int64_t L = m.config.num_hidden_layers, H = m.config.hidden_size;
@@ -188,25 +202,36 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
       rows += x->rows;
     }
     uint32_t dt = same ? device_dtype(first.dtype) : kF32;
-    if (dt == kF32 && f32_as_f16 && same) dt = kF16;
-    const VkDeviceSize esize = dt == kF32 ? 4 : 2;
+    if (dt == kF32 && f32_as_f16 && same && first.dtype == DType::F32) dt = kF16;
     b.dst->dtype = dt;
     b.dst->rows = rows / b.experts;
     b.dst->cols = first.cols;
     b.dst->experts = b.experts;
-    b.bytes = (static_cast<VkDeviceSize>(rows * first.cols) * esize + kAlign - 1) / kAlign * kAlign;
+    // A block format starts on a whole block of its chunk, so that element offsets count blocks.
+    const DType ht = host_dtype(dt);
+    const VkDeviceSize bb = static_cast<VkDeviceSize>(dtype_block_bytes(ht)), qk = static_cast<VkDeviceSize>(dtype_block(ht));
+    b.bytes = (device_bytes(dt, rows * first.cols) + kAlign - 1) / kAlign * kAlign;
     if (b.bytes > range)
       throw BackendFailure("vulkan: tensor '" + first.name + "'" +
                            (b.mats.size() > 1 ? " (packed with its siblings)" : "") + " needs " +
                            format_bytes(b.bytes) + " in one buffer; device '" + ctx->device_name() +
                            "' binds at most " + format_bytes(range));
     // A new buffer when this one would pass min(range, 1 GiB); a larger block gets one to itself.
-    if (chunk_bytes.empty() || (chunk_bytes.back() > 0 && chunk_bytes.back() + b.bytes > std::min(range, kChunk)))
+    const auto start = [&](VkDeviceSize used) { return (used + bb - 1) / bb * bb; };
+    if (chunk_bytes.empty() ||
+        (chunk_bytes.back() > 0 && start(chunk_bytes.back()) + b.bytes > std::min(range, kChunk)))
       chunk_bytes.push_back(0);
     b.dst->chunk = static_cast<int>(chunk_bytes.size() - 1);
-    b.at = chunk_bytes.back();
-    b.dst->off = static_cast<uint32_t>(b.at / esize);
-    chunk_bytes.back() += b.bytes;
+    b.at = start(chunk_bytes.back());
+    // The shaders index elements with 32-bit integers.
+    const VkDeviceSize last = b.at / bb * qk + static_cast<VkDeviceSize>(rows * first.cols);
+    if (last > VkDeviceSize{0xffffffffu})
+      throw BackendFailure("vulkan: tensor '" + first.name + "' ends at element " + std::to_string(last) +
+                           " of its weight buffer; the kernels index at most 4294967295");
+    b.dst->off = static_cast<uint32_t>(b.at / bb * qk);
+    // Whole 256-byte units: a block starting off a word boundary must not end in a partial word
+    // (the shaders see floor(size / 4) words).
+    chunk_bytes.back() = (b.at + b.bytes + kAlign - 1) / kAlign * kAlign;
   }
   if (tied) lm_head = embed;
   size_t nvec = 0;
@@ -234,13 +259,13 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
   constexpr int64_t kPiece = int64_t{1} << 20;  // elements converted at a time
   for (const Block& b : blocks) {
     const uint32_t dt = b.dst->dtype;
-    const VkDeviceSize esize = dt == kF32 ? 4 : 2;
     VkDeviceSize at = b.at;
     for (const Mat* x : b.mats) {
       const int64_t n = x->rows * x->cols;
       if (host_dtype(dt) == x->dtype) {
-        up.write(chunks[b.dst->chunk], at, x->data, static_cast<size_t>(n * esize));
-      } else {
+        up.write(chunks[b.dst->chunk], at, x->data, static_cast<size_t>(device_bytes(dt, n)));
+      } else {  // widened to F32, or F32 narrowed to F16 on request
+        const VkDeviceSize esize = dt == kF32 ? 4 : 2;
         std::vector<float> wide;
         for (int64_t e0 = 0; e0 < n; e0 += kPiece) {
           const int64_t k = std::min(kPiece, n - e0);
@@ -252,7 +277,7 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
           up.write(chunks[b.dst->chunk], at + e0 * esize, tmp.data(), tmp.size());
         }
       }
-      at += n * esize;
+      at += device_bytes(dt, n);
     }
   }
   for (const VecItem& v : vecs) up.write(vec, static_cast<VkDeviceSize>(*v.dst) * 4, v.data, v.n * 4);

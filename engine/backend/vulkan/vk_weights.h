@@ -1,5 +1,6 @@
-// The model's weights on the Vulkan device: matrices in their stored dtype (BF16/F16 stay 16-bit,
-// widened exactly in the shaders; F32 stays F32, or F16 on request) packed into a few buffers —
+// The model's weights on the Vulkan device: matrices in their stored dtype (BF16/F16 stay 16-bit and
+// Q8_0/Q4_0/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K stay in ggml's blocks, widened exactly in the shaders; F32
+// stays F32, or F16 on request) packed into a few buffers —
 // experts as (E, rows, cols) so kernels pick them by index, q|k|v and each gate|up as one matrix;
 // small vectors in one float buffer. Not the forward pass. Reference: jamba-spec.md §2.1.
 #pragma once
@@ -12,13 +13,21 @@
 
 namespace hl::vk {
 
-// Device dtypes, as the shaders number them (shaders/common.glsl).
-constexpr uint32_t kF32 = 0, kF16 = 1, kBF16 = 2;
+// Device dtypes, as the shaders number them (shaders/common.glsl): F32, F16, BF16 and the ggml
+// block formats the shaders dequantise (ggml's other block types are widened to F32 at upload).
+constexpr uint32_t kF32 = 0, kF16 = 1, kBF16 = 2, kQ8_0 = 3, kQ4_0 = 4, kQ5_0 = 5, kQ5_1 = 6, kQ4_K = 7, kQ5_K = 8,
+                   kQ6_K = 9;
+constexpr uint32_t kDeviceDtypes = 10;
+
+// The device dtype a matrix of host dtype `t` is uploaded as (kF32 for a block type no shader reads),
+// and the host dtype of a device one.
+uint32_t device_dtype(DType t);
+DType host_dtype(uint32_t device);
 
 // A matrix (or a packed block of `experts` equal-shape matrices) in one weight buffer.
 struct DMat {
   int chunk = -1;    // index into DeviceWeights::chunks
-  uint32_t off = 0;  // element offset of the first matrix in the chunk
+  uint32_t off = 0;  // element offset of the first matrix in the chunk (a block format: block index · QK)
   uint32_t dtype = kF32;
   int64_t rows = 0, cols = 0;  // one matrix: (rows, cols) row-major, PyTorch (out, in)
   int64_t experts = 1;
