@@ -30,6 +30,14 @@ struct Kern {
     return V::blend(V::isnan(x), V::scale2(p, n), x);
   }
 
+  // Software prefetch of the `bytes` weight bytes kAhead past p, one request per cache line. The
+  // hardware prefetchers alone left one core at ~60 % of its bandwidth when the loop does more than
+  // a load and an FMA per line (Q8_0: 6.0 GB/s without, 10.8 with, on this machine's cores).
+  static constexpr int64_t kAhead = 2048;
+  static void ahead(const uint8_t* p, int64_t bytes) {
+    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + kAhead + o);
+  }
+
   // y (rows,) = W (rows, cols) · x (cols,), one row after another: the matrix is read as one
   // sequential stream (rows are contiguous), which the hardware prefetchers follow best —
   // interleaving 4 rows made short streams and halved the bandwidth on Zen 4 (9 vs 18 GB/s on one
@@ -46,6 +54,7 @@ struct Kern {
       f a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
       int64_t c = 0;
       for (; c < c4; c += 4 * L) {
+        ahead(w + c * esz, 4 * L * esz);
         a0 = V::fmadd(V::template loadw<T>(w + c * esz), V::load(x + c), a0);
         a1 = V::fmadd(V::template loadw<T>(w + (c + L) * esz), V::load(x + c + L), a1);
         a2 = V::fmadd(V::template loadw<T>(w + (c + 2 * L) * esz), V::load(x + c + 2 * L), a2);
@@ -70,16 +79,25 @@ struct Kern {
   static void matvec_q8_0(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
     constexpr int64_t kBytes = 34;
     const int64_t nb = cols / 32;
+    // Σ q·x of block k, times its scale, added to acc (named accumulators: an array indexed by k
+    // would live in memory).
+    const auto block = [x](const uint8_t* b, int64_t k, f acc) {
+      const float* xb = x + 32 * k;
+      f qx = V::mul(V::cvt(V::i8(b + 2)), V::load(xb));
+      for (int j = 1; j < 32 / L; ++j) qx = V::fmadd(V::cvt(V::i8(b + 2 + j * L)), V::load(xb + j * L), qx);
+      return V::fmadd(V::set1(V::f16(b)), qx, acc);
+    };
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t* b = W + r * nb * kBytes;
-      f acc[2] = {V::zero(), V::zero()};
-      for (int64_t k = 0; k < nb; ++k, b += kBytes) {
-        const float* xb = x + 32 * k;
-        f qx = V::mul(V::cvt(V::i8(b + 2)), V::load(xb));
-        for (int j = 1; j < 32 / L; ++j) qx = V::fmadd(V::cvt(V::i8(b + 2 + j * L)), V::load(xb + j * L), qx);
-        acc[k & 1] = V::fmadd(V::set1(V::f16(b)), qx, acc[k & 1]);
+      f acc0 = V::zero(), acc1 = V::zero();  // even and odd blocks
+      int64_t k = 0;
+      for (; k + 1 < nb; k += 2, b += 2 * kBytes) {
+        ahead(b, 2 * kBytes);
+        acc0 = block(b, k, acc0);
+        acc1 = block(b + kBytes, k + 1, acc1);
       }
-      y[r] = V::hsum(V::add(acc[0], acc[1]));
+      if (k < nb) acc0 = block(b, k, acc0);
+      y[r] = V::hsum(V::add(acc0, acc1));
     }
   }
 
@@ -97,27 +115,46 @@ struct Kern {
     }
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t* b = W + r * nb * kBytes;
-      f acc[2] = {V::zero(), V::zero()};
-      float mins = 0;
+      f acc0 = V::zero(), acc1 = V::zero();  // even (low-nibble) and odd (high-nibble) groups
+      float mins0 = 0, mins1 = 0;  // Σ_blocks dmin · Σ_g m_g · Σx_g
       for (int64_t k = 0; k < nb; ++k, b += kBytes) {
+        ahead(b, kBytes);
         const float d = V::f16(b), dmin = V::f16(b + 2);
-        const uint8_t* s = b + 4;
+        // The eight 6-bit scales and mins (ggml's get_scale_min_k4) unpacked with word masks: bytes
+        // 0..3 of the 12 hold the low 6 bits of scales 0..3 (their top 2 bits: high bits of scales
+        // 4..7), bytes 4..7 the same for mins 0..3, bytes 8..11 the low nibbles of scales 4..7 and
+        // high nibbles of mins 4..7.
+        uint32_t u[3];
+        std::memcpy(u, b + 4, 12);
+        const uint32_t sc_lo = u[0] & 0x3f3f3f3fu, m_lo = u[1] & 0x3f3f3f3fu;
+        const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+        const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+        const uint32_t scw[2] = {sc_lo, sc_hi}, mw[2] = {m_lo, m_hi};
+        uint8_t sc[8], mn[8];
+        std::memcpy(sc, scw, 8);
+        std::memcpy(mn, mw, 8);
+        const float* xk = x + 256 * k;
+        const float* sk = xsum.data() + 8 * k;
+        float msum = 0;  // Σ_g m_g · Σx_g; times dmin once
+        for (int g = 0; g < 8; ++g) msum += static_cast<float>(mn[g]) * sk[g];
+        ((k & 1) ? mins1 : mins0) += dmin * msum;
         for (int c = 0; c < 4; ++c) {  // groups 2c (low nibbles) and 2c + 1 (high) of qs[32c .. 32c + 32)
           const uint8_t* q = b + 16 + 32 * c;
-          for (int h = 0; h < 2; ++h) {
-            const int g = 2 * c + h;
-            const int sc = g < 4 ? s[g] & 63 : (s[g + 4] & 15) | ((s[g - 4] >> 6) << 4);
-            const int m = g < 4 ? s[g + 4] & 63 : (s[g + 4] >> 4) | ((s[g] >> 6) << 4);
-            const float* xg = x + 256 * k + 32 * g;
-            f qx = V::mul(V::cvt(V::andi(V::srl(V::u8(q), 4 * h), 15)), V::load(xg));
-            for (int j = 1; j < 32 / L; ++j)
-              qx = V::fmadd(V::cvt(V::andi(V::srl(V::u8(q + j * L), 4 * h), 15)), V::load(xg + j * L), qx);
-            acc[h] = V::fmadd(V::set1(d * static_cast<float>(sc)), qx, acc[h]);
-            mins += dmin * static_cast<float>(m) * xsum[static_cast<size_t>(8 * k + g)];
+          const float* xl = xk + 64 * c;
+          const float* xh = xl + 32;
+          iv raw = V::u8(q);
+          f lo = V::mul(V::cvt(V::andi(raw, 15)), V::load(xl));
+          f hi = V::mul(V::cvt(V::srl(raw, 4)), V::load(xh));
+          for (int j = 1; j < 32 / L; ++j) {
+            raw = V::u8(q + j * L);
+            lo = V::fmadd(V::cvt(V::andi(raw, 15)), V::load(xl + j * L), lo);
+            hi = V::fmadd(V::cvt(V::srl(raw, 4)), V::load(xh + j * L), hi);
           }
+          acc0 = V::fmadd(V::set1(d * static_cast<float>(sc[2 * c])), lo, acc0);
+          acc1 = V::fmadd(V::set1(d * static_cast<float>(sc[2 * c + 1])), hi, acc1);
         }
       }
-      y[r] = V::hsum(V::add(acc[0], acc[1])) - mins;
+      y[r] = V::hsum(V::add(acc0, acc1)) - (mins0 + mins1);
     }
   }
 
@@ -128,6 +165,7 @@ struct Kern {
       const uint8_t* b = W + r * nb * kBytes;
       f acc[4] = {V::zero(), V::zero(), V::zero(), V::zero()};
       for (int64_t k = 0; k < nb; ++k, b += kBytes) {
+        ahead(b, kBytes);
         const float d = V::f16(b + 208);
         for (int n = 0; n < 2; ++n)
           for (int g = 0; g < 4; ++g)        // 32 values e = 128n + 32g + l
@@ -153,6 +191,7 @@ struct Kern {
       f a0 = V::zero(), a1 = V::zero();
       for (int64_t c0 = 0; c0 < cols; c0 += kPiece) {
         const int64_t m = std::min(kPiece, cols - c0);  // whole blocks of 32 or 256
+        ahead(row + dtype_row_bytes(t, c0), dtype_row_bytes(t, m));
         to_float(t, row + dtype_row_bytes(t, c0), buf, static_cast<size_t>(m));
         for (int64_t j = 0; j < m; j += 2 * L) {
           a0 = V::fmadd(V::load(buf + j), V::load(x + c0 + j), a0);
