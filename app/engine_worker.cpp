@@ -64,7 +64,7 @@ void EngineWorker::loadModel(int requestId, int cancelEpoch, const QString& dir,
       emit loadProgress(requestId, done, total, QString::fromStdString(what));
       return true;
     };
-    if (!weights.isEmpty()) opts.weights = hl::parse_weight_format(weights.toStdString(), "weights");
+    if (!weights.isEmpty()) opts.weights = hl::parse_weight_format(weights.toStdString(), "weights", &opts.quantize_head);
     std::shared_ptr<hl::Model> m = hl::load_model(path, opts);
     std::unique_ptr<hl::Tokenizer> tok;
     if (!m->tokenizer_path.empty()) tok = hl::Tokenizer::load(m->tokenizer_path);
@@ -145,7 +145,8 @@ void EngineWorker::loadAdapter(const QString& dir) {
     // keeps its memory-mapped weights untouched).
     std::shared_ptr<hl::Model> merged = hl::load_model(model_->dir);
     hl::merge_adapter(*merged, a);
-    if (model_->quantization) hl::quantize_model(*merged, model_->quantization->format, false);  // as the base
+    if (model_->quantization)  // as the base
+      hl::quantize_model(*merged, model_->quantization->format, false, {}, model_->quantization->head);
     merged_ = std::move(merged);
     adapterDir_ = dir;
     emit adapterLoaded(info);

@@ -261,10 +261,22 @@ void MainWindow::createMenus() {
   QMenu* weights = file->addMenu(tr("&Weights on load"));
   weights->setToolTipsVisible(true);
   auto* weightsGroup = new QActionGroup(weights);
+  auto* weightsHead = new QAction(tr("Quantise the &LM head too"), weights);
+  weightsHead->setCheckable(true);
+  weightsHead->setObjectName(QStringLiteral("actionWeightsHead"));
+  weightsHead->setToolTip(tr("Also the LM head (and the embedding when they are tied): fewer bytes per token and "
+                             "faster decode, but the logits every instrument reads move more"));
+  // The checked format, with +head when the head is to be quantised too (engine/model/quantize.h).
+  const auto applyWeights = [this, weightsGroup, weightsHead] {
+    const QAction* c = weightsGroup->checkedAction();
+    const QString f = c ? c->data().toString() : QString();
+    setWeightsFormat(f.isEmpty() || !weightsHead->isChecked() ? f : f + QStringLiteral("+head"));
+  };
   for (const auto& [label, format] : {std::pair{tr("As stored"), QString()}, std::pair{tr("Q8_0 (8.5 bits)"), QStringLiteral("q8_0")},
                                       std::pair{tr("Q6_K (6.6 bits)"), QStringLiteral("q6_k")},
                                       std::pair{tr("Q4_K (4.5 bits)"), QStringLiteral("q4_k")}}) {
-    QAction* a = weights->addAction(label, this, [this, f = format] { setWeightsFormat(f); });
+    QAction* a = weights->addAction(label, this, applyWeights);
+    a->setData(format);
     a->setCheckable(true);
     a->setChecked(format.isEmpty());
     a->setObjectName(format.isEmpty() ? QStringLiteral("actionWeightsAsStored") : "actionWeights_" + format);
@@ -272,6 +284,9 @@ void MainWindow::createMenus() {
                      "x/dt projections stay as stored); the status bar and sessions say what changed"));
     weightsGroup->addAction(a);
   }
+  weights->addSeparator();
+  weights->addAction(weightsHead);
+  connect(weightsHead, &QAction::toggled, this, applyWeights);
   recentMenu_ = file->addMenu(tr("Open &recent"));
   demoMenu_ = file->addMenu(tr("Open &demo model"));
   adapterAction_ = file->addAction(tr("Load &adapter (LoRA/DoRA)…"), this, &MainWindow::chooseAdapter);

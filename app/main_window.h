@@ -258,7 +258,7 @@ class MainWindow : public QMainWindow {
   QProgressBar* progress_ = nullptr;
   QPushButton* cancelButton_ = nullptr;
   QMenu *recentMenu_ = nullptr, *recentSessionsMenu_ = nullptr, *demoMenu_ = nullptr, *backendMenu_ = nullptr;
-  QString weightsFormat_;  // File > Weights on load: a --weights format ("q8_0"), empty for as stored
+  QString weightsFormat_;  // File > Weights on load: a --weights format ("q8_0", "q4_k+head"), empty for as stored
   QAction *saveAction_ = nullptr, *saveAsAction_ = nullptr, *compareAction_ = nullptr, *endCompareAction_ = nullptr;
   QAction *adapterAction_ = nullptr, *tunedAction_ = nullptr, *exportAllAction_ = nullptr;
   QAction *stepAction_ = nullptr, *runNAction_ = nullptr, *runEndAction_ = nullptr, *stopAction_ = nullptr,

@@ -108,7 +108,7 @@ int benchWeights(const ParsedArgs& a, const std::vector<std::string>& names, int
   std::vector<Entry> es;
   for (const std::string& f : names) {
     LoadOptions o;
-    o.weights = parse_weight_format(f);
+    o.weights = parse_weight_format(f, "--weights", &o.quantize_head);
     Entry e;
     e.name = o.weights ? f : "as-stored";
     e.model = load_model(a.get("checkpoint"), o);
@@ -192,7 +192,7 @@ int runBench(const std::vector<std::string>& args) {
       .option("prefill", "N", "prompt length of the prefill measurement (1 .. 100000, default 512)")
       .option("weights", "LIST",
               "compare decode on the CPU across weight formats, comma-separated (" + weight_format_choices() +
-                  "); speed-ups against the first")
+                  ", each optionally +head); speed-ups against the first")
       .flag("json", "print one JSON object");
   const ParsedArgs a = p.parse(args);
   if (a.helpRequested()) {
@@ -211,7 +211,10 @@ int runBench(const std::vector<std::string>& args) {
       at = comma + 1;
     }
     try {
-      for (const std::string& f : names) parse_weight_format(f);
+      for (const std::string& f : names) {
+        bool head = false;
+        parse_weight_format(f, "--weights", &head);
+      }
     } catch (const Error& e) {
       throw UsageError(e.what());
     }

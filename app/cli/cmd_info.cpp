@@ -68,7 +68,7 @@ std::string lower_name(DType t) {
 }
 
 // Everything `info` reports, in the --json layout.
-nlohmann::json collect(const std::string& dir, std::optional<DType> weights) {
+nlohmann::json collect(const std::string& dir, std::optional<DType> weights, bool head) {
   Checkpoint ckpt = Checkpoint::open(dir);
   // Bound without the memory check: info describes a model that does not fit too (and says so below).
   LoadOptions unbounded;
@@ -214,11 +214,11 @@ nlohmann::json collect(const std::string& dir, std::optional<DType> weights) {
   // Memory: the weights as they will be held, plus the state a run holds (trace-format.md §3 formulas in fp32).
   int64_t weightBytes = static_cast<int64_t>(ckpt.total_tensor_bytes());
   if (weights) {
-    const WeightQuantization q = plan_quantization(*model, *weights);
+    const WeightQuantization q = plan_quantization(*model, *weights, head);
     nlohmann::json kept = nlohmann::json::array();
     for (const MatQuant& m : q.mats)
       if (!m.kept.empty()) kept.push_back({{"name", m.name}, {"why", m.kept}});
-    j["weights"] = {{"format", lower_name(*weights)}, {"matrix_bytes_before", q.bytes_before},
+    j["weights"] = {{"format", lower_name(*weights) + (head ? "+head" : "")}, {"matrix_bytes_before", q.bytes_before},
                     {"matrix_bytes_after", q.bytes_after}, {"quantized", q.quantized_count()}, {"kept", kept}};
     weightBytes = vectorBytes + q.bytes_after;
   }
@@ -399,7 +399,8 @@ int runInfo(const std::vector<std::string>& args) {
               "Describes a Jamba or Bamba checkpoint without running it: the layer ribbon, parameter counts, tensor\n"
               "dtypes, memory needed, tokenizer, extensions and the config fields HybridLens ignores.");
   p.option("checkpoint", "DIR", "checkpoint folder (config.json + safetensors) or a GGUF file", true)
-      .option("weights", "FORMAT", "count the memory as quantised on load: " + weight_format_choices())
+      .option("weights", "FORMAT",
+              "count the memory as quantised on load: " + weight_format_choices() + ", each optionally +head")
       .flag("json", "print one JSON object instead of text");
   ParsedArgs a = p.parse(args);
   if (a.helpRequested()) {
@@ -407,12 +408,13 @@ int runInfo(const std::vector<std::string>& args) {
     return 0;
   }
   std::optional<DType> weights;
+  bool head = false;
   try {
-    if (a.has("weights")) weights = parse_weight_format(a.get("weights"));
+    if (a.has("weights")) weights = parse_weight_format(a.get("weights"), "--weights", &head);
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  const nlohmann::json info = collect(a.get("checkpoint"), weights);
+  const nlohmann::json info = collect(a.get("checkpoint"), weights, head);
   if (a.has("json"))
     std::printf("%s\n", info.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   else

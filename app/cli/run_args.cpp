@@ -34,7 +34,8 @@ void addModelOptions(ArgParser& p) {
       .option("adapter", "DIR", "PEFT LoRA/DoRA adapter folder, merged into the base weights")
       .option("backend", "NAME", "auto (default) or one of this build's backends: " + backend_choices().substr(6))
       .option("weights", "FORMAT",
-              "quantise the large matrices on load: " + weight_format_choices() + " (default as-stored)");
+              "quantise the large matrices on load: " + weight_format_choices() +
+                  "; +head quantises the LM head too, e.g. q8_0+head (default as-stored)");
 }
 
 void addLimitOptions(ArgParser& p) {
@@ -115,7 +116,7 @@ void checkOutputPath(const std::string& out) {
 
 std::shared_ptr<Model> loadModelOptions(const ParsedArgs& a, const LoadOptions& given) {
   LoadOptions o = given;
-  if (a.has("weights")) o.weights = weightsOption(a);
+  if (a.has("weights")) o.weights = weightsOption(a, &o.quantize_head);
   if (!a.has("adapter")) return load_model(a.get("checkpoint"), o);
   // An adapter merges into the stored weights; the merged model is then quantised (so the adapter's
   // change is quantised with the matrix, as a deployment would have it).
@@ -123,14 +124,14 @@ std::shared_ptr<Model> loadModelOptions(const ParsedArgs& a, const LoadOptions& 
   o.weights.reset();
   std::shared_ptr<Model> model = load_model(a.get("checkpoint"), o);
   merge_adapter(*model, load_adapter(a.get("adapter"), *model), o.memory_budget_bytes);
-  if (format) quantize_model(*model, *format, false);
+  if (format) quantize_model(*model, *format, false, {}, o.quantize_head);
   return model;
 }
 
-std::optional<DType> weightsOption(const ParsedArgs& a) {
+std::optional<DType> weightsOption(const ParsedArgs& a, bool* head) {
   if (!a.has("weights")) return std::nullopt;
   try {
-    return parse_weight_format(a.get("weights"));
+    return parse_weight_format(a.get("weights"), "--weights", head);
   } catch (const Error& e) {
     throw UsageError(e.what());
   }

@@ -57,8 +57,9 @@ void checkOutputPath(const std::string& out);
 // Loads --checkpoint with `o` and merges --adapter into it when given (within o's memory budget);
 // --weights quantises on load (after the merge when there is an adapter).
 std::shared_ptr<Model> loadModelOptions(const ParsedArgs& a, const LoadOptions& o = {});
-// --weights FORMAT (model/quantize.h), nullopt for as-stored or when absent. Throws UsageError.
-std::optional<DType> weightsOption(const ParsedArgs& a);
+// --weights FORMAT[+head] (model/quantize.h), nullopt for as-stored or when absent; *head says
+// whether the LM head is quantised too. Throws UsageError.
+std::optional<DType> weightsOption(const ParsedArgs& a, bool* head = nullptr);
 // The tokens to feed: --ids as given, --prompt through `tok` (the checkpoint's tokenizer.model,
 // null when it has none) with BOS unless --no-bos or config.json has none, or --chat rendered with
 // the checkpoint's chat template and encoded as it is (the template writes BOS); each checked against

@@ -222,7 +222,7 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
   b.check_all_used();
   w.mean_embedding = mean_row(w.embed);  // (H,)
   if (opts.weights) {
-    const WeightQuantization plan = plan_quantization(m, *opts.weights);
+    const WeightQuantization plan = plan_quantization(m, *opts.weights, opts.quantize_head);
     check_budget(static_cast<uint64_t>(plan.bytes_after), std::string("matrices as ") + dtype_name(*opts.weights));
     if (opts.progress.callback && !opts.progress.callback(L, L, std::string("quantising to ") + dtype_name(*opts.weights)))
       throw Cancelled();
@@ -241,7 +241,7 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
         if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
       }
     };
-    quantize_model(m, *opts.weights, true, hooks);
+    quantize_model(m, *opts.weights, true, hooks, opts.quantize_head);
     // Every matrix is in owned memory now: the model no longer reads the checkpoint's mappings.
     // (a GGUF file's widened buffer, owned_data(), included).
     std::vector<const void*> gone{ck.owned_data().get()};

@@ -19,6 +19,7 @@ struct LoadOptions {
   // nullopt keeps them as stored. The budget then counts the quantised sizes, and load_model reads
   // the files through a mapping it releases once every matrix is in owned memory.
   std::optional<DType> weights;
+  bool quantize_head = false;  // with `weights`: the LM head too (`--weights q8_0+head`)
 };
 
 // Opens, validates and binds. Throws LoadError (message names file and tensor) or Cancelled.

@@ -25,11 +25,12 @@ std::string lower(std::string s) {
   return s;
 }
 
-// Why matrix `m` of role `role` stays as stored for `format`, or "" to quantise it.
-std::string keep_reason(const char* role, const Mat& m, DType format) {
+// Why matrix `m` of role `role` stays as stored for `format`, or "" to quantise it. With `head` the LM
+// head is quantised, and so is the embedding when the head is tied to it (one matrix).
+std::string keep_reason(const char* role, const Mat& m, DType format, bool head, bool tied) {
   const std::string r = role;
-  if (r == "embedding") return "embedding (kept by the rule)";
-  if (r == "lm_head") return "LM head (kept by the rule)";
+  if (r == "embedding" && !(head && tied)) return "embedding (kept by the rule)";
+  if (r == "lm_head" && !head) return "LM head (kept by the rule; +head quantises it)";
   if (r == "router") return "router (kept by the rule)";
   if (r == "mamba.x_proj" || r == "mamba.dt_proj") return "Mamba-1 " + r.substr(6) + " (kept by the rule)";
   if (dtype_is_block(m.dtype)) return std::string("already ") + dtype_name(m.dtype);
@@ -54,7 +55,8 @@ double WeightQuantization::worst_rel_rms() const {
 }
 
 std::string weights_label(const Model& m) {
-  return m.quantization ? lower(dtype_name(m.quantization->format)) : std::string();
+  if (!m.quantization) return std::string();
+  return lower(dtype_name(m.quantization->format)) + (m.quantization->head ? "+head" : "");
 }
 
 std::string weight_format_choices() {
@@ -63,24 +65,32 @@ std::string weight_format_choices() {
   return s;
 }
 
-std::optional<DType> parse_weight_format(const std::string& name, const std::string& what) {
+std::optional<DType> parse_weight_format(const std::string& name, const std::string& what, bool* head) {
   if (lower(name) == "as-stored") return std::nullopt;
-  const std::optional<DType> t = dtype_from_weight_name(name);
+  const std::string suffix = "+head";
+  const bool with_head = lower(name).size() > suffix.size() && lower(name).ends_with(suffix);
+  const std::optional<DType> t = dtype_from_weight_name(with_head ? name.substr(0, name.size() - suffix.size()) : name);
   for (DType f : kFormats)
-    if (t && *t == f) return f;
-  throw Error(what + ": '" + name + "' is not a weight format (allowed " + weight_format_choices() + ")");
+    if (t && *t == f) {
+      if (head) *head = with_head;
+      return f;
+    }
+  throw Error(what + ": '" + name + "' is not a weight format (allowed " + weight_format_choices() +
+              ", each optionally with +head)");
 }
 
-WeightQuantization plan_quantization(Model& m, DType format) {
+WeightQuantization plan_quantization(Model& m, DType format, bool head) {
   WeightQuantization q;
   q.format = format;
+  q.head = head;
+  const bool tied = m.w.lm_head.data == m.w.embed.data;
   each_matrix_role(m, [&](const char* role, Mat& x) {
     MatQuant mq;
     mq.name = x.name;
     mq.rows = x.rows;
     mq.cols = x.cols;
     mq.from = x.dtype;
-    mq.kept = keep_reason(role, x, format);
+    mq.kept = keep_reason(role, x, format, head, tied);
     mq.to = mq.kept.empty() ? format : x.dtype;
     mq.bytes_before = x.bytes();
     mq.bytes_after = mq.rows * dtype_row_bytes(mq.to, mq.cols);
@@ -91,10 +101,10 @@ WeightQuantization plan_quantization(Model& m, DType format) {
   return q;
 }
 
-void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& hooks) {
+void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& hooks, bool head) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool tied = m.w.lm_head.data == m.w.embed.data;
-  auto q = std::make_shared<WeightQuantization>(plan_quantization(m, format));
+  auto q = std::make_shared<WeightQuantization>(plan_quantization(m, format, head));
   std::vector<Mat*> mats;
   each_matrix_role(m, [&](const char*, Mat& x) { mats.push_back(&x); });
   ThreadPool& pool = ThreadPool::global();
@@ -151,7 +161,8 @@ void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& 
       }
       if (first_bad >= 0)
         throw LoadError(x.name + ": element [" + std::to_string(first_bad / x.cols) + ", " + std::to_string(first_bad % x.cols) +
-                        "] is not finite (allowed finite weights for --weights " + lower(dtype_name(format)) + ")");
+                        "] is not finite (allowed finite weights for --weights " + lower(dtype_name(format)) +
+                        (head ? "+head" : "") + ")");
       mq.rel_rms = n > 0 ? std::sqrt(e / n) : 0.0;
       x.dtype = format;
     }

@@ -6,7 +6,8 @@
 // The rule (resources/docs/quantization.md): quantised are the attention projections (q, k, v, o),
 // the SSM input and output projections (in_proj, out_proj of Mamba-1 and Mamba-2), the dense MLP,
 // every expert's and the shared expert's gate/up/down and the latent projections. Kept as they are
-// stored: the embedding and the LM head (one row per token; the logits every instrument reads), the
+// stored: the embedding and the LM head (one row per token; the logits every instrument reads; the
+// head is quantised too on request, `--weights q8_0+head`, and with it a tied embedding), the
 // MoE routers (the router-load instrument), Mamba-1's x_proj and dt_proj (they make Δ, B and C, the
 // SSM instruments' inputs; llama.cpp keeps them too), every vector (norms, biases, conv, A, D), a
 // matrix whose width is not a multiple of the format's block, and a matrix already in blocks.
@@ -34,6 +35,7 @@ struct MatQuant {
 
 struct WeightQuantization {
   DType format = DType::Q8_0;
+  bool head = false;           // the LM head quantised too (`+head`)
   std::vector<MatQuant> mats;  // every matrix of the model, in Model::matrices() order
   int64_t bytes_before = 0, bytes_after = 0;  // all matrices
   double seconds = 0;
@@ -42,17 +44,20 @@ struct WeightQuantization {
 };
 
 // The formats --weights accepts: the block types ggml's reference quantisers write (Q4_0, Q5_0, Q5_1,
-// Q8_0, Q4_K, Q5_K, Q6_K). `name` is lower or upper case; "as-stored" is not a format (nullopt).
-// Throws Error naming the option, the value and the allowed ones.
-std::optional<DType> parse_weight_format(const std::string& name, const std::string& what = "--weights");
+// Q8_0, Q4_K, Q5_K, Q6_K), each optionally with "+head" (the LM head quantised too: *head set).
+// `name` is lower or upper case; "as-stored" is not a format (nullopt). Throws Error naming the
+// option, the value and the allowed ones.
+std::optional<DType> parse_weight_format(const std::string& name, const std::string& what = "--weights",
+                                         bool* head = nullptr);
 // "as-stored, q8_0, q4_k, q6_k, q4_0, q5_0, q5_1, q5_k" for help and messages.
 std::string weight_format_choices();
 
-// The --weights format a model was quantised to on load ("q8_0"), or "" for as-stored weights.
+// The --weights format a model was quantised to on load ("q8_0", "q4_k+head"), or "" for as-stored
+// weights.
 std::string weights_label(const Model& m);
 
 // Which matrices would be quantised and the bytes before and after, without touching any data.
-WeightQuantization plan_quantization(Model& m, DType format);
+WeightQuantization plan_quantization(Model& m, DType format, bool head = false);
 
 struct QuantizeHooks {
   // After each matrix: (matrices done, total, "quantising NAME to Q4_K"); false cancels (Cancelled).
@@ -66,6 +71,6 @@ struct QuantizeHooks {
 // them there; kept matrices are copied into owned memory too when `own_kept`, so the model no longer
 // reads the checkpoint's mapping. Throws LoadError naming the tensor and element of a NaN/Inf weight
 // (a block's scale would be meaningless). Records the result in m.quantization.
-void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& hooks = {});
+void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& hooks = {}, bool head = false);
 
 }  // namespace hl

@@ -217,7 +217,8 @@ TEST(Sessions, CompareTwoSessions_OverlaysTokenAligned) {
 namespace {
 
 // File > Weights on load: the open checkpoint reloads quantised, the status bar says what changed,
-// and the run's recording (and so its session) names the format; "As stored" goes back.
+// and the run's recording (and so its session) names the format; the LM head option reloads with
+// +head; "As stored" goes back.
 TEST(MainWindow, WeightsOnLoad_ReloadsQuantised_AndTheRecordingNamesTheFormat) {
   Harness h;
   ASSERT_TRUE(h.load(demoDir()));
@@ -236,6 +237,15 @@ TEST(MainWindow, WeightsOnLoad_ReloadsQuantised_AndTheRecordingNamesTheFormat) {
   ASSERT_TRUE(h.step(2));
   ASSERT_NE(h->recording(), nullptr);
   EXPECT_EQ(h->recording()->weights, "q8_0");
+  // "Quantise the LM head too": the same format with +head, the head among the quantised matrices.
+  started = false;
+  c = QObject::connect(h.w.get(), &hl::app::MainWindow::runStarted, [&] { started = true; });
+  h->findChild<QAction*>("actionWeightsHead")->trigger();
+  ASSERT_TRUE(waitFor([&] { return started && h->modelInfo() && h->modelInfo()->weights == "q8_0+head"; }))
+      << h.errors.join("; ").toStdString();
+  QObject::disconnect(c);
+  ASSERT_TRUE(h.settle());
+  EXPECT_TRUE(h->modelInfo()->quantSummary.contains("q8_0+head")) << h->modelInfo()->quantSummary.toStdString();
   started = false;
   c = QObject::connect(h.w.get(), &hl::app::MainWindow::runStarted, [&] { started = true; });
   h->findChild<QAction*>("actionWeightsAsStored")->trigger();

@@ -293,6 +293,41 @@ TEST(QuantizeOnLoad, A52BJambaShapedCheckpointReportsItsMemoryInEachFormat) {
   EXPECT_NE(msg.find("(--memory-budget)"), std::string::npos) << msg;
 }
 
+// `+head`: the LM head (and the embedding when tied to it) is quantised too; the label says so, fewer
+// bytes, logits still near the stored run's.
+TEST(QuantizeOnLoad, HeadOption_QuantisesTheLmHeadToo) {
+  bool head = false;
+  EXPECT_EQ(parse_weight_format("q8_0+head", "--weights", &head), DType::Q8_0);
+  EXPECT_TRUE(head);
+  EXPECT_EQ(parse_weight_format("Q4_K+HEAD", "--weights", &head), DType::Q4_K);
+  EXPECT_TRUE(head);
+  EXPECT_EQ(parse_weight_format("q4_k", "--weights", &head), DType::Q4_K);
+  EXPECT_FALSE(head);
+  EXPECT_THROW(parse_weight_format("+head", "--weights", &head), Error);
+  EXPECT_THROW(parse_weight_format("as-stored+head", "--weights", &head), Error);
+  Generated g;
+  const std::vector<int32_t> ids = {1, 5, 9, 33, 2, 70};
+  const std::vector<float> ref = last_logits(load_model(g.dir.path), ids);
+  LoadOptions o;
+  o.weights = DType::Q8_0;
+  const std::shared_ptr<const Model> body = load_model(g.dir.path, o);
+  o.quantize_head = true;
+  const std::shared_ptr<const Model> all = load_model(g.dir.path, o);
+  ASSERT_TRUE(all->quantization);
+  EXPECT_TRUE(all->quantization->head);
+  EXPECT_EQ(weights_label(*all), "q8_0+head");
+  EXPECT_EQ(weights_label(*body), "q8_0");
+  EXPECT_EQ(all->w.lm_head.dtype, DType::Q8_0);
+  EXPECT_NE(body->w.lm_head.dtype, DType::Q8_0);
+  const bool tied = all->w.lm_head.data == all->w.embed.data;
+  EXPECT_EQ(all->w.embed.dtype == DType::Q8_0, tied) << "the embedding follows the head only when tied";
+  EXPECT_EQ(all->quantization->quantized_count(), body->quantization->quantized_count() + 1);
+  EXPECT_LT(all->quantization->bytes_after, body->quantization->bytes_after);
+  const double r = rel_rms(ref, last_logits(all, ids));
+  EXPECT_GT(r, 0.0);
+  EXPECT_LT(r, 0.05);
+}
+
 TEST(QuantizeOnLoad, FormatNames) {
   EXPECT_EQ(parse_weight_format("as-stored"), std::nullopt);
   EXPECT_EQ(parse_weight_format("Q6_K"), DType::Q6_K);
@@ -302,7 +337,8 @@ TEST(QuantizeOnLoad, FormatNames) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "--weights: 'int4' is not a weight format (allowed as-stored, q8_0, q4_k, q6_k, q4_0, q5_0, q5_1, q5_k)");
+              "--weights: 'int4' is not a weight format (allowed as-stored, q8_0, q4_k, q6_k, q4_0, q5_0, q5_1, q5_k, "
+              "each optionally with +head)");
   }
 }
 
