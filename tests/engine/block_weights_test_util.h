@@ -8,27 +8,13 @@
 #include <random>
 
 #include "engine/core/ggml_quant.h"
-#include "engine/model/generator.h"
 #include "engine/model/quantize.h"
 #include "tests/engine/backend_test_util.h"
-#include "tests/engine/test_util.h"
+#include "tests/engine/block_model_util.h"
 
 namespace hl::backend_test {
 
-// A 256-wide model of every layer kind of the tiny config (Mamba, attention, dense and MoE
-// feed-forwards), wide enough for the 256-element K-quant blocks.
-struct BlockModel {
-  test::TempDir dir;
-  BlockModel() {
-    GenerateOptions o;
-    o.config = test::tiny_config();
-    o.config.hidden_size = 256;
-    o.config.intermediate_size = 512;
-    o.config.vocab_size = 96;
-    o.seed = 5;
-    generate_checkpoint(dir.path, o);
-  }
-};
+using test::BlockModel;
 
 // A copy of `m` whose token embedding (and the head, when tied) is held as `bytes` in `fmt`.
 inline std::shared_ptr<const Model> with_embedding_blocks(const Model& m, DType fmt, std::vector<uint8_t> bytes) {

@@ -19,6 +19,7 @@
 #include "engine/model/loader.h"
 #include "engine/model/quantize.h"
 #include "test_util.h"
+#include "tests/engine/block_model_util.h"
 
 namespace hl {
 namespace {
@@ -102,17 +103,8 @@ TEST(BlockWeights, MatvecOnEveryIsaEqualsTheDequantisedProduct) {
 
 // A 256-wide generated model (every layer kind of the tiny config) through --weights: the rule, the
 // measured error, the bytes, and logits near the as-stored run's.
-struct Generated {
-  test::TempDir dir;
-  Generated() {
-    GenerateOptions o;
-    o.config = test::tiny_config();
-    o.config.hidden_size = 256;
-    o.config.intermediate_size = 512;
-    o.config.vocab_size = 96;
-    o.seed = 3;
-    generate_checkpoint(dir.path, o);
-  }
+struct Generated : test::BlockModel {
+  Generated() : BlockModel(3) {}
 };
 
 std::vector<float> last_logits(const std::shared_ptr<const Model>& m, const std::vector<int32_t>& ids) {
