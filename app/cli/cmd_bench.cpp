@@ -211,10 +211,7 @@ int runBench(const std::vector<std::string>& args) {
       at = comma + 1;
     }
     try {
-      for (const std::string& f : names) {
-        bool head = false;
-        parse_weight_format(f, "--weights", &head);
-      }
+      for (const std::string& f : names) parse_weight_format(f);
     } catch (const Error& e) {
       throw UsageError(e.what());
     }

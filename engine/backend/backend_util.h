@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,20 @@
 #include "engine/model/token_trace.h"
 
 namespace hl {
+
+// The weight types the device kernels read, indexed by the code those kernels use for them
+// (shaders/common.glsl's DT_*, cuda/cuda_math.h's kF32 .. kQ6_K): F32, F16, BF16 and ggml's blocks
+// (core/ggml_quant.h). The Vulkan and CUDA uploads widen every other type to F32.
+inline constexpr DType kDeviceWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
+                                               DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// The device code of a matrix of type t, or -1 for a type no device kernel reads (Q4_1, Q2_K, Q3_K,
+// IQ4_NL, IQ4_XS).
+inline int device_weight_code(DType t) {
+  for (int c = 0; c < static_cast<int>(std::size(kDeviceWeightTypes)); ++c)
+    if (kDeviceWeightTypes[c] == t) return c;
+  return -1;
+}
 
 // The final norm and the LM head in nonfinite_layer (token_trace.h) for a backend that does not read
 // the final norm's output back (Vulkan, CUDA): when r.nonfinite_layer is still −1 (every layer's

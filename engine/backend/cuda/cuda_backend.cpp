@@ -89,23 +89,26 @@ void CudaBackend::fail_guard() const {
   if (!failed_.empty()) throw BackendFailure(failed_ + " (the CUDA backend is disabled; use the CPU backend)");
 }
 
+static_assert(kDeviceWeightTypes[cudam::kF32] == DType::F32 && kDeviceWeightTypes[cudam::kBF16] == DType::BF16 &&
+              kDeviceWeightTypes[cudam::kQ8_0] == DType::Q8_0 && kDeviceWeightTypes[cudam::kQ4_K] == DType::Q4_K &&
+              kDeviceWeightTypes[cudam::kQ6_K] == DType::Q6_K);
+
 DW CudaWeights::upload(const Mat& m) {
   DW d;
-  d.dtype = dtype_code(m.dtype);
+  const int code = device_weight_code(m.dtype);  // -1: a type no kernel reads, widened exactly to F32
+  d.dtype = code < 0 ? cudam::kF32 : code;
   d.rows = m.rows;
   d.cols = m.cols;
   if (m.empty()) return d;
   auto it = uploaded_.find({m.data, m.bytes()});
   if (it != uploaded_.end()) {
     d.p = it->second;
-    if (d.dtype < 0) d.dtype = cudam::kF32;
     return d;
   }
-  std::vector<float> wide;  // a block type no kernel reads: widened exactly to F32
-  if (d.dtype < 0) {
+  std::vector<float> wide;
+  if (code < 0) {
     wide.resize(static_cast<size_t>(m.rows * m.cols));
     to_float(m.dtype, m.data, wide.data(), wide.size());
-    d.dtype = cudam::kF32;
   }
   const void* src = wide.empty() ? m.data : wide.data();
   const size_t bytes = wide.empty() ? static_cast<size_t>(m.bytes()) : wide.size() * 4;

@@ -187,22 +187,4 @@ class Pinned {
   void* p_ = nullptr;
 };
 
-// The kernels' code for a matrix of dtype t, or -1 for a ggml block type they do not read (Q4_1,
-// Q2_K, Q3_K, IQ4_NL, IQ4_XS: the upload widens those to F32).
-inline int dtype_code(DType t) {
-  switch (t) {
-    case DType::F32: return cudam::kF32;
-    case DType::F16: return cudam::kF16;
-    case DType::BF16: return cudam::kBF16;
-    case DType::Q8_0: return cudam::kQ8_0;
-    case DType::Q4_0: return cudam::kQ4_0;
-    case DType::Q5_0: return cudam::kQ5_0;
-    case DType::Q5_1: return cudam::kQ5_1;
-    case DType::Q4_K: return cudam::kQ4_K;
-    case DType::Q5_K: return cudam::kQ5_K;
-    case DType::Q6_K: return cudam::kQ6_K;
-    default: return -1;
-  }
-}
-
 }  // namespace hl::cuda

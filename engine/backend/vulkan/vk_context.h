@@ -13,6 +13,7 @@
 #include <string>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/backend_util.h"
 #include "engine/backend/vulkan/vk_kernels.h"
 
 namespace hl::vk {
@@ -115,7 +116,8 @@ class Context : public std::enable_shared_from_this<Context> {
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout pipe_layout_ = VK_NULL_HANDLE;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
-  std::array<std::array<VkPipeline, 10>, static_cast<size_t>(Kernel::Count)> pipes_{};  // (kernel, device dtype)
+  // (kernel, device dtype: the index into kDeviceWeightTypes)
+  std::array<std::array<VkPipeline, std::size(kDeviceWeightTypes)>, static_cast<size_t>(Kernel::Count)> pipes_{};
   VkDeviceSize max_range_ = 0;
   VkDeviceSize heap_bytes_ = 0;
   uint32_t device_heap_index_ = 0;

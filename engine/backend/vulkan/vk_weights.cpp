@@ -5,6 +5,8 @@
 // ggml block type that no shader reads.
 #include "engine/backend/vulkan/vk_weights.h"
 
+#include "engine/backend/backend_util.h"
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -15,9 +17,18 @@ namespace {
 constexpr VkDeviceSize kAlign = 256;
 constexpr VkDeviceSize kChunk = VkDeviceSize{1} << 30;  // weight buffers of at most 1 GiB (or the binding limit)
 
-constexpr std::pair<DType, uint32_t> kDeviceOf[] = {
-    {DType::F32, kF32},   {DType::F16, kF16},   {DType::BF16, kBF16}, {DType::Q8_0, kQ8_0}, {DType::Q4_0, kQ4_0},
-    {DType::Q5_0, kQ5_0}, {DType::Q5_1, kQ5_1}, {DType::Q4_K, kQ4_K}, {DType::Q5_K, kQ5_K}, {DType::Q6_K, kQ6_K}};
+static_assert(kDeviceWeightTypes[kF32] == DType::F32 && kDeviceWeightTypes[kF16] == DType::F16 &&
+              kDeviceWeightTypes[kBF16] == DType::BF16);
+
+// The device dtype a matrix of host dtype t is uploaded as (kF32 for a type no shader reads), and the
+// host dtype of a device one.
+uint32_t device_dtype(DType t) {
+  const int c = device_weight_code(t);
+  return c < 0 ? kF32 : static_cast<uint32_t>(c);
+}
+DType host_dtype(uint32_t d) {
+  return kDeviceWeightTypes[d];
+}
 
 // Device bytes of n elements of device dtype d (n a whole number of blocks).
 VkDeviceSize device_bytes(uint32_t d, int64_t n) {
@@ -109,18 +120,6 @@ class Uploader {
 };
 
 }  // namespace
-
-uint32_t device_dtype(DType t) {
-  for (const auto& [h, d] : kDeviceOf)
-    if (h == t) return d;
-  return kF32;  // Q4_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS: no shader reads them; widened exactly
-}
-
-DType host_dtype(uint32_t device) {
-  for (const auto& [h, d] : kDeviceOf)
-    if (d == device) return h;
-  return DType::F32;
-}
 
 DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m, bool f32_as_f16) {
   const ModelWeights& w = m.w;

@@ -13,16 +13,10 @@
 
 namespace hl::vk {
 
-// Device dtypes, as the shaders number them (shaders/common.glsl): F32, F16, BF16 and the ggml
-// block formats the shaders dequantise (ggml's other block types are widened to F32 at upload).
-constexpr uint32_t kF32 = 0, kF16 = 1, kBF16 = 2, kQ8_0 = 3, kQ4_0 = 4, kQ5_0 = 5, kQ5_1 = 6, kQ4_K = 7, kQ5_K = 8,
-                   kQ6_K = 9;
-constexpr uint32_t kDeviceDtypes = 10;
-
-// The device dtype a matrix of host dtype `t` is uploaded as (kF32 for a block type no shader reads),
-// and the host dtype of a device one.
-uint32_t device_dtype(DType t);
-DType host_dtype(uint32_t device);
+// Device dtypes, as the shaders number them (shaders/common.glsl; the index into kDeviceWeightTypes,
+// backend_util.h): F32, F16, BF16 and the ggml block formats the shaders dequantise (ggml's other
+// block types are widened to F32 at upload).
+constexpr uint32_t kF32 = 0, kF16 = 1, kBF16 = 2;
 
 // A matrix (or a packed block of `experts` equal-shape matrices) in one weight buffer.
 struct DMat {
