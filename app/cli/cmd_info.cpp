@@ -218,7 +218,7 @@ nlohmann::json collect(const std::string& dir, std::optional<DType> weights, boo
     nlohmann::json kept = nlohmann::json::array();
     for (const MatQuant& m : q.mats)
       if (!m.kept.empty()) kept.push_back({{"name", m.name}, {"why", m.kept}});
-    j["weights"] = {{"format", lower_name(*weights) + (head ? "+head" : "")}, {"matrix_bytes_before", q.bytes_before},
+    j["weights"] = {{"format", weight_format_name(*weights, head)}, {"matrix_bytes_before", q.bytes_before},
                     {"matrix_bytes_after", q.bytes_after}, {"quantized", q.quantized_count()}, {"kept", kept}};
     weightBytes = vectorBytes + q.bytes_after;
   }

@@ -54,9 +54,12 @@ double WeightQuantization::worst_rel_rms() const {
   return w;
 }
 
+std::string weight_format_name(DType format, bool head) {
+  return lower(dtype_name(format)) + (head ? "+head" : "");
+}
+
 std::string weights_label(const Model& m) {
-  if (!m.quantization) return std::string();
-  return lower(dtype_name(m.quantization->format)) + (m.quantization->head ? "+head" : "");
+  return m.quantization ? weight_format_name(m.quantization->format, m.quantization->head) : std::string();
 }
 
 std::string weight_format_choices() {
@@ -66,9 +69,9 @@ std::string weight_format_choices() {
 }
 
 std::optional<DType> parse_weight_format(const std::string& name, const std::string& what, bool* head) {
-  if (lower(name) == "as-stored") return std::nullopt;
-  const std::string suffix = "+head";
-  const bool with_head = lower(name).size() > suffix.size() && lower(name).ends_with(suffix);
+  const std::string low = lower(name), suffix = "+head";
+  if (low == "as-stored") return std::nullopt;
+  const bool with_head = low.size() > suffix.size() && low.ends_with(suffix);
   const std::optional<DType> t = dtype_from_weight_name(with_head ? name.substr(0, name.size() - suffix.size()) : name);
   for (DType f : kFormats)
     if (t && *t == f) {
@@ -161,8 +164,8 @@ void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& 
       }
       if (first_bad >= 0)
         throw LoadError(x.name + ": element [" + std::to_string(first_bad / x.cols) + ", " + std::to_string(first_bad % x.cols) +
-                        "] is not finite (allowed finite weights for --weights " + lower(dtype_name(format)) +
-                        (head ? "+head" : "") + ")");
+                        "] is not finite (allowed finite weights for --weights " + weight_format_name(format, head) +
+                        ")");
       mq.rel_rms = n > 0 ? std::sqrt(e / n) : 0.0;
       x.dtype = format;
     }

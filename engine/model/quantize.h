@@ -52,7 +52,9 @@ std::optional<DType> parse_weight_format(const std::string& name, const std::str
 // "as-stored, q8_0, q4_k, q6_k, q4_0, q5_0, q5_1, q5_k" for help and messages.
 std::string weight_format_choices();
 
-// The --weights format a model was quantised to on load ("q8_0", "q4_k+head"), or "" for as-stored
+// The --weights name of a format ("q8_0", "q4_k+head").
+std::string weight_format_name(DType format, bool head);
+// The --weights format a model was quantised to on load (weight_format_name), or "" for as-stored
 // weights.
 std::string weights_label(const Model& m);
 
