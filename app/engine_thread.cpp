@@ -15,6 +15,7 @@ EngineThread::EngineThread(QObject* parent) : QObject(parent), flags_(std::make_
   qRegisterMetaType<hl::app::StepResult>();
   qRegisterMetaType<hl::app::AdapterInfo>();
   qRegisterMetaType<hl::Run>();
+  qRegisterMetaType<hl::views::HiddenPattern>();
   thread_ = new QThread;
   thread_->setObjectName(QStringLiteral("hl-engine"));
   worker_ = new EngineWorker(flags_);

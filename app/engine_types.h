@@ -17,6 +17,7 @@
 #include "engine/probes/dora_probe.h"
 #include "engine/tokenizer/chat_template.h"
 #include "sessions/recording.h"
+#include "views/view_state.h"
 
 namespace hl {
 class Tokenizer;
@@ -117,3 +118,4 @@ Q_DECLARE_METATYPE(hl::app::RunStart)
 Q_DECLARE_METATYPE(hl::app::StepResult)
 Q_DECLARE_METATYPE(hl::app::AdapterInfo)
 Q_DECLARE_METATYPE(hl::Run)
+Q_DECLARE_METATYPE(hl::views::HiddenPattern)

@@ -16,6 +16,7 @@
 #include "engine/model/loader.h"
 #include "engine/model/quantize.h"
 #include "engine/model/weights.h"
+#include "engine/probes/hidden_attention.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "sessions/identity.h"
@@ -110,6 +111,7 @@ void EngineWorker::loadModel(int requestId, int cancelEpoch, const QString& dir,
     tokenizer_ = std::move(tok);
     recA_.reset();
     recB_.reset();
+    hidden_.reset();
     runId_ = -1;
     emit modelLoaded(info);
   } catch (const hl::Cancelled&) {
@@ -213,6 +215,7 @@ void EngineWorker::startRun(const RunRequest& r) {
     sampling_ = r.sampling;
     maxNewTokens_ = r.maxNewTokens;
     recB_.reset();
+    hidden_.reset();
     recA_ = makeRecorder(r.toggles, QStringLiteral("A"));
     runId_ = r.runId;
     prompt_ = ids;
@@ -237,6 +240,7 @@ void EngineWorker::startRun(const RunRequest& r) {
 void EngineWorker::endRun() {
   recA_.reset();
   recB_.reset();
+  hidden_.reset();
   runId_ = -1;
   prompt_.clear();
   prompt_.shrink_to_fit();
@@ -339,6 +343,7 @@ void EngineWorker::resume(int runId, const hl::Run& a, bool hasB, const hl::Run&
                           const QString& backend, int64_t maxNewTokens, int stopEpoch) {
   recA_.reset();
   recB_.reset();
+  hidden_.reset();
   runId_ = -1;
   try {
     if (!model_) throw hl::Error("no checkpoint is loaded");
@@ -373,6 +378,66 @@ void EngineWorker::resume(int runId, const hl::Run& a, bool hasB, const hl::Run&
   } catch (const std::exception& e) {
     emit resumed(runId, qs(e.what()));
   }
+}
+
+void EngineWorker::hiddenAttention(int runId, int layer, int token, int head) {
+  hl::views::HiddenPattern p;
+  p.layer = layer;
+  p.token = token;
+  p.head = head;
+  try {
+    if (runId != runId_ || !recA_)
+      throw hl::Error("the hidden attention is computed from the live run: open the session's checkpoint to step it again");
+    const hl::LayerSchedule& s = model_->schedule;
+    if (layer < 0 || layer >= s.size() || !s[layer].has_ssm())
+      throw hl::Error("layer " + std::to_string(layer) + " has no SSM part (" + s.describe() + ")");
+    const hl::Run& a = recA_->run();
+    if (token < 0 || token >= static_cast<int>(a.records.size()))
+      throw hl::Error("token " + std::to_string(token) + " is not in run A (" + std::to_string(a.records.size()) + " tokens)");
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    if (!hidden_) hidden_ = std::make_unique<hl::HiddenAttentionTracker>(modelFor(togglesOf(a.settings)), hl::run_options(a.settings));
+    if (hidden_->fed() <= token) {
+      std::vector<int32_t> ids(static_cast<size_t>(token) + 1);
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = a.records[i].token_id;
+      hidden_->follow(ids.data(), static_cast<int64_t>(ids.size()));
+    }
+    const auto t1 = Clock::now();
+    const hl::SsmRows& rows = hidden_->layer(s[layer].ssm_index);
+    p.mamba1 = rows.mamba1;
+    p.heads = static_cast<int>(rows.nh);
+    p.dState = static_cast<int>(rows.N);
+    p.nReg = hidden_->registers();
+    if (head >= p.heads) throw hl::Error("head " + std::to_string(head) + " is out of range [-1, " + std::to_string(p.heads) + ")");
+    auto row = [&](int q) {
+      std::vector<float> v(static_cast<size_t>(p.nReg + q + 1));
+      hl::hidden_attention_head_or_mean_row(rows, head, p.nReg + q, v.data());
+      return v;
+    };
+    p.firstQuery = token;
+    p.rows.push_back(row(token));
+    const auto t2 = Clock::now();
+    const hl::HiddenRowStats st = hl::hidden_row_stats(p.rows[0].data(), static_cast<int64_t>(p.rows[0].size()));
+    p.entropy = st.entropy;
+    p.entropyNorm = st.entropy_norm;
+    p.firstMass = st.first_mass;
+    p.catchUpMs = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    p.rowMs = std::chrono::duration<double, std::milli>(t2 - t1).count();
+    const int first = std::max(0, static_cast<int>(hl::hidden_attention_window_start(rows, head, p.nReg + token, kHiddenBudget)) - p.nReg);
+    p.complete = first == token;
+    emit hiddenAttentionReady(runId, p);
+    if (p.complete) return;
+    std::vector<std::vector<float>> earlier;
+    for (int q = first; q < token; ++q) earlier.push_back(row(q));
+    earlier.push_back(std::move(p.rows.back()));
+    p.rows = std::move(earlier);
+    p.firstQuery = first;
+    p.complete = true;
+  } catch (const std::exception& e) {
+    p.rows.clear();
+    p.error = e.what();
+  }
+  emit hiddenAttentionReady(runId, p);
 }
 
 }  // namespace hl::app

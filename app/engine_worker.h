@@ -11,6 +11,7 @@
 #include "app/engine_types.h"
 
 namespace hl {
+class HiddenAttentionTracker;
 struct Model;
 class Recorder;
 class Tokenizer;
@@ -47,6 +48,13 @@ class EngineWorker : public QObject {
   // A reopened session with its checkpoint: replays the stored runs so that stepping continues.
   void resume(int runId, const hl::Run& a, bool hasB, const hl::Run& b, int compareId, const QString& backend,
               int64_t maxNewTokens, int stopEpoch);
+  // The SSM hidden attention of decoder layer `layer` at token `token` of the live run A (head −1: the
+  // mean |M| over the heads or Mamba-1 channels), from a tracker that follows run A on the CPU
+  // (engine/probes/hidden_attention.h). Emits the current row at once (complete false), then with
+  // the rows of the earlier queries that fit kHiddenBudget multiply-adds. No live run, or a layer
+  // without an SSM part: a pattern with an error.
+  void hiddenAttention(int runId, int layer, int token, int head);
+  static constexpr double kHiddenBudget = 1.5e8;
 
  signals:
   void loadProgress(int requestId, qint64 done, qint64 total, const QString& what);
@@ -63,6 +71,7 @@ class EngineWorker : public QObject {
   void compareReady(int runId, int compareId, const hl::Run& b);  // empty label: B ended
   void compareFailed(int runId, int compareId, const QString& message);
   void resumed(int runId, const QString& error);  // empty error: stepping can continue
+  void hiddenAttentionReady(int runId, const hl::views::HiddenPattern& p);
 
  private:
   std::shared_ptr<const hl::Model> modelFor(const Toggles& t) const;
@@ -81,6 +90,7 @@ class EngineWorker : public QObject {
   int64_t maxNewTokens_ = 64;
   std::vector<int32_t> prompt_;  // (P,) tokens to feed before generating
   std::unique_ptr<hl::Recorder> recA_, recB_;
+  std::unique_ptr<hl::HiddenAttentionTracker> hidden_;  // follows recA_ once the hidden attention is asked for
   double bandwidth_ = 0;
 };
 

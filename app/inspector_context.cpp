@@ -45,6 +45,7 @@ void InspectorContext::openRecording(std::shared_ptr<hl::Recording> rec, bool re
     head_ = 0;
   }
   ++dataVersion_;
+  hidden_.reset();
   if (had) releaseMemory();
   mark(ch::All);
   flush(true);
@@ -59,6 +60,7 @@ void InspectorContext::closeRecording() {
   rec_.reset();
   step_ = -1;
   ++dataVersion_;
+  hidden_.reset();
   releaseMemory();
   mark(ch::All);
   flush(true);
@@ -93,6 +95,7 @@ void InspectorContext::recordsAppended(int from) {
 
 void InspectorContext::runsChanged() {
   ++dataVersion_;
+  hidden_.reset();
   mark(ch::Runs);
   flush(true);
   emit runsUpdated();
@@ -187,7 +190,15 @@ hl::views::ViewState InspectorContext::viewState() const {
   s.hw = hw_;
   s.vocab = vocab_ && !vocab_->empty() ? vocab_ : nullptr;
   s.dataVersion = dataVersion_;
+  s.hidden = hidden_.get();
   return s;
+}
+
+void InspectorContext::setHiddenPattern(hl::views::HiddenPattern p) {
+  p.dataVersion = dataVersion_;
+  hidden_ = std::make_unique<hl::views::HiddenPattern>(std::move(p));
+  mark(ch::Hidden);
+  schedule();
 }
 
 void InspectorContext::addViewer(hl::views::InspectorViewer* v) {

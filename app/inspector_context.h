@@ -70,6 +70,10 @@ class InspectorContext : public QObject {
   void setHardware(const hl::views::HardwareInfo& hw);
   const hl::views::HardwareInfo& hardware() const { return hw_; }
   void setVocabulary(const std::vector<std::string>* vocab);  // owned by the caller (the model info)
+  // The SSM hidden attention the engine computed for the attention view (stamped with the current
+  // dataVersion); cleared when the recording is opened, closed or its runs change.
+  void setHiddenPattern(hl::views::HiddenPattern p);
+  const hl::views::HiddenPattern* hiddenPattern() const { return hidden_.get(); }
   hl::views::ViewState viewState() const;
 
   // --- Viewers ---
@@ -100,6 +104,7 @@ class InspectorContext : public QObject {
   int step_ = -1, layer_ = -1, head_ = 0, compareIndex_ = -1;
   bool showDiff_ = false;
   std::vector<hl::DoraRow> dora_;
+  std::unique_ptr<hl::views::HiddenPattern> hidden_;
   std::string doraLabel_ = "DoRA";
   hl::views::HardwareInfo hw_;
   const std::vector<std::string>* vocab_ = nullptr;

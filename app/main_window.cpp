@@ -35,6 +35,7 @@
 #include "app/token_strip.h"
 #include "engine/core/sys_memory.h"
 #include "views/instrument_view.h"
+#include "views/instrument_views.h"
 #include "views/view_registry.h"
 #include "views/view_util.h"
 
@@ -191,6 +192,8 @@ void MainWindow::createViews() {
     connect(v, &hl::views::InstrumentView::layerClicked, this, &MainWindow::selectLayer);
     connect(v, &hl::views::InstrumentView::stepClicked, this, &MainWindow::scrubTo);
     connect(v, &hl::views::InstrumentView::headClicked, this, &MainWindow::selectHead);
+    if (auto* attention = qobject_cast<hl::views::AttentionPatternView*>(v))
+      connect(attention, &hl::views::AttentionPatternView::hiddenAttentionWanted, this, &MainWindow::requestHiddenAttention);
     ctx_->addViewer(v);
     connect(dock, &QDockWidget::visibilityChanged, this, [this, v](bool visible) {
       if (visible) ctx_->viewerShown(v);

@@ -9,6 +9,7 @@
 #include <QMainWindow>
 #include <QMessageBox>
 #include <QString>
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -173,6 +174,10 @@ class MainWindow : public QMainWindow {
   void onRunStarted(const RunStart& s);
   void onStepped(const StepResult& r);
   void onStepDone(int runId, const QString& reason);
+  // The attention view wants an SSM layer's hidden attention: one request in flight, the latest next.
+  void requestHiddenAttention(int layer, int token, int head);
+  void sendHiddenRequest();
+  void onHiddenAttention(int runId, const hl::views::HiddenPattern& p);
   // main_window_compare.cpp
   void onTogglesChanged();
   void startCompare(int index, const Toggles& t);  // run `index` of the recording (or a new one) with `t`
@@ -238,6 +243,8 @@ class MainWindow : public QMainWindow {
   int64_t stepAfterStart_ = 0;  // Step pressed with an edited prompt: steps once the new run starts
   bool autoStarted_ = false;    // the run being started came from loading a model, not from Reset
   QString startNote_;           // why the remembered prompt was replaced, said when the run starts
+  bool hiddenInFlight_ = false;             // a hidden-attention request is with the engine
+  std::optional<std::array<int, 3>> hiddenWanted_;  // (layer, token, head) to ask for next
   std::vector<int32_t> pendingPrompt_;  // prompt tokens not fed yet
   std::vector<std::string> pendingText_;
   std::vector<char> pendingSpecial_;  // per pending token: special (from the engine)

@@ -74,6 +74,7 @@ void MainWindow::connectEngine() {
   connect(w, &EngineWorker::compareReady, this, &MainWindow::onCompareReady);
   connect(w, &EngineWorker::compareFailed, this, &MainWindow::onCompareFailed);
   connect(w, &EngineWorker::resumed, this, &MainWindow::onResumed);
+  connect(w, &EngineWorker::hiddenAttentionReady, this, &MainWindow::onHiddenAttention);
 }
 
 void MainWindow::reportError(const QString& title, const QString& message) {

@@ -249,6 +249,25 @@ void MainWindow::selectLayer(int layer) {
   ctx_->setLayer(layer);
 }
 
+void MainWindow::requestHiddenAttention(int layer, int token, int head) {
+  hiddenWanted_ = std::array<int, 3>{layer, token, head};
+  if (!hiddenInFlight_) sendHiddenRequest();
+}
+
+void MainWindow::sendHiddenRequest() {
+  if (!hiddenWanted_) return;
+  const auto [layer, token, head] = *std::exchange(hiddenWanted_, std::nullopt);
+  hiddenInFlight_ = true;
+  const int id = runId_;
+  engine_->post([id, layer, token, head](EngineWorker& w) { w.hiddenAttention(id, layer, token, head); });
+}
+
+void MainWindow::onHiddenAttention(int runId, const hl::views::HiddenPattern& p) {
+  if (p.complete || !p.error.empty()) hiddenInFlight_ = false;
+  if (runId == runId_) ctx_->setHiddenPattern(p);
+  if (!hiddenInFlight_) sendHiddenRequest();
+}
+
 void MainWindow::selectHead(int head) {
   ctx_->setHead(head);
 }

@@ -22,6 +22,8 @@ namespace hl::views {
 
 struct AttentionPatternView::Controls {
   QWidget* bar = nullptr;
+  QComboBox* layer = nullptr;  // every attention layer and every SSM layer (its hidden attention)
+  std::string layersOf;        // the schedule the layer items were made for
   QSpinBox* head = nullptr;
   QComboBox* scale = nullptr;
   QDoubleSpinBox* gamma = nullptr;
@@ -41,6 +43,12 @@ void AttentionPatternView::buildControls() {
   auto* row = new QHBoxLayout(c.bar);
   row->setContentsMargins(4, 2, 4, 0);
   row->setSpacing(4);
+  c.layer = new QComboBox(c.bar);
+  c.layer->setObjectName("attentionLayer");
+  c.layer->setToolTip(
+      tr("Layer drawn: an attention layer's heads, or an SSM layer's hidden attention (Ali, Zimerman & Wolf "
+         "2024): M[t, s] = (C_t · B_s) · exp(A · Σ Δ over r = s+1..t) · Δ_s, computed on demand for the current "
+         "token (also: click a layer in another view)"));
   auto* headLabel = new QLabel(tr("head"), c.bar);
   c.head = new QSpinBox(c.bar);
   c.head->setObjectName("attentionHead");
@@ -73,6 +81,7 @@ void AttentionPatternView::buildControls() {
   c.resetZoom->setToolTip(
       tr("Show the whole matrix again (as a double-click does). Zoom with the wheel and drag to pan; zoomed in, "
          "the axes name the tokens"));
+  row->addWidget(c.layer);
   row->addWidget(headLabel);
   row->addWidget(c.head);
   row->addWidget(c.scale);
@@ -88,8 +97,15 @@ void AttentionPatternView::buildControls() {
   layout->addWidget(grid_, 1);
   layout->setStretchFactor(plot(), 1);
 
+  connect(c.layer, &QComboBox::activated, this, [this](int i) {
+    const int code = ui_->layer->itemData(i).toInt();
+    chooseLayer(code / 2, code % 2 == 1);
+  });
   connect(c.head, &QSpinBox::valueChanged, this, [this](int h) {
-    if (h != shownHead()) emit headClicked(h);
+    if (showsHidden())
+      setHiddenHead(h);
+    else if (h != shownHead())
+      emit headClicked(h);
   });
   connect(c.scale, &QComboBox::currentIndexChanged, this, [this](int i) {
     setColorScale(static_cast<ColorScale>(ui_->scale->itemData(i).toInt()), gamma_);
@@ -113,11 +129,34 @@ void AttentionPatternView::buildControls() {
 void AttentionPatternView::syncControls() {
   if (!ui_) return;
   Controls& c = *ui_;
-  const QSignalBlocker b1(c.head), b2(c.scale), b3(c.gamma), b4(c.allHeads);
-  const int nh = state().rec ? modelShape(state().rec->config).nh : 0;
-  c.head->setRange(0, std::max(0, nh - 1));
-  c.head->setValue(shownHead());
-  c.head->setEnabled(nh > 1);
+  const QSignalBlocker b1(c.head), b2(c.scale), b3(c.gamma), b4(c.allHeads), b5(c.layer);
+  const ModelShape s = state().rec ? modelShape(state().rec->config) : ModelShape{};
+  if (c.layersOf != s.schedule.describe() || c.layer->count() == 0) {
+    c.layersOf = s.schedule.describe();
+    c.layer->clear();
+    for (int l = 0; l < s.L; ++l) {
+      if (s.schedule[l].has_attention()) c.layer->addItem(tr("L%1 attention").arg(l), 2 * l);
+      if (s.schedule[l].has_ssm()) c.layer->addItem(tr("L%1 SSM: hidden attention").arg(l), 2 * l + 1);
+    }
+  }
+  const bool hidden = showsHidden();
+  c.layer->setCurrentIndex(c.layer->findData(hidden ? 2 * state().layer + 1 : 2 * shownLayer()));
+  c.layer->setEnabled(c.layer->count() > 1);
+  if (hidden) {
+    const bool mamba1 = s.schedule[state().layer].mixer == hl::MixerKind::Mamba1;
+    const int heads = static_cast<int>(mamba1 ? state().rec->config.mamba_inner() : state().rec->config.mamba_n_heads);
+    c.head->setRange(-1, std::max(0, heads - 1));
+    c.head->setSpecialValueText(mamba1 ? tr("mean |M| of channels") : tr("mean |M| of heads"));
+    c.head->setValue(hiddenHead_);
+    c.head->setEnabled(true);
+  } else {
+    const int nh = state().rec ? s.nh : 0;
+    c.head->setSpecialValueText(QString());
+    c.head->setRange(0, std::max(0, nh - 1));
+    c.head->setValue(shownHead());
+    c.head->setEnabled(nh > 1);
+  }
+  c.allHeads->setEnabled(!hidden);
   c.scale->setCurrentIndex(c.scale->findData(static_cast<int>(scale_)));
   c.gamma->setValue(gamma_);
   c.gamma->setEnabled(scale_ == ColorScale::Power);
@@ -146,6 +185,13 @@ void AttentionPatternView::setAllHeads(bool on) {
 }
 
 void AttentionPatternView::rebuildGrid() {
+  if (allHeads_ && showsHidden()) {  // the grid holds attention heads only
+    allHeads_ = false;
+    grid_->hide();
+    plot()->show();
+    const QSignalBlocker block(ui_->allHeads);
+    ui_->allHeads->setChecked(false);
+  }
   if (!allHeads_ || !hasData()) {
     grid_->setHeads({}, -1, hasData() ? QString() : figureTitle());
     return;

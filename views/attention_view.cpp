@@ -27,11 +27,13 @@ using attn::rowPtr;
 
 bool AttentionPatternView::hasData() const {
   if (!hasRecords(state())) return false;
+  if (showsHidden()) return true;
   const ModelShape s = modelShape(state().rec->config);
   return s.An > 0 && hasRows(state().a);
 }
 
 int AttentionPatternView::shownLayer() const {
+  if (showsHidden()) return state().layer;
   return state().rec ? layerOrFirst(modelShape(state().rec->config).attnLayers, state().layer) : -1;
 }
 
@@ -71,6 +73,7 @@ void AttentionPatternView::rebuild() {
   for (QCPLayoutElement* e : top->elements(false))
     if (auto* cs = qobject_cast<QCPColorScale*>(e)) scale = cs;
   if (!hasData()) return;
+  if (showsHidden()) return rebuildHidden(scale);
 
   const Theme& t = th();
   const ModelShape s = modelShape(state().rec->config);
@@ -86,22 +89,7 @@ void AttentionPatternView::rebuild() {
 
   // The B pair of panels is in the layout only when A and B are drawn side by side.
   const bool pairB = b && !diff;
-  if (pairB != panel(2)->visible() || top->elementCount() == 0) {
-    const std::vector<QCPLayoutElement*> order = {panel(0), panel(1), panel(2), panel(3), scale};
-    for (QCPLayoutElement* e : order)
-      if (top->elements(false).contains(e)) top->take(e);
-    top->simplify();
-    int col = 0;
-    QList<double> stretch;
-    for (QCPLayoutElement* e : order) {
-      const bool isB = e == panel(2) || e == panel(3);
-      e->setVisible(!isB || pairB);
-      if (isB && !pairB) continue;
-      top->addElement(0, col++, e);
-      stretch << (e == scale ? 0.04 : (e == panel(1) || e == panel(3) ? 0.06 : 1.0));
-    }
-    top->setColumnStretchFactors(stretch);
-  }
+  arrangeTop(top, scale, true, pairB);
 
   // B − A rows, extended as the step grows.
   if (diff) {
@@ -238,7 +226,27 @@ void AttentionPatternView::rebuild() {
   if (diffMode() && b && nRegA != nRegB) subtitle_ += tr(" (B − A needs equal registers: A and B side by side)");
 }
 
+void AttentionPatternView::arrangeTop(QCPLayoutGrid* top, QCPColorScale* scale, bool nullStrips, bool pairB) {
+  if (pairB == panel(2)->visible() && nullStrips == panel(1)->visible() && top->elementCount() > 0) return;
+  const std::vector<QCPLayoutElement*> order = {panel(0), panel(1), panel(2), panel(3), scale};
+  for (QCPLayoutElement* e : order)
+    if (top->elements(false).contains(e)) top->take(e);
+  top->simplify();
+  int col = 0;
+  QList<double> stretch;
+  for (QCPLayoutElement* e : order) {
+    const bool isB = e == panel(2) || e == panel(3), isNull = e == panel(1) || e == panel(3);
+    const bool shown = (!isB || pairB) && (!isNull || nullStrips);
+    e->setVisible(shown);
+    if (!shown) continue;
+    top->addElement(0, col++, e);
+    stretch << (e == scale ? 0.04 : (isNull ? 0.06 : 1.0));
+  }
+  top->setColumnStretchFactors(stretch);
+}
+
 QString AttentionPatternView::describeCell(HeatmapPlottable* h, int row, int col) const {
+  if (showsHidden()) return describeHiddenCell(row, col);
   const ModelShape s = modelShape(state().rec->config);
   const bool isB = h->name().endsWith(" B");
   const hl::Run* run = isB && state().b ? state().b : state().a;
@@ -265,6 +273,7 @@ void AttentionPatternView::handleClick(QCPAxisRect* rect, double x, double y) {
 // CSV: the matrix drawn, whole: per run, every query 0..step and every key of its row (registers,
 // tokens 0..query) then the null share (key "null"); rows in the order of the heatmap.
 QString AttentionPatternView::csv() const {
+  if (showsHidden()) return hiddenCsv();
   CsvBuilder out({"run", "layer", "head", "query", "key", "key_label", "weight"});
   if (!hasData()) return out.text();
   const ModelShape s = modelShape(state().rec->config);

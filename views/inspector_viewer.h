@@ -16,7 +16,8 @@ constexpr unsigned Records = 1u << 2;    // records were appended to the runs fr
 constexpr unsigned Step = 1u << 3;       // the current token moved (scrubbing, or following the latest)
 constexpr unsigned Selection = 1u << 4;  // the selected layer or head
 constexpr unsigned Settings = 1u << 5;   // B − A, DoRA rows, hardware numbers, vocabulary
-constexpr unsigned All = (1u << 6) - 1;
+constexpr unsigned Hidden = 1u << 6;    // a hidden-attention result arrived (ViewState::hidden)
+constexpr unsigned All = (1u << 7) - 1;
 }  // namespace change
 
 class InspectorViewer {

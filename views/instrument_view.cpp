@@ -85,7 +85,7 @@ void InstrumentView::contextChanged(const ViewState& s, unsigned what, int appen
 }
 
 unsigned InstrumentView::dependsOn() const {
-  return followsStep() ? change::All : change::All & ~(change::Records | change::Step);
+  return (followsStep() ? change::All : change::All & ~(change::Records | change::Step)) & ~change::Hidden;
 }
 
 void InstrumentView::redraw() {

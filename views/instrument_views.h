@@ -53,6 +53,8 @@ class EntropyView : public InstrumentView {
 // A bar over the plot picks the head, the colour scale (linear, log, power γ; the colour bar names
 // it) and an all-heads grid of the layer (click a head to focus it); both token axes carry the
 // token text once zoomed in far enough (wheel / drag; double-click or "reset zoom" restores).
+// An SSM layer shows its hidden attention instead (Ali, Zimerman & Wolf 2024): rows of M for a head
+// or the mean |M| over the heads, computed by the app on demand for the scrubbed token.
 class AttentionHeadGrid;
 class AttentionPatternView : public InstrumentView {
   Q_OBJECT
@@ -73,6 +75,19 @@ class AttentionPatternView : public InstrumentView {
   void setAllHeads(bool on);
   bool allHeads() const { return allHeads_; }
   AttentionHeadGrid* headGrid() const { return grid_; }
+  unsigned dependsOn() const override { return InstrumentView::dependsOn() | change::Hidden; }
+  // The selected layer's SSM hidden attention (Ali, Zimerman & Wolf 2024) instead of attention heads:
+  // an SSM layer without attention, or a parallel layer (Falcon-H1) whose SSM part the layer box chose.
+  bool showsHidden() const;
+  // The hidden attention's head (Mamba-1: channel); −1: the mean |M| over them.
+  int hiddenHead() const { return hiddenHead_; }
+  void setHiddenHead(int head);
+  // Chooses a decoder layer from the layer box: its SSM part (hidden attention) or its attention.
+  void chooseLayer(int layer, bool ssmPart);
+
+ signals:
+  // The hidden attention of (layer, token, head) is needed; the app computes it (ViewState::hidden).
+  void hiddenAttentionWanted(int layer, int token, int head);
 
  protected:
   void rebuild() override;
@@ -85,12 +100,21 @@ class AttentionPatternView : public InstrumentView {
   void buildControls();
   void syncControls();
   void rebuildGrid();
+  // Places the key heatmaps, the null strips (attention only) and the colour scale in the top row.
+  void arrangeTop(QCPLayoutGrid* top, QCPColorScale* scale, bool nullStrips, bool pairB);
+  void rebuildHidden(QCPColorScale* scale);  // views/attention_hidden.cpp
+  QString hiddenCsv() const;
+  QString describeHiddenCell(int row, int col) const;
   std::shared_ptr<DiffCache> diff_;
   std::shared_ptr<Controls> ui_;
   AttentionHeadGrid* grid_ = nullptr;
   ColorScale scale_ = ColorScale::Log;
   double gamma_ = 0.5;
   bool allHeads_ = false;
+  int hiddenHead_ = -1;
+  bool preferHidden_ = false;                            // a parallel layer: show its SSM part
+  int askedLayer_ = -2, askedToken_ = -2, askedHead_ = -2;  // the last request, not repeated
+  uint64_t askedVersion_ = 0;
 };
 
 // rank1_distance against depth (log y) at the current token, and over tokens (Dong, Cordonnier & Loukas 2021).

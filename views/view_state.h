@@ -23,6 +23,25 @@ struct HardwareInfo {
   std::string deviceName;           // "CPU", "NVIDIA H200", ... (legend text)
 };
 
+// The hidden attention of one SSM layer at one token of run A (Ali, Zimerman & Wolf 2024; defined in
+// trace-format.md §5): M[q, s] over the keys s ≤ q (registers first, then tokens) for the queries
+// firstQuery..token, computed on demand by the app's engine thread (engine/probes/hidden_attention.h)
+// for the attention pattern view. Plain values.
+struct HiddenPattern {
+  uint64_t dataVersion = 0;               // ViewState::dataVersion it belongs to
+  int layer = -1, token = -1, head = -1;  // head −1: the mean |M| over the heads (Mamba-1: channels)
+  bool mamba1 = false;
+  int heads = 0, nReg = 0, dState = 0;   // heads (Mamba-1: channels), register rows before token 0, N
+  int firstQuery = 0;                    // rows[i] is query firstQuery + i
+  std::vector<std::vector<float>> rows;  // query q: M over its nReg + q + 1 keys (a head: signed)
+  bool complete = true;                  // false: the current row only; the earlier rows follow
+  double rowMs = 0, catchUpMs = 0;       // the current row's time; feeding the tokens the tracker lacked
+  // The current row's statistics over its |M| normalised to sum 1 (hidden_row_stats): entropy in nats,
+  // that entropy ÷ ln(keys), and the share of the first key.
+  double entropy = 0, entropyNorm = 0, firstMass = 0;
+  std::string error;                     // why there is none (no live run, not an SSM layer, ...)
+};
+
 struct ViewState {
   const hl::Recording* rec = nullptr;  // null: the view shows "no data"
   const hl::Run* a = nullptr;          // run A (usually &rec->runs[0]); null: no data
@@ -44,6 +63,9 @@ struct ViewState {
   // Bump when a run's records change other than by appending (a run replaced, a recording
   // reloaded): views cache per-run data keyed on it. Appending records needs no bump.
   uint64_t dataVersion = 0;
+  // The SSM hidden attention the app computed last (null: none asked for yet); views check that it
+  // is for their layer, token, head and dataVersion.
+  const HiddenPattern* hidden = nullptr;
 };
 
 // The dimensions of the recorded model (trace-format.md §2 notation) in the views' ints: a read-out

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cpu/cpu_simd.h"
 #include "engine/core/error.h"
 #include "engine/core/thread_pool.h"
@@ -108,6 +109,21 @@ HiddenRowStats hidden_row_stats(const float* row, int64_t n) {
   return st;
 }
 
+void hidden_attention_head_or_mean_row(const SsmRows& in, int64_t head, int64_t t, float* out) {
+  if (head < 0)
+    hidden_attention_mean_abs_row(in, t, out);
+  else
+    hidden_attention_row(in, head, t, out);
+}
+
+int64_t hidden_attention_window_start(const SsmRows& in, int64_t head, int64_t r1, double budget) {
+  const double per_key = static_cast<double>(in.N) * static_cast<double>(head < 0 ? in.nh : 1);
+  double spent = per_key * static_cast<double>(r1 + 1);
+  int64_t r0 = r1;
+  while (r0 > 0 && spent + per_key * static_cast<double>(r0) <= budget) spent += per_key * static_cast<double>(r0--);
+  return r0;
+}
+
 HiddenAttentionCollector::HiddenAttentionCollector(std::shared_ptr<const Model> model) : model_(std::move(model)) {
   const JambaConfig& c = model_->config;
   layers_.resize(static_cast<size_t>(model_->schedule.num_ssm()));
@@ -184,6 +200,34 @@ const SsmRows& HiddenAttentionCollector::layer(int64_t ssm_index) const {
     throw Error("hidden attention: SSM layer " + std::to_string(ssm_index) + " is out of range [0, " +
                 std::to_string(layers_.size()) + ")");
   return layers_[static_cast<size_t>(ssm_index)];
+}
+
+HiddenAttentionTracker::HiddenAttentionTracker(std::shared_ptr<const Model> model, const RunOptions& opts)
+    : collect_(model) {
+  auto cpu = std::make_unique<cpu::CpuBackend>(std::move(model));
+  cpu->set_observer(collect_.observer());
+  RunOptions o = opts;  // the records are not kept: only the intermediates matter
+  o.instruments = false;
+  o.full = false;
+  cpu->start(o);  // the register rows come first
+  backend_ = std::move(cpu);
+}
+
+HiddenAttentionTracker::~HiddenAttentionTracker() = default;
+
+void HiddenAttentionTracker::follow(const int32_t* ids, int64_t n) {
+  const int64_t have = backend_->position();
+  if (n <= have) return;
+  std::vector<TokenTrace> records;
+  backend_->forward(ids + have, n - have, &records);
+}
+
+int64_t HiddenAttentionTracker::fed() const {
+  return backend_->position();
+}
+
+int HiddenAttentionTracker::registers() const {
+  return backend_->registers();
 }
 
 }  // namespace hl

@@ -15,9 +15,12 @@
 #include <vector>
 
 #include "engine/model/intermediates.h"
+#include "engine/model/token_trace.h"
 #include "engine/model/weights.h"
 
 namespace hl {
+
+class Backend;
 
 // One Mamba-2 layer's inputs to its hidden attention over the rows seen so far.
 struct SsmRows {
@@ -43,6 +46,13 @@ struct HiddenRowStats {
 };
 HiddenRowStats hidden_row_stats(const float* row, int64_t n);
 
+// The row of one head, or with head −1 the mean |M| over the heads (Mamba-1: channels).
+void hidden_attention_head_or_mean_row(const SsmRows& in, int64_t head, int64_t t, float* out);
+// The first row r0 ≤ r1 such that rows r0..r1 of `head` (−1: the mean over heads) cost at most `budget`
+// multiply-adds in all, counting (r + 1)·N per head for row r; r1 itself always counts. The app draws
+// the rows of such a window when the whole matrix up to r1 would cost too much.
+int64_t hidden_attention_window_start(const SsmRows& in, int64_t head, int64_t r1, double budget);
+
 // Collects SsmRows for every Mamba-2 part of a model from the intermediates a backend reports while it
 // runs (the CPU backend and the reference forward report both names). Attach observer() before
 // start(); each start() of the backend begins a new sequence, so call reset() with it.
@@ -58,6 +68,26 @@ class HiddenAttentionCollector {
   void take(const Intermediate& im);
   std::shared_ptr<const Model> model_;
   std::vector<SsmRows> layers_;  // per SSM layer; nh 0 for a non-Mamba-2 one
+};
+
+// Follows a run on a CPU backend of its own, whatever backend the run itself uses, and keeps every SSM
+// layer's B, C and Δ rows (the collector above) so that rows of any token can be computed on demand:
+// the app's attention view asks it for the scrubbed token. Tokens arrive as one prefill of what the
+// run added since the last call (prefill agrees with decode to 1e-5, Backend::forward). The model
+// and run options must be those of the run followed (registers, normaliser, adapter merged).
+class HiddenAttentionTracker {
+ public:
+  HiddenAttentionTracker(std::shared_ptr<const Model> model, const RunOptions& opts);
+  ~HiddenAttentionTracker();
+  // The run's first n tokens: feeds ids[fed()..n) (ids[0..fed()) must be the ones already fed).
+  void follow(const int32_t* ids, int64_t n);
+  int64_t fed() const;
+  int registers() const;  // rows before token 0
+  const SsmRows& layer(int64_t ssm_index) const { return collect_.layer(ssm_index); }
+
+ private:
+  HiddenAttentionCollector collect_;
+  std::unique_ptr<Backend> backend_;
 };
 
 }  // namespace hl

@@ -210,3 +210,65 @@ TEST(HiddenAttention, OutOfRangeLayer_RefusedByName) {
 
 }  // namespace
 }  // namespace hl
+
+namespace hl {
+namespace {
+
+// The app's tracker follows a run in pieces (a prefill of what the run added since it was last asked),
+// with registers: its rows equal those a collector takes while the run is stepped token by token, for
+// Mamba-1 (Jamba) and Mamba-2 layers, and the head rows and channel means computed from them agree.
+void check_tracker_follows_in_pieces(const char* name, int registers) {
+  SCOPED_TRACE(name);
+  test::TempDir dir;
+  auto model = preset(dir, name);
+  const std::vector<int32_t> ids = {3, 9, 4, 12, 7, 7, 15, 2, 6, 11};
+  RunOptions opts;
+  opts.registers = registers;
+  HiddenAttentionCollector stepped(model);
+  cpu::CpuBackend b(model);
+  b.set_observer(stepped.observer());
+  golden_test::run_tokens(b, ids, opts, false);
+
+  HiddenAttentionTracker tracker(model, opts);
+  EXPECT_EQ(tracker.registers(), b.registers());
+  tracker.follow(ids.data(), 1);
+  tracker.follow(ids.data(), 4);
+  tracker.follow(ids.data(), 4);  // nothing new
+  tracker.follow(ids.data(), static_cast<int64_t>(ids.size()));
+  EXPECT_EQ(tracker.fed(), static_cast<int64_t>(ids.size()));
+  const int64_t n_reg = b.registers(), last = n_reg + static_cast<int64_t>(ids.size()) - 1;
+  for (int64_t m = 0; m < model->schedule.num_ssm(); ++m) {
+    const SsmRows& want = stepped.layer(m);
+    const SsmRows& got = tracker.layer(m);
+    ASSERT_EQ(got.rows(), want.rows());
+    ASSERT_EQ(got.rows(), last + 1);
+    for (int64_t h : {int64_t{-1}, int64_t{0}, want.nh - 1}) {
+      std::vector<float> rw(static_cast<size_t>(last + 1)), rg(rw.size());
+      hidden_attention_head_or_mean_row(want, h, last, rw.data());
+      hidden_attention_head_or_mean_row(got, h, last, rg.data());
+      float scale = 0;
+      for (float v : rw) scale = std::max(scale, std::fabs(v));
+      for (size_t s = 0; s < rw.size(); ++s) EXPECT_NEAR(rg[s], rw[s], 1e-4f * scale + 1e-7f) << "head " << h << " key " << s;
+    }
+  }
+}
+
+TEST(HiddenAttention, TrackerFollowsARunInPieces_Mamba1WithRegisters) { check_tracker_follows_in_pieces("tiny", 2); }
+TEST(HiddenAttention, TrackerFollowsARunInPieces_Mamba2) { check_tracker_follows_in_pieces("bamba-tiny", 0); }
+
+// The app's window of rows: as many earlier query rows as the budget of multiply-adds allows,
+// counting (r + 1)·N per head for row r; the last row always counts.
+TEST(HiddenAttention, WindowStart_SpendsTheBudgetBackwardsFromTheLastRow) {
+  SsmRows in;
+  in.nh = 4;
+  in.N = 2;
+  EXPECT_EQ(hidden_attention_window_start(in, 0, 9, 0), 9);           // only the last row
+  EXPECT_EQ(hidden_attention_window_start(in, 0, 9, 2 * 10), 9);      // exactly row 9: 10 keys × N
+  EXPECT_EQ(hidden_attention_window_start(in, 0, 9, 2 * (10 + 9)), 8);
+  EXPECT_EQ(hidden_attention_window_start(in, 0, 9, 2 * (10 + 9 + 8) - 1), 8);
+  EXPECT_EQ(hidden_attention_window_start(in, -1, 9, 4 * 2 * (10 + 9)), 8);  // the mean pays for every head
+  EXPECT_EQ(hidden_attention_window_start(in, 0, 9, 1e9), 0);
+}
+
+}  // namespace
+}  // namespace hl
