@@ -423,7 +423,7 @@ void EngineWorker::hiddenAttention(int runId, int layer, int token, int head) {
     p.firstMass = st.first_mass;
     p.catchUpMs = std::chrono::duration<double, std::milli>(t1 - t0).count();
     p.rowMs = std::chrono::duration<double, std::milli>(t2 - t1).count();
-    const int first = std::max(0, static_cast<int>(hl::hidden_attention_window_start(rows, head, p.nReg + token, kHiddenBudget)) - p.nReg);
+    const int first = std::max(0, static_cast<int>(hl::hidden_attention_window_start(rows, head, p.nReg + token, hl::kHiddenWindowBudget)) - p.nReg);
     p.complete = first == token;
     emit hiddenAttentionReady(runId, p);
     if (p.complete) return;

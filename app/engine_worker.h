@@ -51,10 +51,9 @@ class EngineWorker : public QObject {
   // The SSM hidden attention of decoder layer `layer` at token `token` of the live run A (head −1: the
   // mean |M| over the heads or Mamba-1 channels), from a tracker that follows run A on the CPU
   // (engine/probes/hidden_attention.h). Emits the current row at once (complete false), then with
-  // the rows of the earlier queries that fit kHiddenBudget multiply-adds. No live run, or a layer
+  // the rows of the earlier queries that fit kHiddenWindowBudget multiply-adds. No live run, or a layer
   // without an SSM part: a pattern with an error.
   void hiddenAttention(int runId, int layer, int token, int head);
-  static constexpr double kHiddenBudget = 1.5e8;
 
  signals:
   void loadProgress(int requestId, qint64 done, qint64 total, const QString& what);

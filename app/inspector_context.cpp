@@ -191,6 +191,7 @@ hl::views::ViewState InspectorContext::viewState() const {
   s.vocab = vocab_ && !vocab_->empty() ? vocab_ : nullptr;
   s.dataVersion = dataVersion_;
   s.hidden = hidden_.get();
+  s.hiddenOnDemand = true;  // the main window answers the attention view's requests
   return s;
 }
 

@@ -25,6 +25,7 @@ struct AttentionPatternView::Controls {
   QComboBox* layer = nullptr;  // every attention layer and every SSM layer (its hidden attention)
   std::string layersOf;        // the schedule the layer items were made for
   QSpinBox* head = nullptr;
+  QLabel* cost = nullptr;  // the hidden attention's cost: the current row's time, the rows drawn
   QComboBox* scale = nullptr;
   QDoubleSpinBox* gamma = nullptr;
   QToolButton* allHeads = nullptr;
@@ -45,6 +46,7 @@ void AttentionPatternView::buildControls() {
   row->setSpacing(4);
   c.layer = new QComboBox(c.bar);
   c.layer->setObjectName("attentionLayer");
+  c.layer->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   c.layer->setToolTip(
       tr("Layer drawn: an attention layer's heads, or an SSM layer's hidden attention (Ali, Zimerman & Wolf "
          "2024): M[t, s] = (C_t · B_s) · exp(A · Σ Δ over r = s+1..t) · Δ_s, computed on demand for the current "
@@ -88,6 +90,10 @@ void AttentionPatternView::buildControls() {
   row->addWidget(c.gamma);
   row->addWidget(c.allHeads);
   row->addWidget(c.resetZoom);
+  c.cost = new QLabel(c.bar);
+  c.cost->setObjectName("attentionHiddenCost");
+  c.cost->hide();
+  row->addWidget(c.cost);
   row->addStretch(1);
   grid_ = new AttentionHeadGrid(this);
   grid_->setObjectName("attentionHeadGrid");
@@ -131,12 +137,13 @@ void AttentionPatternView::syncControls() {
   Controls& c = *ui_;
   const QSignalBlocker b1(c.head), b2(c.scale), b3(c.gamma), b4(c.allHeads), b5(c.layer);
   const ModelShape s = state().rec ? modelShape(state().rec->config) : ModelShape{};
-  if (c.layersOf != s.schedule.describe() || c.layer->count() == 0) {
-    c.layersOf = s.schedule.describe();
+  const std::string layersOf = s.schedule.describe() + (state().hiddenOnDemand ? "+ssm" : "");
+  if (c.layersOf != layersOf || c.layer->count() == 0) {
+    c.layersOf = layersOf;
     c.layer->clear();
     for (int l = 0; l < s.L; ++l) {
       if (s.schedule[l].has_attention()) c.layer->addItem(tr("L%1 attention").arg(l), 2 * l);
-      if (s.schedule[l].has_ssm()) c.layer->addItem(tr("L%1 SSM: hidden attention").arg(l), 2 * l + 1);
+      if (s.schedule[l].has_ssm() && state().hiddenOnDemand) c.layer->addItem(tr("L%1 SSM (hidden attention)").arg(l), 2 * l + 1);
     }
   }
   const bool hidden = showsHidden();
@@ -157,10 +164,17 @@ void AttentionPatternView::syncControls() {
     c.head->setEnabled(nh > 1);
   }
   c.allHeads->setEnabled(!hidden);
+  if (!hidden) c.cost->hide();
   c.scale->setCurrentIndex(c.scale->findData(static_cast<int>(scale_)));
   c.gamma->setValue(gamma_);
   c.gamma->setEnabled(scale_ == ColorScale::Power);
   c.allHeads->setChecked(allHeads_);
+}
+
+void AttentionPatternView::setHiddenCost(const QString& text, const QString& tip) {
+  ui_->cost->setText(text);
+  ui_->cost->setToolTip(tip);
+  ui_->cost->setVisible(!text.isEmpty());
 }
 
 HeatmapStyle AttentionPatternView::weightStyle() const {

@@ -40,7 +40,7 @@ QString whoText(const HiddenPattern& hp) {
 
 bool AttentionPatternView::showsHidden() const {
   const ViewState& st = state();
-  if (!st.rec) return false;
+  if (!st.rec || !st.hiddenOnDemand) return false;
   const ModelShape s = modelShape(st.rec->config);
   const int l = st.layer;
   if (l < 0 || l >= s.L || !s.schedule[l].has_ssm()) return false;
@@ -78,6 +78,7 @@ void AttentionPatternView::rebuildHidden(QCPColorScale* scale) {
     emit hiddenAttentionWanted(layer, token, hiddenHead_);
   }
   const QString name = tr("%1 hidden attention").arg(layerName(s, layer));
+  setHiddenCost(QString(), QString());
   if (!hp) {
     subtitle_ = tr("%1: computing token %2…").arg(name).arg(token);
     return;
@@ -151,18 +152,27 @@ void AttentionPatternView::rebuildHidden(QCPColorScale* scale) {
   if (hp->head < 0) by->setRangeLower(0);
   bars->addToLegend(panelLegend(barRect));
 
-  subtitle_ = tr("%1, %2 · token %3: entropy %4 nats (%5 of ln %6), first key %7")
+  // Short enough for a laptop-size panel; the row's time and the rows drawn are in the tooltip.
+  subtitle_ = tr("%1, %2 · t %3: entropy %4 (%5 of ln %6), first key %7")
                   .arg(name, whoText(*hp))
                   .arg(T)
                   .arg(hp->entropy, 0, 'f', 3)
                   .arg(hp->entropyNorm, 0, 'f', 2)
                   .arg(keys)
                   .arg(hp->firstMass, 0, 'f', 3);
-  if (hp->firstQuery > 0 && hp->complete)
-    subtitle_ += tr(" · rows from query %1 (the earlier rows cost more than a redraw may)").arg(hp->firstQuery);
   if (!hp->complete) subtitle_ += tr(" · earlier rows coming");
-  if (T != token) subtitle_ += tr(" · token %1 is being computed").arg(token);
-  subtitle_ += tr(" · row in %1 ms").arg(hp->rowMs, 0, 'f', 1);
+  if (T != token) subtitle_ += tr(" · computing t %1").arg(token);
+  QString tip = tr("Hidden attention (Ali, Zimerman & Wolf 2024) of run A, computed on the CPU beside the run: the "
+                   "row of token %1 took %2 ms")
+                    .arg(T)
+                    .arg(hp->rowMs, 0, 'f', 1);
+  if (hp->catchUpMs >= 1) tip += tr(", after %1 ms feeding the tokens the CPU tracker had not seen").arg(hp->catchUpMs, 0, 'f', 0);
+  tip += hp->firstQuery > 0 ? tr(". Rows from query %1 on are drawn: earlier rows cost more than one redraw may "
+                                 "(scrub to them to see them).")
+                                  .arg(hp->firstQuery)
+                            : tr(". Every query row is drawn.");
+  setHiddenCost(tr("row %1 ms%2").arg(hp->rowMs, 0, 'f', 1).arg(hp->firstQuery > 0 ? tr(", rows %1–%2").arg(hp->firstQuery).arg(T) : QString()),
+                tip);
 }
 
 QString AttentionPatternView::describeHiddenCell(int row, int col) const {

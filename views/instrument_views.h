@@ -105,6 +105,7 @@ class AttentionPatternView : public InstrumentView {
   void rebuildHidden(QCPColorScale* scale);  // views/attention_hidden.cpp
   QString hiddenCsv() const;
   QString describeHiddenCell(int row, int col) const;
+  void setHiddenCost(const QString& text, const QString& tip);  // the controls' cost label; empty: hidden
   std::shared_ptr<DiffCache> diff_;
   std::shared_ptr<Controls> ui_;
   AttentionHeadGrid* grid_ = nullptr;

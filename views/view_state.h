@@ -66,6 +66,9 @@ struct ViewState {
   // The SSM hidden attention the app computed last (null: none asked for yet); views check that it
   // is for their layer, token, head and dataVersion.
   const HiddenPattern* hidden = nullptr;
+  // Someone answers AttentionPatternView::hiddenAttentionWanted (the app); false (an export without
+  // the app): SSM layers are not offered and the attention view shows attention layers only.
+  bool hiddenOnDemand = false;
 };
 
 // The dimensions of the recorded model (trace-format.md §2 notation) in the views' ints: a read-out

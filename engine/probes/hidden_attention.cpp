@@ -31,16 +31,21 @@ void mamba1_row(const SsmRows& in, int64_t d, int64_t t, const float* Bt, const 
     cum[s] = static_cast<float>(c);
     c += in.delta[static_cast<size_t>(s * in.nh + d)];
   }
+  // A decay below exp(kUnderflow) ≈ 1.6e-38 is float underflow: its keys are taken as 0 and not
+  // computed. A < 0 and cum falls with s, so the keys kept are a suffix [lo, t] per state entry: on a
+  // long context most of a fast-decaying entry's row is skipped.
+  constexpr float kUnderflow = -87.0f;
   const float* A = &in.A[static_cast<size_t>(d * N)];
-  for (int64_t k = 0; k < N; ++k)
-    for (int64_t s = 0; s < n; ++s) E[k * n + s] = A[k] * cum[s];
-  cpu::simd::kernels().exp(E, N * n);
   std::fill(out, out + n, 0.0f);
   for (int64_t k = 0; k < N; ++k) {
+    const float a = A[k];
+    const int64_t lo = a < 0 ? std::partition_point(cum, cum + n, [&](float c) { return a * c < kUnderflow; }) - cum : 0;
+    float* e = E + k * n;
+    for (int64_t s = lo; s < n; ++s) e[s] = a * cum[s];
+    cpu::simd::kernels().exp(e + lo, n - lo);
     const float ck = Ct[k];
-    const float* e = E + k * n;
     const float* b = Bt + k * n;
-    for (int64_t s = 0; s < n; ++s) out[s] += ck * b[s] * e[s];
+    for (int64_t s = lo; s < n; ++s) out[s] += ck * b[s] * e[s];
   }
   for (int64_t s = 0; s < n; ++s) out[s] *= in.delta[static_cast<size_t>(s * in.nh + d)];
 }

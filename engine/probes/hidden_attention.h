@@ -52,6 +52,8 @@ void hidden_attention_head_or_mean_row(const SsmRows& in, int64_t head, int64_t 
 // multiply-adds in all, counting (r + 1)·N per head for row r; r1 itself always counts. The app draws
 // the rows of such a window when the whole matrix up to r1 would cost too much.
 int64_t hidden_attention_window_start(const SsmRows& in, int64_t head, int64_t r1, double budget);
+// The app's budget for the rows drawn besides the current one (about 0.1–0.3 s on one core).
+inline constexpr double kHiddenWindowBudget = 1.5e8;
 
 // Collects SsmRows for every Mamba-2 part of a model from the intermediates a backend reports while it
 // runs (the CPU backend and the reference forward report both names). Attach observer() before
