@@ -26,6 +26,11 @@ class LayerRibbonView : public InstrumentView {
 
  protected:
   void rebuild() override;
+  // The cell texts are fitted to the cell sizes: a new size redraws them (once per burst of resizes).
+  void resizeEvent(QResizeEvent* ev) override;
+
+ private:
+  bool refitPending_ = false;
 };
 
 // attn_entropy_norm: layers × heads heatmap at the current token, entropy against layer and

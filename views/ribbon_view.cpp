@@ -1,6 +1,9 @@
 // Layer ribbon (Lieber et al. 2024): one cell per layer for the mixer (attention / Mamba) over one
 // for the feed-forward (dense MLP / MoE), block boundaries every attn_layer_period layers, and the
 // block holding the selected layer expanded below with each cell named. Click selects a layer.
+#include <QFontMetrics>
+#include <QTimer>
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -91,6 +94,30 @@ void LayerRibbonView::rebuild() {
   const int period = static_cast<int>(std::min<int64_t>(repeat, std::max<int64_t>(1, c.num_hidden_layers)));
   const int sel = state().layer;
 
+  auto shortTxt = [&](int i) { return cellText(sched[i], false); };
+  // Of `candidates`, the first whose lines fit the cell of layer i (cellWidth × cellHeight axis units of
+  // `rect` at the label font), or "". Before the first layout the rect has no size: the first is kept.
+  auto fitCellText = [&](const QStringList& candidates, QCPAxisRect* rect, int i, double cell) -> QString {
+    if (rect->width() < 10 || rect->height() < 10) return candidates.front();
+    const QFontMetrics fm(QFont(font().family(), 8));
+    const double w = std::fabs(rect->axis(QCPAxis::atBottom)->coordToPixel(i + cell / 2) -
+                               rect->axis(QCPAxis::atBottom)->coordToPixel(i - cell / 2));
+    const double h = std::fabs(rect->axis(QCPAxis::atLeft)->coordToPixel(0) - rect->axis(QCPAxis::atLeft)->coordToPixel(cell));
+    for (const QString& c : candidates) {
+      const QStringList lines = c.split('\n');
+      int widest = 0;
+      for (const QString& line : lines) widest = std::max(widest, fm.horizontalAdvance(line));
+      if (widest + 4 <= w && lines.size() * fm.height() <= h) return c;
+    }
+    return QString();
+  };
+
+  // The cell sizes for fitting the texts: the plot laid out at its current size and ranges.
+  auto layOut = [&] {
+    for (auto phase : {QCPLayoutElement::upPreparation, QCPLayoutElement::upMargins, QCPLayoutElement::upLayout})
+      plot()->plotLayout()->update(phase);
+  };
+
   auto drawCells = [&](QCPAxisRect* rect, int first, int count, bool longForm) {
     for (int i = first; i < first + count && i < L; ++i) {
       const CellText txt = cellText(sched[i], longForm);
@@ -114,8 +141,15 @@ void LayerRibbonView::rebuild() {
         r->setBrush(QBrush(fill));
         r->setPen(i == sel ? QPen(t.foreground, 3) : QPen(t.background, 1));
         if (longForm || L <= 48) {
-          QCPItemText* lab = addLabel(rect, i, y0 + 0.45, row == 0 ? txt.mixer : txt.ffn, Qt::AlignCenter);
-          lab->setColor(row == 1 && !sched[i].is_moe() && !t.dark ? QColor(30, 30, 30) : QColor(250, 250, 250));
+          // The longest text that fits the cell (issue 17 finding 5: "MLP 128" ran over "MoE experts"):
+          // both lines, the first line, the letter, or none (the tooltip names the layer in full).
+          const QString& full = row == 0 ? txt.mixer : txt.ffn;
+          const QString text = fitCellText({full, full.section('\n', 0, 0), row == 0 ? shortTxt(i).mixer : shortTxt(i).ffn},
+                                           rect, i, 0.9);
+          if (!text.isEmpty()) {
+            QCPItemText* lab = addLabel(rect, i, y0 + 0.45, text, Qt::AlignCenter);
+            lab->setColor(row == 1 && !sched[i].is_moe() && !t.dark ? QColor(30, 30, 30) : QColor(250, 250, 250));
+          }
         }
       }
     }
@@ -137,6 +171,7 @@ void LayerRibbonView::rebuild() {
   x->setTicker(xt);
   setHomeRange(x, -0.6, L - 0.4);
   y->setRange(0, 2);
+  layOut();
   drawCells(ribbon, 0, L, false);
   for (int b = period; b < L; b += period) addVLine(ribbon, b - 0.5, QPen(t.foreground, 1, Qt::DashLine));
   const int moeCount = static_cast<int>(sched.num_moe());
@@ -164,8 +199,19 @@ void LayerRibbonView::rebuild() {
   bx->grid()->setVisible(false);
   bx->setRange(first - 0.6, first + shown - 0.4);
   by->setRange(0, 2);
+  layOut();
   drawCells(block, first, shown, true);
   body()->setRowStretchFactors({1.0, 1.6});
+}
+
+void LayerRibbonView::resizeEvent(QResizeEvent* ev) {
+  InstrumentView::resizeEvent(ev);
+  if (refitPending_ || !hasData()) return;
+  refitPending_ = true;
+  QTimer::singleShot(0, this, [this] {
+    refitPending_ = false;
+    setState(state());
+  });
 }
 
 QString LayerRibbonView::tooltipAt(const QPoint& pos) const {
