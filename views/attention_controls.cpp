@@ -8,6 +8,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QMouseEvent>
+#include <QPainter>
 #include <QSignalBlocker>
 #include <QSpinBox>
 #include <QToolButton>
@@ -213,21 +214,30 @@ void AttentionPatternView::rebuildGrid() {
   const ModelShape s = modelShape(state().rec->config);
   const hl::Run* a = state().a;
   const int layer = shownLayer(), ord = s.attnOrdinal(layer), sa = stepA(), nReg = runRegisters(*a, s);
-  const int rows = std::min<int>(sa + 1, static_cast<int>(a->records.size()));
+  const int rows = static_cast<int>(a->records.size());  // every query, as the one-head figure
   std::unique_ptr<HeatmapRenderer> renderer = makeHeatmapRenderer();
   const QSize px = grid_->thumbnailSize();
   QVector<QImage> images;
   for (int h = 0; h < s.nh; ++h) {
     HeatmapData d(nReg + rows, 0);
     for (int r = 0; r < rows; ++r) d.addRow(attn::rowPtr(a->records[r], ord, h, s.nh, nReg, r), nReg + r + 1);
-    images << renderer->render(d, QRectF(0, 0, nReg + rows, rows), weightStyle(), px);
+    QImage img = renderer->render(d, QRectF(0, 0, nReg + rows, rows), weightStyle(), px);
+    // The current query row, marked as in the one-head figure (image row 0 is query 0).
+    QPainter p(&img);
+    p.setPen(QPen(th().highlight, 1));
+    const double y = (sa + 0.5) * img.height() / rows;
+    p.drawLine(QPointF(0, y), QPointF(img.width(), y));
+    p.end();
+    images << img;
   }
-  grid_->setHeads(images, shownHead(),
-                  tr("%1, all %2 heads, run A, tokens 0..%3 — colour: weight%4; click a head to focus it")
-                      .arg(layerName(s, layer))
-                      .arg(s.nh)
-                      .arg(sa)
-                      .arg(colorScaleName(weightStyle())));
+  grid_->setHeads(
+      images, shownHead(),
+      tr("%1, all %2 heads, run A, tokens 0..%3, line at token %4 — colour: weight%5; click a head to focus it")
+          .arg(layerName(s, layer))
+          .arg(s.nh)
+          .arg(rows - 1)
+          .arg(sa)
+          .arg(colorScaleName(weightStyle())));
 }
 
 }  // namespace hl::views

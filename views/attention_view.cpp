@@ -1,7 +1,7 @@
-// Attention pattern of the selected attention layer and head (Miller 2023; Xiao et al. 2023, Zhai et al. 2023): a heatmap
-// with one row per query token 0..step and one column per key (registers first, then tokens), the
-// null share p_null as an extra column beside it, and the current row as bars over the keys plus
-// the null slot, A and B grouped. Rows come straight from the records' attn_rows (no copies).
+// Attention pattern of the selected attention layer and head (Miller 2023; Xiao et al. 2023, Zhai et al. 2023): a
+// heatmap with one row per query token of the run (the current one marked) and one column per key (registers first,
+// then tokens), the null share p_null as an extra column beside it, and the current row as bars over the keys plus the
+// null slot, A and B grouped. Rows come straight from the records' attn_rows (no copies).
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -12,7 +12,7 @@
 
 namespace hl::views {
 
-// B − A rows (keys then p_null) of one layer/head, built once per row as the step advances.
+// B − A rows (keys then p_null) of one layer/head, built once per row as records are appended.
 struct AttentionPatternView::DiffCache {
   const hl::Run* a = nullptr;
   const hl::Run* b = nullptr;
@@ -85,20 +85,23 @@ void AttentionPatternView::rebuild() {
   const int nRegA = runRegisters(*a, s), nRegB = b ? runRegisters(*b, s) : 0;
   const bool diff = diffMode() && b && nRegA == nRegB;
   const int sa = stepA();
-  const int nb = b ? std::min<int>(sa + 1, static_cast<int>(b->records.size())) : 0;
+  // Every query row of each run (B − A: the rows both have); the current row is marked, not the last.
+  const int na = static_cast<int>(a->records.size());
+  const int nb = b ? static_cast<int>(b->records.size()) : 0;
+  const int nab = std::min(na, nb);
 
   // The B pair of panels is in the layout only when A and B are drawn side by side.
   const bool pairB = b && !diff;
   arrangeTop(top, scale, true, pairB);
 
-  // B − A rows, extended as the step grows.
+  // B − A rows, extended as records are appended.
   if (diff) {
     if (!diff_) diff_ = std::make_shared<DiffCache>();
     DiffCache& dc = *diff_;
     if (dc.a != a || dc.b != b || dc.dataVersion != state().dataVersion || dc.ord != ord || dc.head != head) {
       dc = DiffCache{a, b, state().dataVersion, ord, head, {}};
     }
-    while (static_cast<int>(dc.rows.size()) < nb) {
+    while (static_cast<int>(dc.rows.size()) < nab) {
       const int r = static_cast<int>(dc.rows.size());
       const int len = nRegA + r + 2;
       const float* pa = rowPtr(a->records[r], ord, head, s.nh, nRegA, r);
@@ -163,9 +166,9 @@ void AttentionPatternView::rebuild() {
     scale->axis()->setLabel(isDiff ? tr("B − A (linear)") : tr("attention weight") + colorScaleName(st));
   };
   if (diff) {
-    makePair(0, a, nRegA, nb, "B-A", true);
+    makePair(0, a, nRegA, nab, "B-A", true);
   } else {
-    makePair(0, a, nRegA, sa + 1, "A", false);
+    makePair(0, a, nRegA, na, "A", false);
     if (b) makePair(1, b, nRegB, nb, "B", false);
   }
 
@@ -270,7 +273,7 @@ void AttentionPatternView::handleClick(QCPAxisRect* rect, double x, double y) {
   InstrumentView::handleClick(rect, x, y);
 }
 
-// CSV: the matrix drawn, whole: per run, every query 0..step and every key of its row (registers,
+// CSV: the matrix drawn, whole: per run, every query and every key of its row (registers,
 // tokens 0..query) then the null share (key "null"); rows in the order of the heatmap.
 QString AttentionPatternView::csv() const {
   if (showsHidden()) return hiddenCsv();
@@ -278,12 +281,10 @@ QString AttentionPatternView::csv() const {
   if (!hasData()) return out.text();
   const ModelShape s = modelShape(state().rec->config);
   const int layer = shownLayer(), ord = s.attnOrdinal(layer), head = shownHead();
-  const int step = stepA();
   const QString layerText = QString::number(layer), headText = QString::number(head);
   auto dump = [&](const hl::Run* run, const QString& label) {
     const int nReg = runRegisters(*run, s);
-    const int n = std::min<int>(step + 1, static_cast<int>(run->records.size()));
-    for (int q = 0; q < n; ++q) {
+    for (int q = 0; q < static_cast<int>(run->records.size()); ++q) {
       const float* p = rowPtr(run->records[q], ord, head, s.nh, nReg, q);
       const QString query = QString::number(q);
       for (int k = 0; k <= nReg + q; ++k)

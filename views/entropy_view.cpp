@@ -1,6 +1,7 @@
 // Attention entropy (Zhai et al. 2023, Kazemnejad et al. 2023): attn_entropy_norm as a layers × heads heatmap
 // at the current token (A above B, or B − A), against layer, and per attention layer (mean over
-// heads) over tokens 0..step, with the healthy band between collapse (→ 0) and over-smoothing (→ 1).
+// heads) over all tokens, the current one marked, with the healthy band between collapse (→ 0) and
+// over-smoothing (→ 1).
 #include <algorithm>
 #include <cmath>
 
@@ -168,38 +169,32 @@ void EntropyView::rebuild() {
     dy->setRange(0, 1.05);
   if (state().layer >= 0) addVLine(depthRect, state().layer, QPen(t.highlight, 1.5, Qt::DotLine));
 
-  // Over tokens 0..step: one curve per attention layer (mean over heads).
+  // Over all tokens, the current one marked: one curve per attention layer (mean over heads).
   QCPAxis* tx = tokRect->axis(QCPAxis::atBottom);
   QCPAxis* ty = tokRect->axis(QCPAxis::atLeft);
   setAxisKind(tx, AxisKind::Token);
   tx->setLabel(tr("token"));
   ty->setLabel(dy->label());
   if (!diff) addHBand(tokRect, kBandLow, kBandHigh, t.band);
-  const int n = sa + 1;
-  QVector<double> keys(n);
-  for (int i = 0; i < n; ++i) keys[i] = i;
   for (int o = 0; o < s.An; ++o) {
     // The selected layer in full colour, the others lighter (pens stay 1 px: the fast raster path).
     QColor c = seriesColor(t, o);
     if (selOrd >= 0 && o != selOrd) c.setAlpha(110);
-    const double w = 1.0;
-    QVector<double> va(n);
-    for (int i = 0; i < n; ++i) va[i] = headMean(a->records[i], o, s.nh);
-    if (b) {
-      const int nb = std::min<int>(n, static_cast<int>(b->records.size()));
-      QVector<double> vb(nb);
-      for (int i = 0; i < nb; ++i) vb[i] = headMean(b->records[i], o, s.nh);
-      if (diff) {
-        for (int i = 0; i < nb; ++i) vb[i] -= va[i];
-        addGraph(tokRect, layerName(s, s.attnLayers[o]) + " B-A", c, false, w)->setData(keys.mid(0, nb), vb, true);
-        continue;
-      }
-      addGraph(tokRect, layerName(s, s.attnLayers[o]) + " B", c, true, w)->setData(keys.mid(0, nb), vb, true);
+    const QString name = layerName(s, s.attnLayers[o]);
+    auto mean = [o, nh = s.nh](const hl::TokenTrace& r) { return headMean(r, o, nh); };
+    if (diff) {
+      const TokenSeries d = overTokens(*b, mean, a);
+      addGraph(tokRect, name + " B-A", c)->setData(d.keys, d.values, true);
+      continue;
     }
-    addGraph(tokRect, layerName(s, s.attnLayers[o]) + " A", c, false, w)->setData(keys, va, true);
+    if (b) {
+      const TokenSeries vb = overTokens(*b, mean);
+      addGraph(tokRect, name + " B", c, true)->setData(vb.keys, vb.values, true);
+    }
+    const TokenSeries va = overTokens(*a, mean);
+    addGraph(tokRect, name + " A", c)->setData(va.keys, va.values, true);
   }
-  const double T = static_cast<double>(a->records.size());
-  setHomeRange(tx, -0.5, std::max(1.0, T - 0.5));
+  setTokenHomeRange(tx, a, b);
   if (diff)
     robustDiffRange(tokRect);
   else
@@ -245,8 +240,7 @@ QString EntropyView::csv() const {
   if (!hasData()) return b.text();
   const ModelShape s = modelShape(state().rec->config);
   auto dump = [&](const hl::Run* run, const char* label) {
-    const int n = std::min<int>(stepA() + 1, static_cast<int>(run->records.size()));
-    for (int t = 0; t < n; ++t) {
+    for (size_t t = 0; t < run->records.size(); ++t) {
       const hl::TokenTrace& r = run->records[t];
       for (int o = 0; o < s.An; ++o)
         for (int h = 0; h < s.nh; ++h) {

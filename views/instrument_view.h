@@ -89,6 +89,11 @@ class InstrumentView : public QWidget, public InspectorViewer {
   void setAxisKind(QCPAxis* axis, AxisKind k);
   // Sets the axis range unless the user zoomed or panned it (double-click restores).
   void setHomeRange(QCPAxis* axis, double lo, double hi);
+  // The home range of a token axis whose series are drawn whole: every token of the longer run,
+  // whatever the step (the cursor line marks the step).
+  void setTokenHomeRange(QCPAxis* axis, const hl::Run* a, const hl::Run* b) {
+    setHomeRange(axis, -0.5, std::max(1.0, longestRun(a, b) - 0.5));
+  }
   // A B − A panel over tokens: a value range that one outlying token (typically the first, where
   // the runs differ most) does not swamp. With q the 95th percentile of |B − A| over the panel's
   // graphs, the range is ±1.5 q when some |B − A| exceeds 3 q (those points run off the scale and

@@ -150,7 +150,7 @@ class SsmDeltaView : public InstrumentView {
   bool hasData() const override;
   QString csv() const override;
   int shownLayer() const;
-  // Token t writes when its mean Δ ≥ kWrite × the median over tokens 0..step, skips when ≤ kSkip ×.
+  // Token t writes when its mean Δ ≥ kWrite × the median over the run, skips when ≤ kSkip ×.
   static constexpr double kWrite = 2.0, kSkip = 0.5;
 
  protected:

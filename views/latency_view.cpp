@@ -1,6 +1,7 @@
-// Latency (TTFT / inter-token latency as serving stacks report them): time to first token (the first record's step time, plus the model load when
-// the run records one) and the distribution of time per token over tokens 1..step (p50, p99) —
-// per token and as a histogram — against the floor bytes-read-per-token / memory bandwidth.
+// Latency (TTFT / inter-token latency as serving stacks report them): time to first token (the first record's step
+// time, plus the model load when the run records one) and the distribution of time per token over tokens 1..T-1 (p50,
+// p99) — per token, the current one marked, and as a histogram — against the floor bytes-read-per-token / memory
+// bandwidth.
 #include <algorithm>
 #include <cmath>
 
@@ -12,14 +13,15 @@ namespace {
 
 struct LatencyStats {
   double ttft = 0, load = 0, p50 = NAN, p99 = NAN;
-  std::vector<double> itl;  // seconds, tokens 1..step
+  std::vector<double> itl;  // seconds, tokens 1..T-1 (the first is the TTFT)
 };
 
-LatencyStats stats(const hl::Run& run, int n) {
+// Over the whole run, as its per-token curve is drawn.
+LatencyStats stats(const hl::Run& run) {
   LatencyStats s;
   s.ttft = run.records[0].step_seconds;
   s.load = run.load_seconds;
-  for (int i = 1; i < n; ++i) s.itl.push_back(run.records[i].step_seconds);
+  for (size_t i = 1; i < run.records.size(); ++i) s.itl.push_back(run.records[i].step_seconds);
   s.p50 = percentile(s.itl, 50);
   s.p99 = percentile(s.itl, 99);
   return s;
@@ -68,9 +70,8 @@ void LatencyView::rebuild() {
   const hl::Run* a = state().a;
   const hl::Run* b = state().b && !state().b->records.empty() ? state().b : nullptr;
   const bool diff = diffMode() && b;
-  const int sa = stepA(), n = sa + 1;
-  const int nb = b ? std::min<int>(n, static_cast<int>(b->records.size())) : 0;
-  const LatencyStats la = stats(*a, n);
+  const int sa = stepA();
+  const LatencyStats la = stats(*a);
   const double floorAll = floorSeconds(state().hw);
   QString noFloor;
   const bool binds = floorBinds(state().hw, floorAll, la.p50, &noFloor);
@@ -89,21 +90,16 @@ void LatencyView::rebuild() {
   setAxisKind(px, AxisKind::Token);
   px->setLabel(tr("token"));
   py->setLabel(diff ? tr("ms per token B − A") : tr("ms per token"));
-  QVector<double> k(n), va(n);
-  for (int i = 0; i < n; ++i) {
-    k[i] = i;
-    va[i] = a->records[i].step_seconds * 1e3;
-  }
+  auto ms = [](const hl::TokenTrace& r) { return r.step_seconds * 1e3; };
   if (diff) {
-    QVector<double> d(nb);
-    for (int i = 0; i < nb; ++i) d[i] = b->records[i].step_seconds * 1e3 - va[i];
-    addGraph(pr, "step ms B-A", t.diff)->setData(k.mid(0, nb), d, true);
+    const TokenSeries d = overTokens(*b, ms, a);
+    addGraph(pr, "step ms B-A", t.diff)->setData(d.keys, d.values, true);
   } else {
-    addGraph(pr, "step ms A", t.runA)->setData(k, va, true);
+    const TokenSeries va = overTokens(*a, ms);
+    addGraph(pr, "step ms A", t.runA)->setData(va.keys, va.values, true);
     if (b) {
-      QVector<double> vb(nb);
-      for (int i = 0; i < nb; ++i) vb[i] = b->records[i].step_seconds * 1e3;
-      addGraph(pr, "step ms B", t.runB, true)->setData(k.mid(0, nb), vb, true);
+      const TokenSeries vb = overTokens(*b, ms);
+      addGraph(pr, "step ms B", t.runB, true)->setData(vb.keys, vb.values, true);
     }
     QCPGraph* first = addGraph(pr, "TTFT A", t.highlight);
     first->setLineStyle(QCPGraph::lsNone);
@@ -115,7 +111,7 @@ void LatencyView::rebuild() {
     }
     if (floorS > 0) addHLine(pr, floorS * 1e3, QPen(t.floorLine, 1.5, Qt::DashDotLine));
   }
-  setHomeRange(px, -0.5, std::max<double>(1.0, a->records.size() - 0.5));
+  setTokenHomeRange(px, a, b);
   // Log y: the floor, the bulk and the tail of the step times differ by orders of magnitude.
   py->setScaleType(diff ? QCPAxis::stLinear : QCPAxis::stLogarithmic);
   if (diff)
@@ -135,18 +131,18 @@ void LatencyView::rebuild() {
   for (int i = 0; i < plot()->plottableCount(); ++i)
     if (plot()->plottable(i)->keyAxis() == px) plot()->plottable(i)->addToLegend(pl);
 
-  // Histogram of time per token (tokens 1..step) on log-spaced bins, p50 / p99 / floor marked.
+  // Histogram of time per token (tokens after the first) on log-spaced bins, p50 / p99 / floor marked.
   QCPAxisRect* hr = panel(1);
   QCPAxis* hx = hr->axis(QCPAxis::atBottom);
   QCPAxis* hy = hr->axis(QCPAxis::atLeft);
-  hx->setLabel(tr("ms per token (tokens 1..t)"));
+  hx->setLabel(tr("ms per token (tokens after the first)"));
   hy->setLabel(tr("tokens"));
   hx->setScaleType(QCPAxis::stLogarithmic);
   hx->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
   std::vector<double> all = la.itl;
   LatencyStats lb;
   if (b) {
-    lb = stats(*b, std::max(1, nb));
+    lb = stats(*b);
     all.insert(all.end(), lb.itl.begin(), lb.itl.end());
   }
   std::vector<double> positive;
@@ -211,7 +207,7 @@ void LatencyView::rebuild() {
   }
 }
 
-// CSV: per run, per token 0..step: the step time; the run's TTFT, p50 and p99 (tokens 1..step) and
+// CSV: per run, per token: the step time; the run's TTFT, p50 and p99 (tokens after the first) and
 // the floor on every row, and whether it bounds the run (0: cache-resident weights, see floorBinds).
 QString LatencyView::csv() const {
   CsvBuilder out({"run", "token", "step_seconds", "ttft_seconds", "load_seconds", "p50_seconds", "p99_seconds",
@@ -220,8 +216,8 @@ QString LatencyView::csv() const {
   const double floorS = floorSeconds(state().hw);
   auto dump = [&](const hl::Run* run, const char* label) {
     if (!run || run->records.empty()) return;
-    const int n = std::min<int>(stepA() + 1, static_cast<int>(run->records.size()));
-    const LatencyStats s = stats(*run, n);
+    const int n = static_cast<int>(run->records.size());
+    const LatencyStats s = stats(*run);
     QString why;
     const QString binds = floorBinds(state().hw, floorS, s.p50, &why) ? "1" : "0";
     for (int i = 0; i < n; ++i)

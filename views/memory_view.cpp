@@ -92,10 +92,11 @@ void MemoryView::rebuild() {
         ->setColor(t.deviceLine);
   }
 
-  // Measured points of tokens 0..step (at most ~256, log-spaced; tooltips give the exact bytes).
+  // Measured points of every token (at most ~256, log-spaced; tooltips give the exact bytes); the
+  // current context is marked below.
   auto measured = [&](const hl::Run* run, const QString& label, const QColor& col, bool isB) {
     const int nReg = runRegisters(*run, s);
-    const int n = std::min<int>(sa + 1, static_cast<int>(run->records.size()));
+    const int n = static_cast<int>(run->records.size());
     std::vector<int> idx;
     for (int i = 0; i < n; ++i) {
       if (i < 64 || i == n - 1 || (i + 1.0) / (idx.back() + 1.0) > 1.03) idx.push_back(i);
@@ -150,7 +151,7 @@ void MemoryView::rebuild() {
   for (int i = 0; i < plot()->plottableCount(); ++i) plot()->plottable(i)->addToLegend(lg);
 }
 
-// CSV: per run, per token 0..step: context, measured bytes, and the analytic lines at that context.
+// CSV: per run, per token: context, measured bytes, and the analytic lines at that context.
 QString MemoryView::csv() const {
   CsvBuilder out({"run", "token", "context", "kv_cache_bytes", "ssm_state_bytes", "kv_model", "kv_all_attention",
                   "state_all_mamba"});
@@ -161,8 +162,7 @@ QString MemoryView::csv() const {
     if (!run || run->records.empty()) return;
     const int nReg = runRegisters(*run, s);
     const Sizes z = elementSizes(run->records[0], s, nReg);
-    const int n = std::min<int>(stepA() + 1, static_cast<int>(run->records.size()));
-    for (int i = 0; i < n; ++i) {
+    for (size_t i = 0; i < run->records.size(); ++i) {
       const hl::TokenTrace& r = run->records[i];
       const int64_t ctx = nReg + r.position + 1;
       out.addRow({label, QString::number(i), QString::number(ctx), QString::number(r.kv_cache_bytes),

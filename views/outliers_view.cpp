@@ -1,7 +1,7 @@
-// Outliers and sinks (Miller 2023; Xiao et al. 2023, Sun et al. 2024): the largest residual activation resid_max_abs per
-// depth over the tokens 0..step and the token that holds it (the sink), over tokens at the selected
-// layer with non-finite markers, and the largest attention logit attn_max_logit per head — what
-// softmax-1 and registers should visibly lower. Log y for magnitudes; B − A on linear axes.
+// Outliers and sinks (Miller 2023; Xiao et al. 2023, Sun et al. 2024): the largest residual activation resid_max_abs
+// per depth over the run and the token that holds it (the sink) beside the current token's, over all tokens at the
+// selected layer with non-finite markers and the current token marked, and the largest attention logit attn_max_logit
+// per head — what softmax-1 and registers should visibly lower. Log y for magnitudes; B − A on linear axes.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -21,11 +21,12 @@ bool hasResid(const hl::Run* run, int L) {
   return run && !run->records.empty() && run->records[0].resid_max_abs.size() == static_cast<size_t>(L + 1);
 }
 
-// Max over tokens 0..n-1 of resid_max_abs at each depth, and the token holding it.
-void depthMax(const hl::Run& run, int L, int n, std::vector<double>* mx, std::vector<int>* arg) {
+// Max over the run's tokens of resid_max_abs at each depth, and the token holding it: the sink
+// starred on the curve over tokens, which is drawn whole.
+void depthMax(const hl::Run& run, int L, std::vector<double>* mx, std::vector<int>* arg) {
   mx->assign(static_cast<size_t>(L + 1), -1);
   arg->assign(static_cast<size_t>(L + 1), -1);
-  for (int t = 0; t < n; ++t)
+  for (int t = 0; t < static_cast<int>(run.records.size()); ++t)
     for (int c = 0; c <= L; ++c) {
       const double v = run.records[t].resid_max_abs[c];
       if (v > (*mx)[c]) {
@@ -68,15 +69,14 @@ void OutliersView::rebuild() {
   const hl::Run* b = hasResid(state().b, s.L) ? state().b : nullptr;
   const bool diff = diffMode() && b;
   const int sa = stepA(), sb = b ? stepB() : -1;
-  const int n = sa + 1, nb = b ? sb + 1 : 0;
   const hl::Recording& rec = *state().rec;
 
-  // Largest |x| per depth over the window, with the sink token named.
+  // Largest |x| per depth over the run, with the sink token named, and at the current token.
   QCPAxisRect* dr = panel(0);
   QCPAxis* dx = dr->axis(QCPAxis::atBottom);
   QCPAxis* dy = dr->axis(QCPAxis::atLeft);
   dx->setLabel(tr("depth (residual stream after layer)"));
-  dy->setLabel(diff ? tr("max |x| B − A") : tr("max |x| over tokens 0..t"));
+  dy->setLabel(diff ? tr("max |x| B − A") : tr("max |x| over the run"));
   QSharedPointer<QCPAxisTickerText> dt(new QCPAxisTickerText);
   const int every = s.L > 24 ? 4 : (s.L > 12 ? 2 : 1);
   for (int c = 0; c <= s.L; c += every) dt->addTick(c, c == 0 ? tr("emb") : QString::number(c - 1));
@@ -84,8 +84,8 @@ void OutliersView::rebuild() {
   logAxis(dy, !diff);
   std::vector<double> mxA, mxB;
   std::vector<int> argA, argB;
-  depthMax(*a, s.L, n, &mxA, &argA);
-  if (b) depthMax(*b, s.L, nb, &mxB, &argB);
+  depthMax(*a, s.L, &mxA, &argA);
+  if (b) depthMax(*b, s.L, &mxB, &argB);
   auto depthGraph = [&](const QString& name, const std::vector<double>& v, const std::vector<double>* sub,
                         const QColor& c, bool isB) {
     QCPGraph* g = addGraph(dr, name, c, isB);
@@ -127,26 +127,18 @@ void OutliersView::rebuild() {
   tx->setLabel(tr("token"));
   ty->setLabel(diff ? tr("|x| max B − A (%1)").arg(where) : tr("max |x| (%1)").arg(where));
   logAxis(ty, !diff);
-  QVector<double> k(n), va(n);
-  for (int i = 0; i < n; ++i) {
-    k[i] = i;
-    va[i] = a->records[i].resid_max_abs[col];
-  }
+  auto resid = [col](const hl::TokenTrace& r) { return r.resid_max_abs[col]; };
   if (diff) {
-    const int m = std::min(n, nb);
-    QVector<double> d(m);
-    for (int i = 0; i < m; ++i) d[i] = b->records[i].resid_max_abs[col] - va[i];
-    addGraph(tr_, "resid B-A", t.diff)->setData(k.mid(0, m), d, true);
+    const TokenSeries d = overTokens(*b, resid, a);
+    addGraph(tr_, "resid B-A", t.diff)->setData(d.keys, d.values, true);
     robustDiffRange(tr_);
   } else {
-    QVector<double> la = va;
-    for (double& v : la) v = logSafe(v);
-    addGraph(tr_, "resid A", t.runA)->setData(k, la, true);
+    auto logged = [&resid](const hl::TokenTrace& r) { return logSafe(resid(r)); };
+    const TokenSeries la = overTokens(*a, logged);
+    addGraph(tr_, "resid A", t.runA)->setData(la.keys, la.values, true);
     if (b) {
-      const int m = std::min(n, nb);
-      QVector<double> lb(m);
-      for (int i = 0; i < m; ++i) lb[i] = logSafe(b->records[i].resid_max_abs[col]);
-      addGraph(tr_, "resid B", t.runB, true)->setData(k.mid(0, m), lb, true);
+      const TokenSeries lb = overTokens(*b, logged);
+      addGraph(tr_, "resid B", t.runB, true)->setData(lb.keys, lb.values, true);
     }
     fitLog(ty);
     QCPGraph* sink = addGraph(tr_, "sink A", t.highlight);
@@ -157,9 +149,9 @@ void OutliersView::rebuild() {
   QCPGraph* bad = addGraph(tr_, "non-finite A", t.deviceLine);
   bad->setLineStyle(QCPGraph::lsNone);
   bad->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCross, t.deviceLine, 10));
-  for (int i = 0; i < n; ++i)
+  for (int i = 0; i < static_cast<int>(a->records.size()); ++i)
     if (a->records[i].nonfinite_layer >= 0) bad->addData(i, diff ? 0.0 : ty->range().upper / 1.5);
-  setHomeRange(tx, -0.5, std::max<double>(1.0, a->records.size() - 0.5));
+  setTokenHomeRange(tx, a, b);
   addVLine(tr_, sa, QPen(t.highlight, 1.5));
 
   // attn_max_logit per head at the current token.
@@ -218,26 +210,24 @@ void OutliersView::rebuild() {
       for (int h = 0; h < s.nh; ++h) m = std::max(m, r.attn_max_logit[static_cast<size_t>(o * s.nh + h)]);
       return static_cast<double>(m);
     };
-    QVector<double> ma(n);
-    for (int i = 0; i < n; ++i) ma[i] = headMax(a->records[i]);
     const QColor c = seriesColor(t, o);
     const QString nm = QStringLiteral("L%1").arg(s.attnLayers[o]);
-    if (b) {
-      const int m = std::min(n, nb);
-      QVector<double> mb(m);
-      for (int i = 0; i < m; ++i) mb[i] = headMax(b->records[i]) - (diff ? ma[i] : 0.0);
-      if (diff) {
-        addGraph(lr, "max logit " + nm + " B-A", c)->setData(k.mid(0, m), mb, true);
-        continue;
-      }
-      addGraph(lr, "max logit " + nm + " B", c, true)->setData(k.mid(0, m), mb, true);
+    if (diff) {
+      const TokenSeries d = overTokens(*b, headMax, a);
+      addGraph(lr, "max logit " + nm + " B-A", c)->setData(d.keys, d.values, true);
+      continue;
     }
-    addGraph(lr, "max logit " + nm + " A", c)->setData(k, ma, true);
+    if (b) {
+      const TokenSeries mb = overTokens(*b, headMax);
+      addGraph(lr, "max logit " + nm + " B", c, true)->setData(mb.keys, mb.values, true);
+    }
+    const TokenSeries ma = overTokens(*a, headMax);
+    addGraph(lr, "max logit " + nm + " A", c)->setData(ma.keys, ma.values, true);
   }
   ly->rescale();
   if (diff) robustDiffRange(lr);
   if (!diff) ly->setRangeLower(0);
-  setHomeRange(lx, -0.5, std::max<double>(1.0, a->records.size() - 0.5));
+  setTokenHomeRange(lx, a, b);
   addVLine(lr, sa, QPen(t.highlight, 1.5));
   QCPLegend* ll = panelLegend(lr);
   for (int i = 0; i < plot()->plottableCount(); ++i)
@@ -268,23 +258,22 @@ void OutliersView::handleClick(QCPAxisRect* rect, double x, double y) {
   InstrumentView::handleClick(rect, x, y);
 }
 
-// CSV: per run, the largest value over tokens 0..step and the token holding it — per depth of
-// resid_max_abs (kind "resid_max_abs", index = depth) and per head of attn_max_logit.
+// CSV: per run, the largest value over the run and the token holding it, and the value at the current
+// step — per depth of resid_max_abs (kind "resid_max_abs", index = depth) and per head of attn_max_logit.
 QString OutliersView::csv() const {
   CsvBuilder out({"run", "kind", "index", "after_layer", "head", "max", "token", "token_text", "value_at_step"});
   if (!hasData()) return out.text();
   const ModelShape s = modelShape(state().rec->config);
   auto dump = [&](const hl::Run* run, const char* label) {
     if (!hasResid(run, s.L)) return;
-    const int n = std::min<int>(stepA() + 1, static_cast<int>(run->records.size()));
+    const int n = static_cast<int>(run->records.size()), step = effectiveStep(state(), run);
     std::vector<double> mx;
     std::vector<int> arg;
-    depthMax(*run, s.L, n, &mx, &arg);
+    depthMax(*run, s.L, &mx, &arg);
     for (int c = 0; c <= s.L; ++c)
       out.addRow({label, "resid_max_abs", QString::number(c),
                   c == 0 ? QStringLiteral("embeddings") : QString::number(c - 1), "", num(mx[c]),
-                  QString::number(arg[c]), tokenLabel(*state().rec, arg[c]),
-                  num(run->records[n - 1].resid_max_abs[c])});
+                  QString::number(arg[c]), tokenLabel(*state().rec, arg[c]), num(run->records[step].resid_max_abs[c])});
     if (run->records[0].attn_max_logit.size() != static_cast<size_t>(s.An) * s.nh) return;
     for (int o = 0; o < s.An; ++o)
       for (int h = 0; h < s.nh; ++h) {
@@ -298,7 +287,7 @@ QString OutliersView::csv() const {
           }
         out.addRow({label, "attn_max_logit", QString::number(o * s.nh + h), QString::number(s.attnLayers[o]),
                     QString::number(h), num(m), QString::number(at), tokenLabel(*state().rec, at),
-                    num(run->records[n - 1].attn_max_logit[i])});
+                    num(run->records[step].attn_max_logit[i])});
       }
   };
   dump(state().a, "A");

@@ -1,6 +1,7 @@
 // Distance to rank 1 (Dong, Cordonnier & Loukas 2021): rank1_distance ‖X − 1x̄ᵀ‖/‖X‖ of the residual stream
-// against depth at the current token (log y: embeddings, then after each layer), and over tokens
-// 0..step at the last depth and at the selected layer. A solid, B dashed; B − A on a linear axis.
+// against depth at the current token (log y: embeddings, then after each layer), and over all tokens
+// at the last depth and at the selected layer, the current token marked. A solid, B dashed; B − A on
+// a linear axis.
 #include <cmath>
 #include <limits>
 
@@ -86,28 +87,23 @@ void Rank1View::rebuild() {
   std::vector<std::pair<int, QString>> cols = {{s.L, tr("final")}};
   if (state().layer >= 0 && state().layer < s.L)
     cols.insert(cols.begin(), {state().layer + 1, tr("after L%1").arg(state().layer)});
-  const int n = sa + 1;
   int ci = 0;
   for (const auto& [col, label] : cols) {
     const QColor c = seriesColor(t, ci++);
-    QVector<double> k(n), va(n);
-    for (int i = 0; i < n; ++i) {
-      k[i] = i;
-      va[i] = a->records[i].rank1_distance[col];
+    const int depth = col;
+    auto value = [depth](const hl::TokenTrace& r) { return r.rank1_distance[depth]; };
+    if (diff) {
+      const TokenSeries d = overTokens(*b, value, a);
+      addGraph(tr_, label + " B-A", c)->setData(d.keys, d.values, true);
+      continue;
     }
+    auto logged = [&value](const hl::TokenTrace& r) { return logSafe(value(r)); };
     if (b) {
-      const int nb = std::min<int>(n, static_cast<int>(b->records.size()));
-      QVector<double> vb(nb);
-      for (int i = 0; i < nb; ++i) vb[i] = b->records[i].rank1_distance[col] - (diff ? va[i] : 0.0);
-      if (diff) {
-        addGraph(tr_, label + " B-A", c)->setData(k.mid(0, nb), vb, true);
-        continue;
-      }
-      for (double& v : vb) v = logSafe(v);
-      addGraph(tr_, label + " B", c, true)->setData(k.mid(0, nb), vb, true);
+      const TokenSeries vb = overTokens(*b, logged);
+      addGraph(tr_, label + " B", c, true)->setData(vb.keys, vb.values, true);
     }
-    for (double& v : va) v = logSafe(v);
-    addGraph(tr_, label + " A", c)->setData(k, va, true);
+    const TokenSeries va = overTokens(*a, logged);
+    addGraph(tr_, label + " A", c)->setData(va.keys, va.values, true);
   }
   ty->setScaleType(dy->scaleType());
   if (diff) {
@@ -120,7 +116,7 @@ void Rank1View::rebuild() {
     if (!(r.lower > 0)) r = QCPRange(1e-4, 1);
     ty->setRange(r.lower / 2, std::max(r.upper * 2, 1.0));
   }
-  setHomeRange(tx, -0.5, std::max<double>(1.0, a->records.size() - 0.5));
+  setTokenHomeRange(tx, a, b);
   addVLine(tr_, sa, QPen(t.highlight, 1.5));
   QCPLegend* tl = panelLegend(tr_, Qt::AlignBottom | Qt::AlignRight);
   for (int i = 0; i < plot()->plottableCount(); ++i)
@@ -142,8 +138,7 @@ QString Rank1View::csv() const {
   const ModelShape s = modelShape(state().rec->config);
   auto dump = [&](const hl::Run* run, const char* label) {
     if (!hasRank(run, s.L)) return;
-    const int n = std::min<int>(stepA() + 1, static_cast<int>(run->records.size()));
-    for (int t = 0; t < n; ++t)
+    for (int t = 0; t < static_cast<int>(run->records.size()); ++t)
       for (int c = 0; c <= s.L; ++c)
         b.addRow({label, QString::number(t), QString::number(c),
                   c == 0 ? QStringLiteral("embeddings") : QString::number(c - 1),

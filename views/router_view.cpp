@@ -1,7 +1,8 @@
-// Router load of the selected MoE layer (Fedus, Zoph & Shazeer 2022; Zoph et al. 2022, trace-format.md §3 derived quantities): load f_i
-// and importance P_i per expert over the window 0..step (router_window), the current token's
-// probabilities with its top-k, and over tokens the balance loss E·Σf_iP_i, the z-loss mean(lse²)
-// and the largest load of the growing window 0..t against the uniform 1/E (Fedus, Zoph & Shazeer 2022; Zoph et al. 2022).
+// Router load of the selected MoE layer (Fedus, Zoph & Shazeer 2022; Zoph et al. 2022, trace-format.md §3 derived
+// quantities): load f_i and importance P_i per expert over the window 0..step (router_window), the current token's
+// probabilities with its top-k, and over all tokens t (the current one marked) the balance loss
+// E·Σf_iP_i, the z-loss mean(lse²) and the largest load of the growing window 0..t against the uniform 1/E (Fedus, Zoph
+// & Shazeer 2022; Zoph et al. 2022).
 #include <algorithm>
 #include <cmath>
 
@@ -37,12 +38,12 @@ struct Curves {
   QVector<double> keys, balance, zloss, maxLoad;
 };
 
-// Balance loss, z-loss and max load of the windows 0..t for t < n, in one pass.
-Curves growingWindow(const hl::Run& run, const ModelShape& s, int ord, int n) {
+// Balance loss, z-loss and max load of the windows 0..t for every token t of the run, in one pass.
+Curves growingWindow(const hl::Run& run, const ModelShape& s, int ord) {
   Curves c;
   std::vector<double> count(static_cast<size_t>(s.E), 0.0), psum(static_cast<size_t>(s.E), 0.0);
   double z = 0;
-  for (int t = 0; t < n; ++t) {
+  for (int t = 0; t < static_cast<int>(run.records.size()); ++t) {
     const hl::TokenTrace& r = run.records[t];
     for (int j = 0; j < s.k; ++j) {
       const int e = r.router_topk[static_cast<size_t>(ord * s.k + j)];
@@ -215,7 +216,7 @@ void RouterView::rebuild() {
   setAxisKind(mx, AxisKind::Token);
   mx->setLabel(tr("token (window 0..t)"));
   my->setLabel(diff ? tr("max f B − A") : tr("max load max_i f_i"));
-  const Curves ca = growingWindow(*a, s, ord, sa + 1);
+  const Curves ca = growingWindow(*a, s, ord);
   auto curves = [&](const Curves& c, const Curves* sub, const QString& label, const QColor& col, bool isB) {
     auto minus = [&](QVector<double> v, const QVector<double>& w) {
       v.resize(std::min(v.size(), w.size()));
@@ -233,16 +234,15 @@ void RouterView::rebuild() {
     addGraph(mr, "max load " + label, col, isB)->setData(keys, sub ? minus(c.maxLoad, sub->maxLoad) : c.maxLoad, true);
   };
   if (diff) {
-    curves(growingWindow(*b, s, ord, sb + 1), &ca, "B-A", t.diff, false);
+    curves(growingWindow(*b, s, ord), &ca, "B-A", t.diff, false);
   } else {
     curves(ca, nullptr, "A", t.runA, false);
-    if (b) curves(growingWindow(*b, s, ord, sb + 1), nullptr, "B", t.runB, true);
+    if (b) curves(growingWindow(*b, s, ord), nullptr, "B", t.runB, true);
     addHLine(lr, 1.0, QPen(t.floorLine, 1, Qt::DashLine));
     addHLine(mr, 1.0 / s.E, QPen(t.floorLine, 1, Qt::DashLine));
     addLabel(mr, 0, 1.0 / s.E, tr("uniform 1/E"), Qt::AlignLeft | Qt::AlignBottom);
   }
-  const double T = std::max<double>(1.0, a->records.size() - 0.5);
-  for (QCPAxis* x : {lx, mx}) setHomeRange(x, -0.5, T);
+  for (QCPAxis* x : {lx, mx}) setTokenHomeRange(x, a, b);
   ly->rescale();
   lz->rescale();
   my->rescale();
@@ -270,7 +270,8 @@ QString RouterView::csv() const {
   const ModelShape s = modelShape(state().rec->config);
   auto dump = [&](const hl::Run* run, const char* label) {
     if (!hasRouter(run, s)) return;
-    const int n = std::min<int>(stepA() + 1, static_cast<int>(run->records.size()));
+    // The window the bars show: B's follows stepB(), as drawn, not A's step.
+    const int n = effectiveStep(state(), run) + 1;
     const hl::TokenTrace& r = run->records[n - 1];
     for (int o = 0; o < s.Xn; ++o) {
       const hl::RouterWindowStats w = windowStats(*run, s, o, n);

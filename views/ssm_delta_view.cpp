@@ -9,12 +9,15 @@
 
 namespace hl::views {
 
-// Running maxima of Δ per record of one layer, so the colour range is the max over tokens 0..step.
+// The max of Δ over the channels and records of one layer seen so far: the colour range of the
+// heatmap, which shows every token. Kept across redraws so a scrub or an appended record does not
+// rescan T × Di values.
 struct SsmDeltaView::RangeCache {
   const hl::Run* run = nullptr;
   uint64_t dataVersion = 0;
   int ord = -1;
-  std::vector<float> prefixMax;  // (records,) max of Δ over channels and tokens 0..t
+  size_t records = 0;  // records folded into `max`
+  float max = 0.0f;
 };
 
 namespace {
@@ -33,10 +36,10 @@ double retainedMean(const hl::TokenTrace& r, int ord, int Di) {
   for (int c = 0; c < Di; ++c) sum += p[c];
   return sum / Di;
 }
-// The write / skip thresholds of the selected layer over tokens 0..n-1 (median × kWrite / kSkip).
-double medianMean(const hl::Run& run, int ord, int n) {
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) v[i] = run.records[i].ssm_delta_mean[ord];
+// The median of layer `ord`'s mean Δ over the whole run: × kWrite / kSkip, the write / skip thresholds.
+double medianMean(const hl::Run& run, int ord) {
+  std::vector<double> v(run.records.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = run.records[i].ssm_delta_mean[ord];
   return percentile(std::move(v), 50);
 }
 
@@ -78,8 +81,6 @@ void SsmDeltaView::rebuild() {
   const bool diff = diffMode() && b;
   const int sa = stepA(), sb = b ? stepB() : -1;
   const int layer = shownLayer(), ord = s.mambaOrdinal(layer);
-  const int n = sa + 1;
-  const int nb = b ? std::min<int>(n, static_cast<int>(b->records.size())) : 0;
   subtitle_ = layerName(s, layer);
 
   // Tokens × channels heatmap of Δ (A, or B − A).
@@ -102,7 +103,8 @@ void SsmDeltaView::rebuild() {
     HeatmapStyle st;
     if (diff) {
       float m = 1e-12f;
-      for (int r = 0; r < nb; ++r) {
+      const size_t rows = std::min(a->records.size(), b->records.size());
+      for (size_t r = 0; r < rows; ++r) {
         const float* pa = a->records[r].ssm_delta.data() + static_cast<int64_t>(ord) * s.Di;
         const float* pb = b->records[r].ssm_delta.data() + static_cast<int64_t>(ord) * s.Di;
         std::vector<float> d(static_cast<size_t>(s.Di));
@@ -117,16 +119,14 @@ void SsmDeltaView::rebuild() {
       if (!range_) range_ = std::make_shared<RangeCache>();
       RangeCache& rc = *range_;
       if (rc.run != a || rc.dataVersion != state().dataVersion || rc.ord != ord)
-        rc = RangeCache{a, state().dataVersion, ord, {}};
-      while (rc.prefixMax.size() < a->records.size()) {
-        const size_t r = rc.prefixMax.size();
-        const float* p = a->records[r].ssm_delta.data() + static_cast<int64_t>(ord) * s.Di;
-        float m = r ? rc.prefixMax[r - 1] : 0.0f;
-        for (int c = 0; c < s.Di; ++c) m = std::max(m, p[c]);
-        rc.prefixMax.push_back(m);
+        rc = RangeCache{a, state().dataVersion, ord};
+      for (; rc.records < a->records.size(); ++rc.records) {
+        const float* p = a->records[rc.records].ssm_delta.data() + static_cast<int64_t>(ord) * s.Di;
+        for (int c = 0; c < s.Di; ++c) rc.max = std::max(rc.max, p[c]);
       }
-      for (int r = 0; r < n; ++r) data->addRow(a->records[r].ssm_delta.data() + static_cast<int64_t>(ord) * s.Di, s.Di);
-      st = {0.0f, std::max(1e-12f, rc.prefixMax[sa]), Colormap::Viridis, Pooling::Max};
+      for (size_t r = 0; r < a->records.size(); ++r)
+        data->addRow(a->records[r].ssm_delta.data() + static_cast<int64_t>(ord) * s.Di, s.Di);
+      st = {0.0f, std::max(1e-12f, rc.max), Colormap::Viridis, Pooling::Max};
     }
     auto* hp = new HeatmapPlottable(hx, hy);
     hp->setName(diff ? "delta B-A" : "delta A");
@@ -184,21 +184,17 @@ void SsmDeltaView::rebuild() {
   QCPAxis* my = mr->axis(QCPAxis::atLeft);
   setAxisKind(mx, AxisKind::Token);
   my->setLabel(diff ? tr("mean Δ B − A") : tr("mean Δ"));
-  QVector<double> k(n), va(n);
-  for (int i = 0; i < n; ++i) {
-    k[i] = i;
-    va[i] = a->records[i].ssm_delta_mean[ord];
-  }
-  auto marks = [&](const hl::Run& run, int count, const QString& suffix, bool isB) {
-    const double med = medianMean(run, ord, count);
+  auto mean = [ord](const hl::TokenTrace& r) { return r.ssm_delta_mean[ord]; };
+  auto marks = [&](const hl::Run& run, const QString& suffix, bool isB) {
+    const double med = medianMean(run, ord);
     QCPGraph* w = addGraph(mr, "write " + suffix, t.runB, isB);
     QCPGraph* sk = addGraph(mr, "skip " + suffix, t.floorLine, isB);
     w->setLineStyle(QCPGraph::lsNone);
     sk->setLineStyle(QCPGraph::lsNone);
     w->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssTriangle, t.highlight, t.highlight, 7));
     sk->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssTriangleInverted, 5));
-    for (int i = 0; i < count; ++i) {
-      const double v = run.records[i].ssm_delta_mean[ord];
+    for (size_t i = 0; i < run.records.size(); ++i) {
+      const double v = mean(run.records[i]);
       if (v >= kWrite * med) w->addData(i, v);
       if (v <= kSkip * med) sk->addData(i, v);
     }
@@ -218,22 +214,20 @@ void SsmDeltaView::rebuild() {
     }
   };
   if (diff) {
-    QVector<double> d(nb);
-    for (int i = 0; i < nb; ++i) d[i] = b->records[i].ssm_delta_mean[ord] - va[i];
-    addGraph(mr, "mean B-A", t.diff)->setData(k.mid(0, nb), d, true);
+    const TokenSeries d = overTokens(*b, mean, a);
+    addGraph(mr, "mean B-A", t.diff)->setData(d.keys, d.values, true);
   } else {
-    addGraph(mr, "mean A", t.runA)->setData(k, va, true);
-    marks(*a, n, "A", false);
+    const TokenSeries va = overTokens(*a, mean);
+    addGraph(mr, "mean A", t.runA)->setData(va.keys, va.values, true);
+    marks(*a, "A", false);
     if (b) {
-      QVector<double> vb(nb);
-      for (int i = 0; i < nb; ++i) vb[i] = b->records[i].ssm_delta_mean[ord];
-      addGraph(mr, "mean B", t.runB, true)->setData(k.mid(0, nb), vb, true);
+      const TokenSeries vb = overTokens(*b, mean);
+      addGraph(mr, "mean B", t.runB, true)->setData(vb.keys, vb.values, true);
     }
   }
   my->rescale();
   if (diff) robustDiffRange(mr);
-  const double T = std::max<double>(1.0, a->records.size() - 0.5);
-  setHomeRange(mx, -0.5, T);
+  setTokenHomeRange(mx, a, b);
   addVLine(mr, sa, QPen(t.highlight, 1.5));
   QCPLegend* ml = panelLegend(mr);
   for (int i = 0; i < plot()->plottableCount(); ++i)
@@ -247,28 +241,27 @@ void SsmDeltaView::rebuild() {
   rx->setLabel(tr("token"));
   ry->setLabel(diff ? tr("retained B − A") : tr("retained"));
   if (hasFull(a, s)) {
-    QVector<double> ra(n);
-    for (int i = 0; i < n; ++i) ra[i] = retainedMean(a->records[i], ord, s.Di);
+    auto retained = [ord, Di = s.Di](const hl::TokenTrace& r) { return retainedMean(r, ord, Di); };
     if (diff && hasFull(b, s)) {
-      QVector<double> d(nb);
-      for (int i = 0; i < nb; ++i) d[i] = retainedMean(b->records[i], ord, s.Di) - ra[i];
-      addGraph(rr, "retained B-A", t.diff)->setData(k.mid(0, nb), d, true);
+      const TokenSeries d = overTokens(*b, retained, a);
+      addGraph(rr, "retained B-A", t.diff)->setData(d.keys, d.values, true);
       robustDiffRange(rr);
     } else {
-      addGraph(rr, "retained A", t.runA)->setData(k, ra, true);
+      const TokenSeries ra = overTokens(*a, retained);
+      addGraph(rr, "retained A", t.runA)->setData(ra.keys, ra.values, true);
       if (b && hasFull(b, s)) {
-        QVector<double> rb(nb);
-        for (int i = 0; i < nb; ++i) rb[i] = retainedMean(b->records[i], ord, s.Di);
-        addGraph(rr, "retained B", t.runB, true)->setData(k.mid(0, nb), rb, true);
+        const TokenSeries rb = overTokens(*b, retained);
+        addGraph(rr, "retained B", t.runB, true)->setData(rb.keys, rb.values, true);
       }
       ry->rescale();
       ry->setRange(std::min(ry->range().lower, 0.0), 1.02);
     }
   } else {
     ry->setRange(0, 1);
-    addLabel(rr, n / 2.0, 0.5, tr("retained state is not in this recording (saved without the full instruments)"), Qt::AlignCenter);
+    addLabel(rr, a->records.size() / 2.0, 0.5,
+             tr("retained state is not in this recording (saved without the full instruments)"), Qt::AlignCenter);
   }
-  setHomeRange(rx, -0.5, T);
+  setTokenHomeRange(rx, a, b);
   connect(mx, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), rx, qOverload<const QCPRange&>(&QCPAxis::setRange),
           Qt::UniqueConnection);
   addVLine(rr, sa, QPen(t.highlight, 1.5));
@@ -303,10 +296,9 @@ QString SsmDeltaView::csv() const {
   const ModelShape s = modelShape(state().rec->config);
   auto dump = [&](const hl::Run* run, const char* label) {
     if (!hasMean(run, s)) return;
-    const int n = std::min<int>(stepA() + 1, static_cast<int>(run->records.size()));
     for (int o = 0; o < s.Mn; ++o) {
-      const double med = medianMean(*run, o, n);
-      for (int t = 0; t < n; ++t) {
+      const double med = medianMean(*run, o);
+      for (size_t t = 0; t < run->records.size(); ++t) {
         const hl::TokenTrace& r = run->records[t];
         const double v = r.ssm_delta_mean[o];
         out.addRow({label, QString::number(t), QString::number(s.mambaLayers[o]), num(v),

@@ -46,9 +46,10 @@ struct ViewState {
   const hl::Recording* rec = nullptr;  // null: the view shows "no data"
   const hl::Run* a = nullptr;          // run A (usually &rec->runs[0]); null: no data
   const hl::Run* b = nullptr;          // compare run B (same tokens, other toggles) or null
-  // Current token index t (0-based, into a->records). Views show the state "as of" this step:
-  // curves over tokens run 0..step, window statistics use tokens 0..step. -1 (or past the end)
-  // means the last record.
+  // Current token index t (0-based, into a->records): the cursor. Curves and heatmaps over tokens
+  // are drawn whole with a line at this step; values at one token (depth curves, bars, the current
+  // row) and the router's window statistics use tokens up to it. -1 (or past the end) means the
+  // last record.
   int step = -1;
   int layer = -1;                                   // selected decoder layer index 0..L-1, or -1 for none
   int head = 0;                                     // selected attention head 0..nh-1

@@ -206,6 +206,13 @@ QString countOf(long long n, const QString& one, const QString& many) {
   return QStringLiteral("%1 %2").arg(n).arg(n == 1 || n == -1 ? one : many);
 }
 
+int longestRun(const hl::Run* a, const hl::Run* b) {
+  size_t n = 0;
+  for (const hl::Run* r : {a, b})
+    if (r) n = std::max(n, r->records.size());
+  return static_cast<int>(n);
+}
+
 QString tokenLabel(const hl::Recording& rec, int t) {
   if (t >= 0 && t < static_cast<int>(rec.token_text.size()) && !rec.token_text[t].empty())
     return QString::fromStdString(rec.token_text[t]);

@@ -7,6 +7,7 @@
 #include <QString>
 #include <QStringList>
 #include <QVector>
+#include <algorithm>
 #include <vector>
 
 #include "views/view_state.h"
@@ -56,6 +57,30 @@ class CsvBuilder {
   QString text_;
   int rows_ = 0;
 };
+
+// A series over tokens (issue 17 finding 11): every record of a run, not the records up to the
+// scrubbed token; the views mark that token with a cursor line instead of cutting the curve there.
+struct TokenSeries {
+  QVector<double> keys, values;  // keys: token indices 0..n-1
+};
+// value(record t) for every record of `run`; with `minus`, value(run) − value(minus) over the tokens
+// both runs have (B − A where the runs differ in length).
+template <typename F>
+TokenSeries overTokens(const hl::Run& run, F value, const hl::Run* minus = nullptr) {
+  size_t n = run.records.size();
+  if (minus) n = std::min(n, minus->records.size());
+  TokenSeries s;
+  s.keys.resize(static_cast<qsizetype>(n));
+  s.values.resize(static_cast<qsizetype>(n));
+  for (size_t t = 0; t < n; ++t) {
+    s.keys[t] = static_cast<double>(t);
+    s.values[t] =
+        static_cast<double>(value(run.records[t])) - (minus ? static_cast<double>(value(minus->records[t])) : 0.0);
+  }
+  return s;
+}
+// Records of the longer of two runs (either may be null): the extent of a token axis drawn whole.
+int longestRun(const hl::Run* a, const hl::Run* b);
 
 // A fresh HeatmapData version number (process-wide, increasing).
 uint64_t newDataVersion();

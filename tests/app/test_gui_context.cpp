@@ -276,7 +276,8 @@ TEST(InspectorContext, EachToggleMakesItsOwnRun_ListedWithItsChangeFromA) {
   }));
   const hl::Recording& rec = *h->recording();
   ASSERT_EQ(rec.runs.size(), 3u);
-  const hl::RunSettings &a = rec.runs[0].settings, &b = rec.runs[1].settings, &c = rec.runs[2].settings;
+  // Copies: Reset below replaces the recording, and A's settings are compared after it.
+  const hl::RunSettings a = rec.runs[0].settings, b = rec.runs[1].settings, c = rec.runs[2].settings;
   EXPECT_EQ(b.registers_used, 2);
   EXPECT_EQ(b.normalizer_override, a.normalizer_override) << "run B changes the registers only";
   EXPECT_TRUE(c.normalizer_override);

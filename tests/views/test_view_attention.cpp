@@ -154,14 +154,15 @@ TEST(AttentionPatternView, Csv_HoldsTheWholeMatrixDrawn) {
   const ModelShape s = modelShape(demo().rec.config);
   const int ord = s.attnOrdinal(layer);
   const QStringList lines = v->csv().split('\n', Qt::SkipEmptyParts);
-  // Per run, per query q: keys 0..q and the null share.
+  // Per run, per query q of the run (not only 0..step): keys 0..q and the null share.
+  const int T = static_cast<int>(demo().rec.runs[0].records.size());
   int expected = 0;
-  for (int q = 0; q <= step; ++q) expected += q + 2;
+  for (int q = 0; q < T; ++q) expected += q + 2;
   ASSERT_EQ(lines.size(), 1 + 2 * expected);
   int i = 1;
   for (const char* run : {"A", "B"}) {
     const hl::Run& r = demo().rec.runs[run[0] == 'A' ? 0 : 1];
-    for (int q = 0; q <= step; ++q) {
+    for (int q = 0; q < T; ++q) {
       const int have = q + 2;
       for (int k = 0; k < have; ++k, ++i) {
         const QStringList c = lines[i].split(',');

@@ -36,10 +36,11 @@ int csvRows(const QString& csv) {
   return static_cast<int>(csv.trimmed().split('\n').size()) - 1;
 }
 
-// Rows each view's CSV must have for demo() at `step` with runs A and B.
-int expectedRows(const QString& id, int step) {
+// Rows each view's CSV must have for demo() with runs A and B: every token of the run whatever the
+// step (the step only sets the router's window and the values "at step").
+int expectedRows(const QString& id) {
   const ModelShape s = modelShape(demo().rec.config);
-  const int n = step + 1, runs = 2;
+  const int n = static_cast<int>(demo().rec.runs[0].records.size()), runs = 2;
   if (id == "ribbon") return s.L;
   if (id == "entropy") return runs * n * s.An * s.nh;
   if (id == "attention") return runs * (n * (n + 1) / 2 + n);  // query q: keys 0..q and the null share
@@ -84,7 +85,7 @@ TEST(Export, EveryView_PngSvgPdfValid_CsvRowCount) {
     EXPECT_GT(QFile(base + ".svg").size(), 2000);
     EXPECT_TRUE(head(base + ".pdf", 5).startsWith("%PDF")) << id.toStdString();
     EXPECT_GT(QFile(base + ".pdf").size(), 1000);
-    const int want = expectedRows(id, step);
+    const int want = expectedRows(id);
     const int got = csvRows(v->csv());
     if (want == -1)
       EXPECT_TRUE(got >= 20 && got <= 40) << id.toStdString() << " " << got;
@@ -183,12 +184,12 @@ TEST(ExportCommand, Session_ExportsBothRuns_IncludingLatency) {
     EXPECT_TRUE(fs::exists(out + "/" + id + ".csv")) << id;
   }
   EXPECT_FALSE(fs::exists(out + "/entropy.pdf")) << "--views limits the set";
-  // Both runs are in the CSV, as of step 7.
+  // Both runs are in the CSV, every token of each: step 7 is the cursor, not the end.
   std::ifstream csv(out + "/latency.csv");
   std::string line;
   int rows = -1;
   while (std::getline(csv, line)) ++rows;
-  EXPECT_EQ(rows, 2 * 8);
+  EXPECT_EQ(rows, 2 * static_cast<int>(demo().rec.runs[0].records.size()));
   EXPECT_THROW(hl::cli::runExport({"--session", session, "--out", out, "--step", "99"}), hl::Error);
   fs::remove_all(dir);
 }

@@ -63,8 +63,9 @@ TEST(EntropyView, HeatmapCells_AreAttnEntropyNorm_AndCurvesAreHeadMeans) {
       EXPECT_EQ(h->heatmap()->value(o, k), r.attn_entropy_norm[o * s.nh + k]) << "layer " << o << " head " << k;
   QCPGraph* g = v->graph(layerName(s, s.attnLayers[1]) + " A");
   ASSERT_NE(g, nullptr);
-  ASSERT_EQ(g->dataCount(), step + 1);
-  for (int t = 0; t <= step; ++t) {
+  const int T = static_cast<int>(runA().records.size());
+  ASSERT_EQ(g->dataCount(), T);  // every token, not 0..step
+  for (int t = 0; t < T; ++t) {
     double m = 0;
     for (int k = 0; k < s.nh; ++k) m += runA().records[t].attn_entropy_norm[s.nh + k];
     EXPECT_NEAR(at(g, t), m / s.nh, 1e-12) << "token " << t;
@@ -95,8 +96,9 @@ TEST(AttentionPatternView, RowsAreAttnRows_NullColumnIsPNull) {
   HeatmapPlottable* null = v->heatmap("null A");
   ASSERT_NE(keys, nullptr);
   ASSERT_NE(null, nullptr);
-  ASSERT_EQ(keys->heatmap()->rows(), step + 1);
-  for (int t = 0; t <= step; ++t) {
+  const int T = static_cast<int>(runA().records.size());
+  ASSERT_EQ(keys->heatmap()->rows(), T);  // every query, the step marked
+  for (int t = 0; t < T; ++t) {
     const std::vector<float>& row = runA().records[t].attn_rows;  // (A_n, nh, t + 2)
     const int have = t + 2;
     for (int k = 0; k <= t; ++k) EXPECT_EQ(keys->heatmap()->value(t, k), row[(ord * s.nh + 3) * have + k]);
@@ -141,7 +143,7 @@ TEST(Rank1View, DepthCurveIsRank1Distance_LogAxis) {
   EXPECT_EQ(g->valueAxis()->scaleType(), QCPAxis::stLogarithmic);
   QCPGraph* tok = v->graph("after L3 A");
   ASSERT_NE(tok, nullptr);
-  EXPECT_EQ(tok->dataCount(), step + 1);
+  EXPECT_EQ(tok->dataCount(), static_cast<int>(runA().records.size()));
   EXPECT_EQ(at(tok, step), runA().records[step].rank1_distance[4]);
 }
 
@@ -189,16 +191,17 @@ TEST(SsmDeltaView, HeatmapIsSsmDelta_BarsAreMeans_MarksFollowTheMedian) {
   ASSERT_GE(ord, 0);
   HeatmapPlottable* h = v->heatmap("delta A");
   ASSERT_NE(h, nullptr);
-  ASSERT_EQ(h->heatmap()->rows(), step + 1);
+  const int T = static_cast<int>(runA().records.size());
+  ASSERT_EQ(h->heatmap()->rows(), T);
   ASSERT_EQ(h->heatmap()->cols(), s.Di);
-  for (int t = 0; t <= step; t += 3)
+  for (int t = 0; t < T; t += 3)
     for (int c = 0; c < s.Di; c += 37)
       EXPECT_EQ(h->heatmap()->value(t, c), runA().records[t].ssm_delta[ord * s.Di + c]);
   QCPBars* bars = v->bars("layers A");
   ASSERT_NE(bars, nullptr);
   for (int o = 0; o < s.Mn; ++o) EXPECT_EQ(barAt(bars, s.mambaLayers[o]), runA().records[step].ssm_delta_mean[o]);
-  std::vector<double> means;
-  for (int t = 0; t <= step; ++t) means.push_back(runA().records[t].ssm_delta_mean[ord]);
+  std::vector<double> means;  // the marks are over the whole run drawn
+  for (int t = 0; t < T; ++t) means.push_back(runA().records[t].ssm_delta_mean[ord]);
   const double med = percentile(means, 50);
   int writes = 0;
   for (double m : means) writes += m >= SsmDeltaView::kWrite * med;
@@ -296,8 +299,8 @@ TEST(OutliersView, DepthMaximaAndSinks_LogitBarsAreAttnMaxLogit) {
   QCPGraph* mx = v->graph("max A");
   ASSERT_NE(mx, nullptr);
   for (int c = 0; c <= s.L; ++c) {
-    double m = 0;
-    for (int t = 0; t <= step; ++t) m = std::max<double>(m, runA().records[t].resid_max_abs[c]);
+    double m = 0;  // over the run, as the curve over tokens is drawn whole
+    for (size_t t = 0; t < runA().records.size(); ++t) m = std::max<double>(m, runA().records[t].resid_max_abs[c]);
     EXPECT_EQ(at(mx, c), m) << "depth " << c;
   }
   QCPBars* lb = v->bars("logit A");
