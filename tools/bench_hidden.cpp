@@ -15,17 +15,14 @@
 
 #include "engine/core/error.h"
 #include "engine/model/loader.h"
+#include "tools/bench_util.h"
 #include "engine/probes/hidden_attention.h"
 
 using namespace hl;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::median;
 
 template <typename F>
 double ms(F&& f) {

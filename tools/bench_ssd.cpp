@@ -27,16 +27,13 @@
 #include "engine/model/generator.h"
 #include "engine/model/intermediates.h"
 #include "engine/model/loader.h"
+#include "tools/bench_util.h"
 
 using namespace hl;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::median;
 
 JambaConfig wide() {
   JambaConfig c = preset_config("bamba-tiny");

@@ -96,26 +96,8 @@ void AttentionPatternView::rebuildHidden(QCPColorScale* scale) {
   auto data = std::make_shared<HeatmapData>(keys, newDataVersion());
   for (int q = 0; q < hp->firstQuery; ++q) data->addRow(nullptr, 0);
   for (const std::vector<float>& r : hp->rows) data->addOwnedRow(shareOfRow(r));
-  auto* map = new HeatmapPlottable(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
-  map->setName(QStringLiteral("hidden A"));
-  map->setHeatmap(data);
-  map->setColorScale(scale);
-  map->setStyle(style);
-  QCPAxis* x = rect->axis(QCPAxis::atBottom);
-  QCPAxis* y = rect->axis(QCPAxis::atLeft);
-  y->setRangeReversed(true);
-  x->grid()->setVisible(false);
-  y->grid()->setVisible(false);
-  const hl::Recording* recp = &rec;
-  setTokenAxisTicker(y, [recp](int r) { return tokenLabel(*recp, r); }, T + 1);
-  setAxisKind(y, AxisKind::Token);
-  setTokenAxisTicker(x, [recp, nReg](int c) { return attn::keyLabel(*recp, nReg, c); }, keys);
-  setAxisKind(x, AxisKind::Token);
-  x->setLabel(nReg > 0 ? tr("keys s (%1 registers first)").arg(nReg) : tr("keys s"));
-  y->setLabel(tr("query token t"));
-  setHomeRange(x, 0, std::max(1, keys));
-  setHomeRange(y, 0, std::max(1, T + 1));
-  if (nReg > 0) addVLine(rect, nReg, QPen(t.foreground, 1, Qt::DashLine));
+  addQueryKeyMap(rect, QStringLiteral("hidden A"), data, style, scale, T + 1, nReg,
+                 nReg > 0 ? tr("keys s (%1 registers first)").arg(nReg) : tr("keys s"));
   addHLine(rect, T + 0.5, QPen(t.highlight, 1));
   if (hp->firstQuery > 0) addHLine(rect, hp->firstQuery, QPen(t.foreground, 1, Qt::DotLine));
   scale->axis()->setLabel(tr("share of the row's |M|") + colorScaleName(style));

@@ -125,44 +125,29 @@ void AttentionPatternView::rebuild() {
     }
     HeatmapStyle st = weightStyle();
     if (isDiff) st = {-1.0f, 1.0f, Colormap::Diverging, Pooling::MaxAbs};
-    for (int k = 0; k < 2; ++k) {
-      QCPAxisRect* rect = k == 0 ? keysRect : nullRect;
-      auto* hp = new HeatmapPlottable(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
-      hp->setName((k == 0 ? "keys " : "null ") + label);
-      hp->setHeatmap(k == 0 ? keys : null);
-      if (k == 0 && slot == 0) hp->setColorScale(scale);
-      hp->setStyle(st);
-      QCPAxis* x = rect->axis(QCPAxis::atBottom);
-      QCPAxis* y = rect->axis(QCPAxis::atLeft);
-      y->setRangeReversed(true);
-      x->grid()->setVisible(false);
-      y->grid()->setVisible(false);
-      const hl::Recording* recp = &rec;
-      setTokenAxisTicker(y, [recp](int r) { return tokenLabel(*recp, r); }, rows);
-      setAxisKind(y, AxisKind::Token);
-      if (k == 0) {
-        setTokenAxisTicker(x, [recp, nReg](int c) { return keyLabel(*recp, nReg, c); }, nReg + rows);
-        setAxisKind(x, AxisKind::Token);
-        x->setLabel(nReg > 0 ? tr("keys %1 (%2 registers first)").arg(label).arg(nReg) : tr("keys %1").arg(label));
-        y->setLabel(tr("query token"));
-        setHomeRange(x, 0, std::max(1, nReg + rows));
-        setHomeRange(y, 0, std::max(1, rows));
-        addVLine(rect, sa + 0.5 + nReg, QPen(QColor(128, 128, 128, 120), 1, Qt::DotLine));
-        if (nReg > 0) addVLine(rect, nReg, QPen(t.foreground, 1, Qt::DashLine));
-        addHLine(rect, sa + 0.5, QPen(t.highlight, 1));
-      } else {
-        QSharedPointer<QCPAxisTickerText> nt(new QCPAxisTickerText);
-        nt->addTick(0.5, tr("null"));
-        x->setTicker(nt);
-        x->setRange(0, 1);
-        y->setTickLabels(false);
-        // The null strip follows the key heatmap's rows.
-        y->setRange(keysRect->axis(QCPAxis::atLeft)->range());
-        connect(keysRect->axis(QCPAxis::atLeft), qOverload<const QCPRange&>(&QCPAxis::rangeChanged), y,
-                qOverload<const QCPRange&>(&QCPAxis::setRange), Qt::UniqueConnection);
-        addHLine(rect, sa + 0.5, QPen(t.highlight, 1));
-      }
-    }
+    addQueryKeyMap(keysRect, "keys " + label, keys, st, slot == 0 ? scale : nullptr, rows, nReg,
+                   nReg > 0 ? tr("keys %1 (%2 registers first)").arg(label).arg(nReg) : tr("keys %1").arg(label));
+    addVLine(keysRect, sa + 0.5 + nReg, QPen(QColor(128, 128, 128, 120), 1, Qt::DotLine));
+    addHLine(keysRect, sa + 0.5, QPen(t.highlight, 1));
+    // The null strip beside it follows the key heatmap's rows.
+    auto* np = new HeatmapPlottable(nullRect->axis(QCPAxis::atBottom), nullRect->axis(QCPAxis::atLeft));
+    np->setName("null " + label);
+    np->setHeatmap(null);
+    np->setStyle(st);
+    QCPAxis* x = nullRect->axis(QCPAxis::atBottom);
+    QCPAxis* y = nullRect->axis(QCPAxis::atLeft);
+    y->setRangeReversed(true);
+    x->grid()->setVisible(false);
+    y->grid()->setVisible(false);
+    QSharedPointer<QCPAxisTickerText> nt(new QCPAxisTickerText);
+    nt->addTick(0.5, tr("null"));
+    x->setTicker(nt);
+    x->setRange(0, 1);
+    y->setTickLabels(false);
+    y->setRange(keysRect->axis(QCPAxis::atLeft)->range());
+    connect(keysRect->axis(QCPAxis::atLeft), qOverload<const QCPRange&>(&QCPAxis::rangeChanged), y,
+            qOverload<const QCPRange&>(&QCPAxis::setRange), Qt::UniqueConnection);
+    addHLine(nullRect, sa + 0.5, QPen(t.highlight, 1));
     scale->axis()->setLabel(isDiff ? tr("B − A (linear)") : tr("attention weight") + colorScaleName(st));
   };
   if (diff) {
@@ -227,6 +212,32 @@ void AttentionPatternView::rebuild() {
     if (plot()->plottable(i)->keyAxis() == bx) plot()->plottable(i)->addToLegend(lg);
   subtitle_ = tr("%1, head %2").arg(layerName(s, layer)).arg(head);
   if (diffMode() && b && nRegA != nRegB) subtitle_ += tr(" (B − A needs equal registers: A and B side by side)");
+}
+
+HeatmapPlottable* AttentionPatternView::addQueryKeyMap(QCPAxisRect* rect, const QString& name,
+                                                        std::shared_ptr<HeatmapData> data, const HeatmapStyle& style,
+                                                        QCPColorScale* scale, int rows, int nReg, const QString& xLabel) {
+  auto* map = new HeatmapPlottable(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+  map->setName(name);
+  map->setHeatmap(std::move(data));
+  if (scale) map->setColorScale(scale);
+  map->setStyle(style);
+  QCPAxis* x = rect->axis(QCPAxis::atBottom);
+  QCPAxis* y = rect->axis(QCPAxis::atLeft);
+  y->setRangeReversed(true);
+  x->grid()->setVisible(false);
+  y->grid()->setVisible(false);
+  const hl::Recording* recp = state().rec;
+  setTokenAxisTicker(y, [recp](int r) { return tokenLabel(*recp, r); }, rows);
+  setAxisKind(y, AxisKind::Token);
+  setTokenAxisTicker(x, [recp, nReg](int c) { return keyLabel(*recp, nReg, c); }, nReg + rows);
+  setAxisKind(x, AxisKind::Token);
+  x->setLabel(xLabel);
+  y->setLabel(tr("query token"));
+  setHomeRange(x, 0, std::max(1, nReg + rows));
+  setHomeRange(y, 0, std::max(1, rows));
+  if (nReg > 0) addVLine(rect, nReg, QPen(th().foreground, 1, Qt::DashLine));
+  return map;
 }
 
 void AttentionPatternView::arrangeTop(QCPLayoutGrid* top, QCPColorScale* scale, bool nullStrips, bool pairB) {

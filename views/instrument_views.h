@@ -107,6 +107,10 @@ class AttentionPatternView : public InstrumentView {
   void rebuildGrid();
   // Places the key heatmaps, the null strips (attention only) and the colour scale in the top row.
   void arrangeTop(QCPLayoutGrid* top, QCPColorScale* scale, bool nullStrips, bool pairB);
+  // A query × key heatmap of `rows` query tokens over nReg + rows keys on token axes (registers dashed off).
+  HeatmapPlottable* addQueryKeyMap(QCPAxisRect* rect, const QString& name, std::shared_ptr<HeatmapData> data,
+                                   const HeatmapStyle& style, QCPColorScale* scale, int rows, int nReg,
+                                   const QString& xLabel);
   void rebuildHidden(QCPColorScale* scale);  // views/attention_hidden.cpp
   QString hiddenCsv() const;
   QString describeHiddenCell(int row, int col) const;
