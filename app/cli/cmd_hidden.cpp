@@ -14,7 +14,6 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/run_args.h"
-#include "engine/backend/cpu/cpu_backend.h"
 #include "engine/core/error.h"
 #include "engine/probes/hidden_attention.h"
 
@@ -51,7 +50,6 @@ int runHiddenAttention(const std::vector<std::string>& args) {
   }
   checkInputOptions(a);
   RunOptions opts;
-  opts.instruments = false;
   if (a.has("registers")) opts.registers = static_cast<int>(a.getIntOr("registers", 0, 0, kMaxRegisters));
   const int64_t top = a.getIntOr("top", 5, 1, 1 << 20);
   if (a.has("csv")) checkOutputPath(a.get("csv"));
@@ -76,14 +74,10 @@ int runHiddenAttention(const std::vector<std::string>& args) {
   const int64_t h0 = a.has("head") ? a.getIntOr("head", 0, 0, nh - 1) : mamba1 ? -1 : 0;
   const int64_t h1 = a.has("head") ? h0 + 1 : mamba1 ? 0 : nh;
 
-  HiddenAttentionCollector collect(model);
-  cpu::CpuBackend backend(model);  // the CPU backend reports the intermediates the collector reads
-  backend.set_observer(collect.observer());
-  backend.start(opts);
-  std::vector<TokenTrace> records;
-  backend.forward(ids.data(), T, &records);  // one prefill: the collector takes every row in order
-  const SsmRows& rows = collect.layer(s[layer].ssm_index);
-  const int64_t n_reg = backend.registers(), row = n_reg + t, n = row + 1;
+  HiddenAttentionTracker tracker(model, opts);  // a CPU backend and the collector on its intermediates
+  tracker.follow(ids.data(), T);                 // one prefill: the collector takes every row in order
+  const SsmRows& rows = tracker.layer(s[layer].ssm_index);
+  const int64_t n_reg = tracker.registers(), row = n_reg + t, n = row + 1;
 
   std::printf("hidden attention of layer %lld (%s, SSM layer %lld), token %lld of %lld (row %lld; %lld register%s first)\n",
               static_cast<long long>(layer), mixer_name(s[layer].mixer), static_cast<long long>(s[layer].ssm_index),
@@ -99,10 +93,7 @@ int runHiddenAttention(const std::vector<std::string>& args) {
   double rowSeconds = 0;
   for (int64_t h = h0; h < h1; ++h) {
     const auto r0 = std::chrono::steady_clock::now();
-    if (h < 0)
-      hidden_attention_mean_abs_row(rows, row, m.data());
-    else
-      hidden_attention_row(rows, h, row, m.data());
+    hidden_attention_head_or_mean_row(rows, h, row, m.data());
     rowSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
     const HiddenRowStats st = hidden_row_stats(m.data(), n);
     std::iota(order.begin(), order.end(), 0);
