@@ -17,6 +17,7 @@
 #include <QMenuBar>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScreen>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTimer>
@@ -115,8 +116,15 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   createRunList();
   createMenus();
   createStatusBar();
-  arrangeDefaultDocks();
+  // Two default layouts: the 2 × 2 grid for tall screens, one row of two tab stacks for laptops
+  // (each view then has twice the height). The screen picks one now; View > Reset layout picks
+  // by the window's height then.
+  arrangeDefaultDocks(true);
+  compactLayout_ = saveState();
+  arrangeDefaultDocks(false);
   defaultLayout_ = saveState();
+  if (const QScreen* sc = screen(); sc && sc->availableGeometry().height() < kCompactBelowPx)
+    restoreState(compactLayout_);
 
   try {
     autosave_ = std::make_unique<AutosaveStore>(QFile::encodeName(autosaveDir()).toStdString());
@@ -218,10 +226,10 @@ hl::views::InstrumentView* MainWindow::view(const QString& id) const {
   return nullptr;
 }
 
-void MainWindow::arrangeDefaultDocks() {
+void MainWindow::arrangeDefaultDocks(bool compact) {
   // Top: the ribbon, the run panel with the token strip, the next-token candidates. Below, full
-  // width, a 2 × 2 grid of instruments with more in tabs. A saved layout replaces this
-  // (QSettings "window/state"); View > Reset layout comes back here.
+  // width, a 2 × 2 grid of instruments with more in tabs, or (compact) one row of two stacks. A
+  // saved layout replaces this (QSettings "window/state"); View > Reset layout comes back here.
   auto dock = [&](const char* id) -> QDockWidget* {
     for (QDockWidget* d : docks_)
       if (d->objectName() == QStringLiteral("dock_") + id) return d;
@@ -240,12 +248,14 @@ void MainWindow::arrangeDefaultDocks() {
   addDockWidget(Qt::BottomDockWidgetArea, dock(grid[0][0][0]));
   splitDockWidget(dock(grid[0][0][0]), dock(grid[1][0][0]), Qt::Horizontal);
   for (auto& col : grid) {
-    splitDockWidget(dock(col[0][0]), dock(col[1][0]), Qt::Vertical);
+    if (!compact) splitDockWidget(dock(col[0][0]), dock(col[1][0]), Qt::Vertical);
     for (auto& cell : col) {
+      if (compact && &cell != &col[0]) tabifyDockWidget(dock(col[0][0]), dock(cell[0]));
       for (int t = 1; t < 3; ++t)
         if (cell[t]) tabifyDockWidget(dock(cell[0]), dock(cell[t]));
-      dock(cell[0])->raise();
     }
+    for (auto& cell : col)
+      if (!compact || &cell == &col[0]) dock(cell[0])->raise();
   }
   tabifyDockWidget(dock("candidates"), dock("runs"));
   dock("candidates")->raise();
@@ -358,11 +368,14 @@ void MainWindow::createMenus() {
   maximise->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_M));
   maximise->setObjectName("actionMaximise");
   maximise->setToolTip(tr("The view under the mouse fills the window; again to restore (or double-click its title)"));
-  viewMenu->addAction(tr("Reset &layout"), this, [this, maximizer] {
+  QAction* resetLayout = viewMenu->addAction(tr("Reset &layout"), this, [this, maximizer] {
     maximizer->restore();
-    restoreState(defaultLayout_);
+    restoreState(height() < kCompactBelowPx ? compactLayout_ : defaultLayout_);
     refreshViews(true);
   });
+  resetLayout->setObjectName("actionResetLayout");
+  resetLayout->setToolTip(tr("The default docks: a 2 × 2 grid of views, or on a window under %1 px high one row "
+                             "of two tab stacks").arg(kCompactBelowPx));
   darkAction_ = viewMenu->addAction(tr("&Dark theme"));
   darkAction_->setCheckable(true);
   darkAction_->setObjectName("actionDark");

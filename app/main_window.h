@@ -142,7 +142,7 @@ class MainWindow : public QMainWindow {
   // main_window.cpp
   void createViews();
   void createRunList();
-  void arrangeDefaultDocks();
+  void arrangeDefaultDocks(bool compact);
   void createMenus();
   void createStatusBar();
   void rebuildRecentMenus();
@@ -219,7 +219,9 @@ class MainWindow : public QMainWindow {
   std::vector<hl::views::InstrumentView*> views_;
   std::vector<QDockWidget*> docks_;
   InspectorContext* ctx_ = nullptr;  // the recording, step, selection; tells the views what changed
-  QByteArray defaultLayout_;
+  QByteArray defaultLayout_, compactLayout_;
+  // Windows (or screens) less high than this get the compact default layout.
+  static constexpr int kCompactBelowPx = 960;
 
   // Model and adapter.
   std::optional<ModelInfo> modelInfo_;

@@ -59,6 +59,8 @@ void AttentionPatternView::rebuild() {
     installZoomPan(plot(), panel(0), Qt::Horizontal | Qt::Vertical);
     installZoomPan(plot(), panel(2), Qt::Horizontal | Qt::Vertical);
     installZoomPan(plot(), panel(4), Qt::Horizontal);
+    setPanelName(panel(0), tr("pattern"));
+    setPanelName(panel(4), tr("row"));
   }
   styleAll();
   // Token tickers name tokens of the recording they were made for: drop them until the data below

@@ -89,7 +89,7 @@ void CandidatesView::rebuild() {
     for (size_t i = 0; i < ids_.size(); ++i) bars->addData(static_cast<double>(i), value(ids_[i]));
     styleRunBars(bars, c, isB, 0.4);
     bars->setBarsGroup(group);
-    bars->addToLegend(panelLegend(r, Qt::AlignBottom | Qt::AlignRight));
+    bars->addToLegend(panelLegend(r));
   };
   auto probOf = [](const std::vector<double>& p, int id) { return id < static_cast<int>(p.size()) ? p[id] : 0.0; };
   if (diff) {

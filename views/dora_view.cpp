@@ -41,6 +41,8 @@ void DoraView::rebuild() {
     addPanel(0, 0, right);
     addPanel(1, 0, right);
     body()->setColumnStretchFactors({1.3, 1.0});
+    setPanelName(panel(0), tr("ΔM vs ΔD"));
+    setPanelName(panel(1), tr("per layer"));
   }
   styleAll();
   if (!hasData()) return;

@@ -41,6 +41,9 @@ void EntropyView::rebuild() {
     top->setColumnStretchFactors({1.0, 0.05, 1.0});
     addPanel(1, 0);
     installZoomPan(plot(), panel(2), Qt::Horizontal);
+    setPanelName(panel(0), tr("heads"));
+    setPanelName(panel(1), tr("layers"));
+    setPanelName(panel(2), tr("tokens"));
   }
   styleAll();
   if (!hasData()) return;

@@ -1,9 +1,8 @@
 // InstrumentView (see instrument_view.h): the plot with a title over a grid of panels, themes,
-// tooltips, clicks, home ranges under user zoom, and PNG/SVG/PDF export through QCustomPlot's
-// painter path (QImage, QSvgGenerator, QPdfWriter at a 96-dpi logical layout), rendered in
-// memory and written atomically.
+// tooltips, clicks and home ranges under user zoom. Figure export: instrument_view_export.cpp.
 #include "views/instrument_view.h"
 
+#include "views/panel_layout.h"
 #include "views/plot_fit.h"
 
 #include <algorithm>
@@ -11,33 +10,41 @@
 #include <typeinfo>
 #include <vector>
 
-#include <QBuffer>
-#include <QFile>
 #include <QHelpEvent>
 #include <QResizeEvent>
-#include <QPdfWriter>
-#include <QSvgGenerator>
+#include <QTabBar>
 #include <QToolTip>
 #include <QVBoxLayout>
-#include <algorithm>
-#include <cmath>
 
-#include "engine/io/atomic_file.h"
 
 namespace hl::views {
 
 namespace {
 constexpr int kClickSlopPx = 4;       // a press and release closer than this is a click, not a drag
 constexpr double kPickRadiusPx = 12;  // tooltips consider points this close
+constexpr int kPlotMinHeight = 150;
 }  // namespace
 
 InstrumentView::InstrumentView(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
+  // The tab bar over the plot appears when the view folds its panels (PanelLayout).
+  tabs_ = new QTabBar(this);
+  tabs_->setObjectName(QStringLiteral("panelTabs"));
+  tabs_->setDocumentMode(true);
+  tabs_->setDrawBase(false);
+  tabs_->setExpanding(false);
+  tabs_->setUsesScrollButtons(true);
+  tabs_->setElideMode(Qt::ElideRight);
+  tabs_->setFont(QFont(font().family(), 8));
+  tabs_->setToolTip(tr("The view is too small to show all its panels: pick one here, or enlarge or maximise "
+                       "the view to see them all"));
+  tabs_->hide();
+  layout->addWidget(tabs_);
   plot_ = new QCustomPlot(this);
   plot_->setNotAntialiasedElements(QCP::aeAll);
   plot_->setAntialiasedElements(QCP::aePlottables | QCP::aeItems);
-  plot_->setMinimumSize(200, 150);
+  plot_->setMinimumSize(200, kPlotMinHeight);
   layout->addWidget(plot_);
   // Title over a grid of panels: the grid may have several columns, the title spans them all.
   QCPAxisRect* first = plot_->axisRect();
@@ -50,6 +57,13 @@ InstrumentView::InstrumentView(QWidget* parent) : QWidget(parent) {
   plot_->plotLayout()->setRowStretchFactor(0, 0.01);
   body->addElement(0, 0, first);
   panels_.push_back(first);
+  fold_ = std::make_unique<PanelLayout>(plot_, body, tabs_);
+  connect(tabs_, &QTabBar::currentChanged, this, [this](int i) {
+    if (i < 0) return;
+    fold_->setShownCell(i);
+    fitPanels();
+    plot_->replot(QCustomPlot::rpImmediateRefresh);
+  });
   plot_->setAutoAddPlottableToLegend(false);
   // Fewer ticks on short axes (a panel 60 px high gets 2, not 5 overlapping labels): every
   // layout pass, before the ticks are generated.
@@ -91,6 +105,7 @@ unsigned InstrumentView::dependsOn() const {
 void InstrumentView::redraw() {
   ++redraws_;
   subtitle_.clear();
+  fold_->unfold();  // views rebuild on their whole layout
   rebuild();
   if (!hasData()) clearStaleAxes();
   setTitleText(figureTitle());
@@ -99,12 +114,9 @@ void InstrumentView::redraw() {
     plot_->resize(size());
     plot_->setViewport(QRect(QPoint(0, 0), size()));
   }
-  // Small docks: elided title lines, legends kept off the data (issue 17 finding 5).
+  // Small docks: elided title lines, legends wrapped, panels folded (issue 17 finding 5).
   fitTitle(title_, title_->property("hlFull").toString(), plot_->width());
-  QSet<QCPAxis*> zoomed;
-  for (auto it = userRange_.cbegin(); it != userRange_.cend(); ++it)
-    if (it.value()) zoomed.insert(it.key());
-  keepLegendsOffData(plot_, zoomed);
+  fitPanels();
   plot_->replot(QCustomPlot::rpImmediateRefresh);
 }
 
@@ -174,14 +186,8 @@ void InstrumentView::styleAll() {
   for (QCPAxisRect* r : plot_->axisRects()) {
     r->setBackground(QBrush(t.axisRectBg));
     for (QCPAxis* a : r->axes()) styleAxis(a);
-    for (QCPLayoutElement* e : r->insetLayout()->elements(false)) {
-      if (auto* lg = qobject_cast<QCPLegend*>(e)) {
-        lg->setBrush(QBrush(t.dark ? QColor(45, 46, 50, 220) : QColor(255, 255, 255, 220)));
-        lg->setBorderPen(QPen(t.grid));
-        lg->setTextColor(t.foreground);
-      }
-    }
   }
+  for (QCPLegend* lg : fold_ ? fold_->legends() : QList<QCPLegend*>()) lg->setTextColor(t.foreground);
   for (QCPLayoutElement* e : plot_->plotLayout()->elements(true)) {
     if (auto* cs = qobject_cast<QCPColorScale*>(e)) styleAxis(cs->axis());
     if (auto* te = qobject_cast<QCPTextElement*>(e)) te->setTextColor(t.foreground);
@@ -216,33 +222,41 @@ QCPLayoutGrid* InstrumentView::nestFirstPanel() {
   return top;
 }
 
-QCPLegend* InstrumentView::panelLegend(QCPAxisRect* rect, Qt::Alignment where) {
-  QCPLayoutInset* inset = rect->insetLayout();
-  for (int i = 0; i < inset->elementCount(); ++i)
-    if (auto* lg = qobject_cast<QCPLegend*>(inset->elementAt(i))) {
-      lg->setVisible(true);  // the first panel holds QCustomPlot's main legend, hidden by default
-      inset->setInsetAlignment(i, where);
-      return lg;
-    }
-  auto* lg = new QCPLegend;
-  rect->insetLayout()->addElement(lg, where);
-  lg->setLayer(QStringLiteral("legend"));
-  lg->setFont(QFont(font().family(), 8));
-  lg->setIconSize(18, 8);
-  lg->setRowSpacing(0);
-  lg->setMargins(QMargins(4, 2, 4, 2));
-  const Theme& t = th();
-  lg->setBrush(QBrush(t.dark ? QColor(45, 46, 50, 220) : QColor(255, 255, 255, 220)));
-  lg->setBorderPen(QPen(t.grid));
-  lg->setTextColor(t.foreground);
+QCPLegend* InstrumentView::panelLegend(QCPAxisRect* rect) {
+  QCPLegend* lg = fold_->legendFor(rect, QFont(font().family(), 8));
+  lg->setTextColor(th().foreground);
   return lg;
+}
+
+void InstrumentView::setPanelName(QCPAxisRect* rect, const QString& name) {
+  fold_->setPanelName(rect, name);
+}
+
+void InstrumentView::fitPanels() {
+  const bool tabsShown = !tabs_->isHidden();
+  fitPanelsTo(plot_->size() + QSize(0, tabsShown ? tabs_->height() + layout()->spacing() : 0), true);
+}
+
+void InstrumentView::fitPanelsTo(QSize room, bool mayFold) const {
+  fold_->fit(room, mayFold);
+  const bool tabs = fold_->folded() && !plot_->isHidden();
+  tabs_->setVisible(tabs);
+  // The view's minimum height stays that of the plot alone: the tab bar takes it from the plot.
+  const int taken = tabs_->sizeHint().height() + layout()->spacing();
+  plot_->setMinimumHeight(tabs ? std::max(60, kPlotMinHeight - taken) : kPlotMinHeight);
+}
+
+QStringList InstrumentView::panelNames() const {
+  return fold_->cellNames();
+}
+
+bool InstrumentView::panelsFolded() const {
+  return fold_->folded();
 }
 
 void InstrumentView::clearPlot() {
   // Panel legends first: QCustomPlot only unlinks deleted plottables from its main legend.
-  for (QCPAxisRect* r : plot_->axisRects())
-    for (QCPLayoutElement* e : r->insetLayout()->elements(false))
-      if (auto* lg = qobject_cast<QCPLegend*>(e)) lg->clearItems();
+  for (QCPLegend* lg : fold_->legends()) lg->clearItems();
   plot_->clearPlottables();
   plot_->clearItems();
 }
@@ -460,6 +474,11 @@ bool InstrumentView::eventFilter(QObject* obj, QEvent* ev) {
     case QEvent::Resize:
       // The title's lines are elided to the new width before QCustomPlot lays out again.
       fitTitle(title_, title_->property("hlFull").toString(), static_cast<QResizeEvent*>(ev)->size().width());
+      // Legends rewrapped and panels folded or unfolded for the new size, before QCustomPlot's
+      // own resize handling replots.
+      fitPanelsTo(static_cast<QResizeEvent*>(ev)->size() +
+                      QSize(0, tabs_->isHidden() ? 0 : tabs_->height() + layout()->spacing()),
+                  true);
       break;
     case QEvent::ToolTip: {
       auto* he = static_cast<QHelpEvent*>(ev);
@@ -493,99 +512,15 @@ bool InstrumentView::eventFilter(QObject* obj, QEvent* ev) {
     }
     case QEvent::MouseButtonDblClick:
       userRange_.clear();
+      fold_->unfold();
       rebuild();
+      fitPanels();
       plot_->replot();
       return true;
     default:
       break;
   }
   return QWidget::eventFilter(obj, ev);
-}
-
-// ---- export ----
-
-bool InstrumentView::exportFigure(const QString& path, const QString& format, int widthPx, int heightPx, double dpi,
-                                  QString* error) const {
-  auto fail = [error](const QString& m) {
-    if (error) *error = m;
-    return false;
-  };
-  const QString fmt = format.toLower();
-  if (fmt != "png" && fmt != "svg" && fmt != "pdf")
-    return fail(tr("format '%1': expected png, svg or pdf").arg(format));
-  if (widthPx < 64 || heightPx < 64 || widthPx > 16384 || heightPx > 16384)
-    return fail(tr("size %1 x %2 px: each side must be in [64, 16384]").arg(widthPx).arg(heightPx));
-  if (!(dpi >= 36 && dpi <= 2400)) return fail(tr("dpi %1: expected a value in [36, 2400]").arg(dpi));
-  // Logical layout at 96 dpi: text in points and pens in pixels keep their physical size.
-  const double scale = dpi / 96.0;
-  const int lw = std::max(32, static_cast<int>(std::lround(widthPx / scale)));
-  const int lh = std::max(32, static_cast<int>(std::lround(heightPx / scale)));
-  constexpr int kDpm96 = 3780;  // dots per metre at 96 dpi
-  // The title fits the figure's width while it is drawn, then the window's again.
-  const QString fullTitle = title_->property("hlFull").toString();
-  fitTitle(title_, fullTitle, lw);
-  struct RestoreTitle {
-    QCPTextElement* t;
-    QString full;
-    int width;
-    ~RestoreTitle() { fitTitle(t, full, width); }
-  } restoreTitle{title_, fullTitle, plot_->width()};
-
-  QByteArray bytes;  // rendered in memory, then written with write_file_atomic
-  QBuffer buf(&bytes);
-  buf.open(QIODevice::WriteOnly);
-  if (fmt == "png") {
-    QImage img(widthPx, heightPx, QImage::Format_ARGB32_Premultiplied);
-    img.setDotsPerMeterX(kDpm96);
-    img.setDotsPerMeterY(kDpm96);
-    img.fill(th().background);
-    QCPPainter painter(&img);
-    painter.setRenderHint(QPainter::Antialiasing, true);
-    painter.scale(static_cast<double>(widthPx) / lw, static_cast<double>(heightPx) / lh);
-    plot_->toPainter(&painter, lw, lh);
-    painter.end();
-    const int dpm = static_cast<int>(std::lround(dpi / 0.0254));
-    img.setDotsPerMeterX(dpm);
-    img.setDotsPerMeterY(dpm);
-    if (!img.convertToFormat(QImage::Format_ARGB32).save(&buf, "PNG"))
-      return fail(tr("%1: cannot encode the PNG file").arg(path));
-  } else if (fmt == "svg") {
-    QSvgGenerator gen;
-    gen.setOutputDevice(&buf);
-    gen.setSize(QSize(lw, lh));
-    gen.setViewBox(QRect(0, 0, lw, lh));
-    gen.setResolution(96);
-    gen.setTitle(figureTitle());
-    gen.setDescription(QStringLiteral("HybridLens %1 (%2)").arg(title(), reference()));
-    QCPPainter painter;
-    if (!painter.begin(&gen)) return fail(tr("%1: cannot write the SVG file").arg(path));
-    painter.setMode(QCPPainter::pmVectorized);
-    plot_->toPainter(&painter, lw, lh);
-    painter.end();
-  } else {
-    QPdfWriter pdf(&buf);
-    pdf.setResolution(96);
-    pdf.setPageSize(QPageSize(QSizeF(widthPx / dpi * 72.0, heightPx / dpi * 72.0), QPageSize::Point));
-    pdf.setPageMargins(QMarginsF(0, 0, 0, 0));
-    pdf.setTitle(figureTitle());
-    pdf.setCreator(QStringLiteral("HybridLens"));
-    QCPPainter painter;
-    if (!painter.begin(&pdf)) return fail(tr("%1: cannot write the PDF file").arg(path));
-    painter.setMode(QCPPainter::pmVectorized);
-    painter.setWindow(0, 0, lw, lh);
-    plot_->toPainter(&painter, lw, lh);
-    painter.end();
-  }
-  plot_->replot(QCustomPlot::rpQueuedReplot);  // the layout was changed for the export size
-  buf.close();
-  if (bytes.isEmpty()) return fail(tr("%1: the %2 file is empty").arg(path, fmt));
-  try {  // all or nothing: a full disk leaves the previous file or none (issue 18 item 8)
-    const std::string file = QFile::encodeName(path).toStdString();
-    hl::write_file_atomic(file, bytes.constData(), static_cast<size_t>(bytes.size()));
-  } catch (const std::exception& e) {
-    return fail(QString::fromLocal8Bit(e.what()));
-  }
-  return true;
 }
 
 void styleRunBars(QCPBars* bars, const QColor& c, bool runB, double width) {

@@ -8,13 +8,18 @@
 #include <QPointer>
 #include <QString>
 #include <QWidget>
+#include <memory>
 
 #include "views/heatmap_widget.h"
 #include "views/inspector_viewer.h"
 #include "views/view_state.h"
 #include "views/view_util.h"
 
+class QTabBar;
+
 namespace hl::views {
+
+class PanelLayout;
 
 class InstrumentView : public QWidget, public InspectorViewer {
   Q_OBJECT
@@ -66,6 +71,10 @@ class InstrumentView : public QWidget, public InspectorViewer {
   virtual QString tooltipAt(const QPoint& pos) const;
   // What a click at `pos` would do: emits layerClicked / stepClicked; true if it did.
   bool clickAt(const QPoint& pos);
+  // The cells of the panel grid by name, and whether the view shows only one of them now because
+  // its dock is too small for all (PanelLayout; tests and the help).
+  QStringList panelNames() const;
+  bool panelsFolded() const;
   // Figure title text (with the "no data" reason when hasData() is false).
   QString figureTitle() const;
 
@@ -109,8 +118,11 @@ class InstrumentView : public QWidget, public InspectorViewer {
   // Moves panel(0) from body() (0, 0) into a new grid there, at the grid's (0, 0), and returns the
   // grid: for a top row of several panels and colour scales over full-width rows.
   QCPLayoutGrid* nestFirstPanel();
-  // A legend inside `rect` (created once; plottables are added to it explicitly).
-  QCPLegend* panelLegend(QCPAxisRect* rect, Qt::Alignment where = Qt::AlignTop | Qt::AlignRight);
+  // The legend of `rect`: a strip above the panel, never over its data (created once; plottables
+  // are added to it explicitly). See PanelLayout.
+  QCPLegend* panelLegend(QCPAxisRect* rect);
+  // Names the panel grid cell holding `rect` in the tab bar shown when the view folds.
+  void setPanelName(QCPAxisRect* rect, const QString& name);
   void setTitleText(const QString& t);
   // The grid under the title that holds the panels (for nested layouts).
   QCPLayoutGrid* body() const;
@@ -142,7 +154,12 @@ class InstrumentView : public QWidget, public InspectorViewer {
   void redraw();
   // Blanks text ticks and axis titles when there is nothing to draw (no stale labels).
   void clearStaleAxes();
+  // Legends wrapped and panels folded for the plot's current size (and for `room`, e.g. an export).
+  void fitPanels();
+  void fitPanelsTo(QSize room, bool mayFold) const;
   QCustomPlot* plot_ = nullptr;
+  QTabBar* tabs_ = nullptr;
+  std::unique_ptr<PanelLayout> fold_;
   QCPTextElement* title_ = nullptr;
   ViewState state_;
   bool dark_ = false;

@@ -63,6 +63,8 @@ void LatencyView::rebuild() {
   if (panelCount() < 2) {
     addPanel(0, 1);
     installZoomPan(plot(), panel(0), Qt::Horizontal);
+    setPanelName(panel(0), tr("per token"));
+    setPanelName(panel(1), tr("histogram"));
   }
   styleAll();
   if (!hasData()) return;
@@ -170,7 +172,7 @@ void LatencyView::rebuild() {
       fill.setAlpha(isB ? 70 : 170);
       bars->setBrush(fill);
       bars->setPen(runPen(c, isB, 1));
-      bars->addToLegend(panelLegend(hr, Qt::AlignVCenter | Qt::AlignRight));
+      bars->addToLegend(panelLegend(hr));
     };
     hist(la.itl, "histogram A", t.runA, false);
     if (b) hist(lb.itl, "histogram B", t.runB, true);

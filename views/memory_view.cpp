@@ -147,7 +147,7 @@ void MemoryView::rebuild() {
     installZoomPan(plot(), r, Qt::Horizontal | Qt::Vertical);
     r->setProperty("hlZoom", true);
   }
-  QCPLegend* lg = panelLegend(r, Qt::AlignTop | Qt::AlignLeft);
+  QCPLegend* lg = panelLegend(r);
   for (int i = 0; i < plot()->plottableCount(); ++i) plot()->plottable(i)->addToLegend(lg);
 }
 

@@ -59,6 +59,10 @@ void OutliersView::rebuild() {
     addPanelGrid(2, 2);
     installZoomPan(plot(), panel(1), Qt::Horizontal);
     installZoomPan(plot(), panel(3), Qt::Horizontal);
+    setPanelName(panel(0), tr("depth"));
+    setPanelName(panel(1), tr("tokens"));
+    setPanelName(panel(2), tr("logits per head"));
+    setPanelName(panel(3), tr("logits over tokens"));
   }
   styleAll();
   if (!hasData()) return;
@@ -113,7 +117,7 @@ void OutliersView::rebuild() {
   }
   setHomeRange(dx, -0.5, s.L + 0.5);
   if (state().layer >= 0) addVLine(dr, state().layer + 1, QPen(t.highlight, 1.5));
-  QCPLegend* dl = panelLegend(dr, Qt::AlignBottom | Qt::AlignRight);
+  QCPLegend* dl = panelLegend(dr);
   for (int i = 0; i < plot()->plottableCount(); ++i)
     if (plot()->plottable(i)->keyAxis() == dx) plot()->plottable(i)->addToLegend(dl);
 

@@ -26,6 +26,8 @@ void Rank1View::rebuild() {
   if (panelCount() < 2) {
     addPanel(0, 1);
     installZoomPan(plot(), panel(1), Qt::Horizontal);
+    setPanelName(panel(0), tr("depth"));
+    setPanelName(panel(1), tr("tokens"));
   }
   styleAll();
   if (!hasData() || !state().rec) return;
@@ -73,7 +75,7 @@ void Rank1View::rebuild() {
   setHomeRange(dx, -0.5, s.L + 0.5);
   setAxisKind(dx, AxisKind::None);
   if (state().layer >= 0) addVLine(dr, state().layer + 1, QPen(t.highlight, 2));
-  QCPLegend* dl = panelLegend(dr, Qt::AlignBottom | Qt::AlignLeft);
+  QCPLegend* dl = panelLegend(dr);
   for (int i = 0; i < plot()->plottableCount(); ++i)
     if (plot()->plottable(i)->keyAxis() == dx) plot()->plottable(i)->addToLegend(dl);
 
@@ -118,7 +120,7 @@ void Rank1View::rebuild() {
   }
   setTokenHomeRange(tx, a, b);
   addVLine(tr_, sa, QPen(t.highlight, 1.5));
-  QCPLegend* tl = panelLegend(tr_, Qt::AlignBottom | Qt::AlignRight);
+  QCPLegend* tl = panelLegend(tr_);
   for (int i = 0; i < plot()->plottableCount(); ++i)
     if (plot()->plottable(i)->keyAxis() == tx) plot()->plottable(i)->addToLegend(tl);
 }

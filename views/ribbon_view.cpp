@@ -76,7 +76,11 @@ QString mixerLegend(const hl::LayerSchedule& sched) {
 
 void LayerRibbonView::rebuild() {
   clearPlot();
-  if (panelCount() < 2) addPanel(1, 0);
+  if (panelCount() < 2) {
+    addPanel(1, 0);
+    setPanelName(panel(0), tr("schedule"));
+    setPanelName(panel(1), tr("block"));
+  }
   QCPAxisRect* ribbon = panel(0);
   QCPAxisRect* block = panel(1);
   styleAll();

@@ -85,6 +85,10 @@ void RouterView::rebuild() {
     addPanelGrid(2, 2);
     installZoomPan(plot(), panel(2), Qt::Horizontal);
     installZoomPan(plot(), panel(3), Qt::Horizontal);
+    setPanelName(panel(0), tr("load"));
+    setPanelName(panel(1), tr("probabilities"));
+    setPanelName(panel(2), tr("balance"));
+    setPanelName(panel(3), tr("max load"));
   }
   styleAll();
   if (!hasData()) return;
@@ -138,11 +142,9 @@ void RouterView::rebuild() {
   }
   setHomeRange(fx, -0.6, s.E - 0.4);
   fy->rescale();
-  // Head room over the bars for the figures line and the legend (one row of up to four entries).
+  // Head room over the bars for the figures line.
   if (!diff) fy->setRange(0, std::max(fy->range().upper * 1.6, 1.5 / s.E));
   QCPLegend* fl = panelLegend(fr);
-  fl->setFillOrder(QCPLayoutGrid::foColumnsFirst);
-  fl->setWrap(4);
   for (int i = 0; i < plot()->plottableCount(); ++i)
     if (plot()->plottable(i)->keyAxis() == fx) plot()->plottable(i)->addToLegend(fl);
   addLabel(fr, -0.5, fy->range().upper,

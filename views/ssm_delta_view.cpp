@@ -69,6 +69,10 @@ void SsmDeltaView::rebuild() {
     installZoomPan(plot(), panel(0), Qt::Horizontal | Qt::Vertical);
     installZoomPan(plot(), panel(2), Qt::Horizontal);
     installZoomPan(plot(), panel(3), Qt::Horizontal);
+    setPanelName(panel(0), tr("Δ per channel"));
+    setPanelName(panel(1), tr("layers"));
+    setPanelName(panel(2), tr("mean Δ"));
+    setPanelName(panel(3), tr("retained"));
   }
   styleAll();
   if (!hasData()) return;

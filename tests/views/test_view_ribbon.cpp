@@ -5,6 +5,7 @@
 
 #include <QApplication>
 #include <QFontMetrics>
+#include <QTabBar>
 #include <memory>
 
 #include "tests/views/view_test_util.h"
@@ -23,7 +24,7 @@ struct Labels {
 
 Labels blockLabels(LayerRibbonView& v) {
   Labels out;
-  QCPAxisRect* block = v.plot()->axisRect(1);
+  QCPAxisRect* block = v.plot()->axisRect(v.plot()->axisRectCount() - 1);
   const double cellPx = std::fabs(block->axis(QCPAxis::atBottom)->coordToPixel(0.45) -
                                   block->axis(QCPAxis::atBottom)->coordToPixel(-0.45));
   for (int i = 0; i < v.plot()->itemCount(); ++i) {
@@ -51,9 +52,15 @@ TEST(LayerRibbonView, CellTextsFitTheirCells_NarrowAndWide) {
   EXPECT_EQ(wide.overflowing, 0) << wide.texts.join(" | ").toStdString();
   EXPECT_TRUE(wide.texts.join(' ').contains("experts")) << wide.texts.join(" | ").toStdString();  // the long form
 
-  v->resize(260, 200);  // a narrow dock: the long texts would run over their neighbours
+  v->resize(260, 260);  // a narrow dock: the long texts would run over their neighbours
   QApplication::processEvents();
   QApplication::processEvents();
+  if (v->panelsFolded()) {  // too low for both panels: the block is its second tab
+    auto* tabs = v->findChild<QTabBar*>(QStringLiteral("panelTabs"));
+    ASSERT_NE(tabs, nullptr);
+    tabs->setCurrentIndex(1);
+    QApplication::processEvents();
+  }
   Labels narrow = blockLabels(*v);
   EXPECT_EQ(narrow.overflowing, 0) << narrow.texts.join(" | ").toStdString();
   EXPECT_FALSE(narrow.texts.join(' ').contains("experts")) << narrow.texts.join(" | ").toStdString();
