@@ -183,6 +183,9 @@ class RouterView : public InstrumentView {
  protected:
   void rebuild() override;
   void handleClick(QCPAxisRect* rect, double x, double y) override;
+
+ private:
+  mutable RunStatsCache stats_;  // windows and curves, extended as tokens arrive
 };
 
 // KV cache and Mamba state bytes against context, log-log: measured points on the analytic lines of
@@ -233,6 +236,9 @@ class OutliersView : public InstrumentView {
   void rebuild() override;
   QString describePoint(QCPAbstractPlottable* p, int index) const override;
   void handleClick(QCPAxisRect* rect, double x, double y) override;
+
+ private:
+  mutable RunStatsCache stats_;  // maxima per depth, extended as tokens arrive
 };
 
 // Time to first token and time per token (p50, p99) against the floor bytes-per-token / bandwidth
@@ -249,6 +255,9 @@ class LatencyView : public InstrumentView {
 
  protected:
   void rebuild() override;
+
+ private:
+  mutable RunStatsCache stats_;  // sorted step times, extended as tokens arrive
 };
 
 // Next-token candidates: the top 10 of softmax(logits) at the current step, with token text.

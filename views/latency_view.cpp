@@ -16,14 +16,16 @@ struct LatencyStats {
   std::vector<double> itl;  // seconds, tokens 1..T-1 (the first is the TTFT)
 };
 
-// Over the whole run, as its per-token curve is drawn.
-LatencyStats stats(const hl::Run& run) {
+// Over the whole run, as its per-token curve is drawn; the sorted times and their quantiles are
+// kept in `cache` as tokens arrive.
+LatencyStats stats(const hl::Run& run, RunStatsCache& cache, const hl::JambaConfig& config) {
   LatencyStats s;
   s.ttft = run.records[0].step_seconds;
   s.load = run.load_seconds;
-  for (size_t i = 1; i < run.records.size(); ++i) s.itl.push_back(run.records[i].step_seconds);
-  s.p50 = percentile(s.itl, 50);
-  s.p99 = percentile(s.itl, 99);
+  const hl::RunStats& rs = cache.of(run, modelShape(config));
+  s.itl = rs.sorted_steps();
+  s.p50 = rs.step_percentile(50);
+  s.p99 = rs.step_percentile(99);
   return s;
 }
 
@@ -73,7 +75,8 @@ void LatencyView::rebuild() {
   const hl::Run* b = state().b && !state().b->records.empty() ? state().b : nullptr;
   const bool diff = diffMode() && b;
   const int sa = stepA();
-  const LatencyStats la = stats(*a);
+  stats_.keepOnly(a, b);
+  const LatencyStats la = stats(*a, stats_, state().rec->config);
   const double floorAll = floorSeconds(state().hw);
   QString noFloor;
   const bool binds = floorBinds(state().hw, floorAll, la.p50, &noFloor);
@@ -144,7 +147,7 @@ void LatencyView::rebuild() {
   std::vector<double> all = la.itl;
   LatencyStats lb;
   if (b) {
-    lb = stats(*b);
+    lb = stats(*b, stats_, state().rec->config);
     all.insert(all.end(), lb.itl.begin(), lb.itl.end());
   }
   std::vector<double> positive;
@@ -219,7 +222,7 @@ QString LatencyView::csv() const {
   auto dump = [&](const hl::Run* run, const char* label) {
     if (!run || run->records.empty()) return;
     const int n = static_cast<int>(run->records.size());
-    const LatencyStats s = stats(*run);
+    const LatencyStats s = stats(*run, stats_, state().rec->config);
     QString why;
     const QString binds = floorBinds(state().hw, floorS, s.p50, &why) ? "1" : "0";
     for (int i = 0; i < n; ++i)

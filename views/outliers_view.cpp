@@ -21,21 +21,6 @@ bool hasResid(const hl::Run* run, int L) {
   return run && !run->records.empty() && run->records[0].resid_max_abs.size() == static_cast<size_t>(L + 1);
 }
 
-// Max over the run's tokens of resid_max_abs at each depth, and the token holding it: the sink
-// starred on the curve over tokens, which is drawn whole.
-void depthMax(const hl::Run& run, int L, std::vector<double>* mx, std::vector<int>* arg) {
-  mx->assign(static_cast<size_t>(L + 1), -1);
-  arg->assign(static_cast<size_t>(L + 1), -1);
-  for (int t = 0; t < static_cast<int>(run.records.size()); ++t)
-    for (int c = 0; c <= L; ++c) {
-      const double v = run.records[t].resid_max_abs[c];
-      if (v > (*mx)[c]) {
-        (*mx)[c] = v;
-        (*arg)[c] = t;
-      }
-    }
-}
-
 void logAxis(QCPAxis* a, bool log) {
   a->setScaleType(log ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
   if (log)
@@ -86,10 +71,17 @@ void OutliersView::rebuild() {
   for (int c = 0; c <= s.L; c += every) dt->addTick(c, c == 0 ? tr("emb") : QString::number(c - 1));
   dx->setTicker(dt);
   logAxis(dy, !diff);
-  std::vector<double> mxA, mxB;
-  std::vector<int> argA, argB;
-  depthMax(*a, s.L, &mxA, &argA);
-  if (b) depthMax(*b, s.L, &mxB, &argB);
+  // Max over the run's tokens of resid_max_abs at each depth, and the token holding it (the sink
+  // starred on the curve over tokens, which is drawn whole), kept as tokens arrive.
+  stats_.keepOnly(a, b);
+  const std::vector<double> mxA = stats_.of(*a, s).depth_max();
+  const std::vector<int> argA = stats_.of(*a, s).depth_arg();
+  std::vector<double> mxB;
+  std::vector<int> argB;
+  if (b) {
+    mxB = stats_.of(*b, s).depth_max();
+    argB = stats_.of(*b, s).depth_arg();
+  }
   auto depthGraph = [&](const QString& name, const std::vector<double>& v, const std::vector<double>* sub,
                         const QColor& c, bool isB) {
     QCPGraph* g = addGraph(dr, name, c, isB);
@@ -271,9 +263,9 @@ QString OutliersView::csv() const {
   auto dump = [&](const hl::Run* run, const char* label) {
     if (!hasResid(run, s.L)) return;
     const int n = static_cast<int>(run->records.size()), step = effectiveStep(state(), run);
-    std::vector<double> mx;
-    std::vector<int> arg;
-    depthMax(*run, s.L, &mx, &arg);
+    const hl::RunStats& rs = stats_.of(*run, s);
+    const std::vector<double>& mx = rs.depth_max();
+    const std::vector<int>& arg = rs.depth_arg();
     for (int c = 0; c <= s.L; ++c)
       out.addRow({label, "resid_max_abs", QString::number(c),
                   c == 0 ? QStringLiteral("embeddings") : QString::number(c - 1), "", num(mx[c]),

@@ -19,53 +19,6 @@ bool hasRouter(const hl::Run* run, const ModelShape& s) {
          run->records[0].router_topk.size() == static_cast<size_t>(s.Xn) * static_cast<size_t>(s.k);
 }
 
-// router_window over tokens 0..n-1 of MoE layer `ord` (copies the layer's slices contiguously).
-hl::RouterWindowStats windowStats(const hl::Run& run, const ModelShape& s, int ord, int n) {
-  std::vector<float> probs(static_cast<size_t>(n) * s.E), lse(static_cast<size_t>(n));
-  std::vector<int32_t> topk(static_cast<size_t>(n) * s.k);
-  for (int t = 0; t < n; ++t) {
-    const hl::TokenTrace& r = run.records[t];
-    std::copy_n(r.router_probs.data() + static_cast<int64_t>(ord) * s.E, s.E,
-                probs.data() + static_cast<int64_t>(t) * s.E);
-    std::copy_n(r.router_topk.data() + static_cast<int64_t>(ord) * s.k, s.k,
-                topk.data() + static_cast<int64_t>(t) * s.k);
-    lse[t] = r.router_lse.size() > static_cast<size_t>(ord) ? r.router_lse[ord] : 0.0f;
-  }
-  return hl::router_window(probs.data(), s.E, topk.data(), s.k, lse.data(), 1, n, s.E, s.k);
-}
-
-struct Curves {
-  QVector<double> keys, balance, zloss, maxLoad;
-};
-
-// Balance loss, z-loss and max load of the windows 0..t for every token t of the run, in one pass.
-Curves growingWindow(const hl::Run& run, const ModelShape& s, int ord) {
-  Curves c;
-  std::vector<double> count(static_cast<size_t>(s.E), 0.0), psum(static_cast<size_t>(s.E), 0.0);
-  double z = 0;
-  for (int t = 0; t < static_cast<int>(run.records.size()); ++t) {
-    const hl::TokenTrace& r = run.records[t];
-    for (int j = 0; j < s.k; ++j) {
-      const int e = r.router_topk[static_cast<size_t>(ord * s.k + j)];
-      if (e >= 0 && e < s.E) count[e] += 1;
-    }
-    for (int e = 0; e < s.E; ++e) psum[e] += r.router_probs[static_cast<size_t>(ord * s.E + e)];
-    const double l = r.router_lse.size() > static_cast<size_t>(ord) ? r.router_lse[ord] : 0.0;
-    z += l * l;
-    const double tokens = t + 1.0, assignments = tokens * s.k;
-    double bal = 0, mx = 0;
-    for (int e = 0; e < s.E; ++e) {
-      bal += (count[e] / assignments) * (psum[e] / tokens);
-      mx = std::max(mx, count[e] / assignments);
-    }
-    c.keys << t;
-    c.balance << s.E * bal;
-    c.zloss << z / tokens;
-    c.maxLoad << mx;
-  }
-  return c;
-}
-
 }  // namespace
 
 bool RouterView::hasData() const {
@@ -98,6 +51,9 @@ void RouterView::rebuild() {
   const hl::Run* b = hasRouter(state().b, s) ? state().b : nullptr;
   const bool diff = diffMode() && b;
   const int sa = stepA(), sb = b ? stepB() : -1;
+  stats_.keepOnly(a, b);
+  hl::RunStats& statsA = stats_.of(*a, s);
+  hl::RunStats* statsB = b ? &stats_.of(*b, s) : nullptr;
   const int layer = shownLayer(), ord = s.moeOrdinal(layer);
   subtitle_ = tr("MoE layer %1 (%2 experts, top-%3), window 0..%4").arg(layer).arg(s.E).arg(s.k).arg(sa);
 
@@ -105,9 +61,9 @@ void RouterView::rebuild() {
   for (int e = 0; e < s.E; e += (s.E > 32 ? 4 : 1)) et->addTick(e, QString::number(e));
 
   // f_i and P_i over the window.
-  const hl::RouterWindowStats wa = windowStats(*a, s, ord, sa + 1);
+  const hl::RouterWindowStats wa = statsA.window(ord, sa + 1);
   hl::RouterWindowStats wb;
-  if (b) wb = windowStats(*b, s, ord, sb + 1);
+  if (b) wb = statsB->window(ord, sb + 1);
   QCPAxisRect* fr = panel(0);
   QCPAxis* fx = fr->axis(QCPAxis::atBottom);
   QCPAxis* fy = fr->axis(QCPAxis::atLeft);
@@ -218,28 +174,32 @@ void RouterView::rebuild() {
   setAxisKind(mx, AxisKind::Token);
   mx->setLabel(tr("token (window 0..t)"));
   my->setLabel(diff ? tr("max f B − A") : tr("max load max_i f_i"));
-  const Curves ca = growingWindow(*a, s, ord);
-  auto curves = [&](const Curves& c, const Curves* sub, const QString& label, const QColor& col, bool isB) {
-    auto minus = [&](QVector<double> v, const QVector<double>& w) {
-      v.resize(std::min(v.size(), w.size()));
-      for (int i = 0; i < v.size(); ++i) v[i] -= w[i];
-      return v;
+  // The growing-window curves of a run (minus another's, for B − A), from its statistics.
+  auto curves = [&](hl::RunStats& c, hl::RunStats* sub, const QString& label, const QColor& col, bool isB) {
+    const int n = static_cast<int>(sub ? std::min(c.tokens(), sub->tokens()) : c.tokens());
+    auto series = [&](const std::vector<double>& v, const std::vector<double>* w) {
+      QVector<double> out(n);
+      for (int i = 0; i < n; ++i) out[i] = v[static_cast<size_t>(i)] - (w ? (*w)[static_cast<size_t>(i)] : 0.0);
+      return out;
     };
-    QVector<double> keys = c.keys.mid(0, sub ? std::min(c.keys.size(), sub->keys.size()) : c.keys.size());
-    addGraph(lr, "balance " + label, col, isB)->setData(keys, sub ? minus(c.balance, sub->balance) : c.balance, true);
+    QVector<double> keys(n);
+    for (int i = 0; i < n; ++i) keys[i] = i;
+    addGraph(lr, "balance " + label, col, isB)
+        ->setData(keys, series(c.balance(ord), sub ? &sub->balance(ord) : nullptr), true);
     QCPGraph* z = plot()->addGraph(lx, lz);
     z->setName("z-loss " + label);
     QPen zp = runPen(col, isB, 1.0);
     zp.setStyle(Qt::DotLine);
     z->setPen(zp);
-    z->setData(keys, sub ? minus(c.zloss, sub->zloss) : c.zloss, true);
-    addGraph(mr, "max load " + label, col, isB)->setData(keys, sub ? minus(c.maxLoad, sub->maxLoad) : c.maxLoad, true);
+    z->setData(keys, series(c.z_loss(ord), sub ? &sub->z_loss(ord) : nullptr), true);
+    addGraph(mr, "max load " + label, col, isB)
+        ->setData(keys, series(c.max_load(ord), sub ? &sub->max_load(ord) : nullptr), true);
   };
   if (diff) {
-    curves(growingWindow(*b, s, ord), &ca, "B-A", t.diff, false);
+    curves(*statsB, &statsA, "B-A", t.diff, false);
   } else {
-    curves(ca, nullptr, "A", t.runA, false);
-    if (b) curves(growingWindow(*b, s, ord), nullptr, "B", t.runB, true);
+    curves(statsA, nullptr, "A", t.runA, false);
+    if (b) curves(*statsB, nullptr, "B", t.runB, true);
     addHLine(lr, 1.0, QPen(t.floorLine, 1, Qt::DashLine));
     addHLine(mr, 1.0 / s.E, QPen(t.floorLine, 1, Qt::DashLine));
     addLabel(mr, 0, 1.0 / s.E, tr("uniform 1/E"), Qt::AlignLeft | Qt::AlignBottom);
@@ -276,7 +236,7 @@ QString RouterView::csv() const {
     const int n = effectiveStep(state(), run) + 1;
     const hl::TokenTrace& r = run->records[n - 1];
     for (int o = 0; o < s.Xn; ++o) {
-      const hl::RouterWindowStats w = windowStats(*run, s, o, n);
+      const hl::RouterWindowStats w = stats_.of(*run, s).window(o, n);
       for (int e = 0; e < s.E; ++e) {
         bool chosen = false;
         for (int j = 0; j < s.k; ++j) chosen |= r.router_topk[static_cast<size_t>(o * s.k + j)] == e;

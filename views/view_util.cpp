@@ -233,4 +233,16 @@ QString layerName(const ModelShape& s, int layer) {
                                                                               : "mamba");
 }
 
+hl::RunStats& RunStatsCache::of(const hl::Run& run, const ModelShape& s) {
+  auto it = std::find_if(runs_.begin(), runs_.end(), [&](const auto& e) { return e.first == &run; });
+  if (it == runs_.end()) it = runs_.insert(runs_.end(), {&run, std::make_unique<hl::RunStats>()});
+  it->second->update(run, hl::RunStats::Shape{s.E, s.k, s.Xn, s.L});
+  return *it->second;
+}
+
+void RunStatsCache::keepOnly(const hl::Run* a, const hl::Run* b) {
+  runs_.erase(std::remove_if(runs_.begin(), runs_.end(), [&](const auto& e) { return e.first != a && e.first != b; }),
+              runs_.end());
+}
+
 }  // namespace hl::views

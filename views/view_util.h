@@ -8,8 +8,11 @@
 #include <QStringList>
 #include <QVector>
 #include <algorithm>
+#include <memory>
+#include <utility>
 #include <vector>
 
+#include "sessions/run_stats.h"
 #include "views/view_state.h"
 
 namespace hl::views {
@@ -89,5 +92,17 @@ uint64_t newDataVersion();
 QString tokenLabel(const hl::Recording& rec, int t);
 // Short name of a decoder layer: "L3 attn", "L4 mamba".
 QString layerName(const ModelShape& s, int layer);
+
+// The statistics of the runs a view draws, kept between its redraws (issue 17 item 2): of(run)
+// brings them up to date with the records appended since (see hl::RunStats); keepOnly drops runs
+// the view no longer shows, so a closed recording's statistics go with it.
+class RunStatsCache {
+ public:
+  hl::RunStats& of(const hl::Run& run, const ModelShape& s);
+  void keepOnly(const hl::Run* a, const hl::Run* b);
+
+ private:
+  std::vector<std::pair<const hl::Run*, std::unique_ptr<hl::RunStats>>> runs_;
+};
 
 }  // namespace hl::views
