@@ -239,6 +239,7 @@ void InstrumentView::fitPanels() {
 
 void InstrumentView::fitPanelsTo(QSize room, bool mayFold) const {
   fold_->fit(room, mayFold);
+  fitItemTexts(plot_);
   const bool tabs = fold_->folded() && !plot_->isHidden();
   tabs_->setVisible(tabs);
   // The view's minimum height stays that of the plot alone: the tab bar takes it from the plot.

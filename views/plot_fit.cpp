@@ -51,4 +51,44 @@ void fitAxisLabels(QCustomPlot* plot) {
                                                   : cs->outerRect().width());
 }
 
+void fitItemTexts(QCustomPlot* plot) {
+  for (int i = 0; i < plot->itemCount(); ++i) {
+    auto* t = qobject_cast<QCPItemText*>(plot->item(i));
+    if (!t || !t->visible() || !t->clipToAxisRect() || !t->clipAxisRect() || t->rotation() != 0) continue;
+    // The text and alignment the view gave (kept while the label shows what was fitted).
+    if (t->property("hlShownText").toString() != t->text() || !t->property("hlFullText").isValid()) {
+      t->setProperty("hlFullText", t->text());
+      t->setProperty("hlAlign", static_cast<int>(t->positionAlignment()));
+    }
+    const QString full = t->property("hlFullText").toString();
+    const Qt::Alignment given = Qt::Alignment(t->property("hlAlign").toInt());
+    const QRect panel = t->clipAxisRect()->rect();
+    const double x = t->position->pixelPosition().x();
+    const QFontMetrics fm(t->font());
+    const int pad = t->padding().left() + t->padding().right() + 2;
+    int width = 0;
+    for (const QString& line : full.split('\n')) width = std::max(width, fm.horizontalAdvance(line));
+    const double left = x - panel.left(), right = panel.right() - x;
+    auto room = [&](Qt::Alignment h) {
+      return h & Qt::AlignLeft ? right : h & Qt::AlignRight ? left : 2 * std::min(left, right);
+    };
+    const Qt::Alignment h0 = given & Qt::AlignHorizontal_Mask, v = given & Qt::AlignVertical_Mask;
+    // As given when it fits; else the side with more room (a label at the panel's right edge turns
+    // to the left of its point); elided with "…" when neither side holds it.
+    Qt::Alignment h = h0;
+    if (room(h0) < width + pad) h = left > right ? Qt::AlignRight : Qt::AlignLeft;
+    if (room(h) < width + pad && room(h0) >= room(h)) h = h0;
+    QString shown = full;
+    const int fit = static_cast<int>(room(h)) - pad;
+    if (fit < width) {
+      QStringList lines = full.split('\n');
+      for (QString& l : lines) l = fm.elidedText(l, Qt::ElideRight, std::max(0, fit));
+      shown = lines.join('\n');
+    }
+    t->setPositionAlignment(h | v);
+    t->setText(shown);
+    t->setProperty("hlShownText", shown);
+  }
+}
+
 }  // namespace hl::views

@@ -12,4 +12,9 @@ void fitTitle(QCPTextElement* title, const QString& fullText, int width);
 // Elides axis labels (and colour-bar labels) longer than their axis, from the current layout.
 void fitAxisLabels(QCustomPlot* plot);
 
+// Labels on a panel (QCPItemText clipped to their axis rect) that would run past its edge: turned
+// to the side of their point with more room, else elided with "…"; the full text comes back when
+// there is room. From the current layout and ranges.
+void fitItemTexts(QCustomPlot* plot);
+
 }  // namespace hl::views

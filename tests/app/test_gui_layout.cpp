@@ -98,6 +98,18 @@ QStringList clippedText(QWidget* root, bool legends) {
                       r->rect().width() < hl::views::PanelLayout::kMinPanelWidth))
         bad << QStringLiteral("%1: a panel of %2 x %3 px").arg(id).arg(r->rect().width()).arg(r->rect().height());
     }
+    // Labels on a panel (marks, bands, figures lines): drawn whole inside it, not cut at its edge.
+    for (int i = 0; i < p->itemCount(); ++i) {
+      auto* t = qobject_cast<QCPItemText*>(p->item(i));
+      if (!t || !t->realVisibility() || !t->clipToAxisRect() || !t->clipAxisRect() || t->text().isEmpty() ||
+          t->rotation() != 0)
+        continue;
+      const QRect box = QRectF(t->topLeft->pixelPosition(), t->bottomRight->pixelPosition()).toRect().normalized();
+      const QRect panel = t->clipAxisRect()->rect();
+      if (!panel.intersects(box)) continue;  // off the shown range (scrolled away): not drawn at all
+      if (box.left() < panel.left() - 2 || box.right() > panel.right() + 2)
+        bad << QStringLiteral("%1: label “%2” cut at its panel's edge").arg(id, t->text());
+    }
     if (!legends) continue;
     // Legends: whole (no row or column cut off), inside the plot, and over no panel's data.
     for (QCPLayoutElement* e : p->plotLayout()->elements(true)) {
