@@ -164,41 +164,74 @@ struct QKern {
     const iv m4 = _mm256_set1_epi8(0x0f);
     iv pick[8];  // pick[g]: bytes 2g, 2g + 1 (int16 lane g) in every int16 lane
     for (int g = 0; g < 8; ++g) pick[g] = _mm256_set1_epi16(static_cast<int16_t>((2 * g) | ((2 * g + 1) << 8)));
-    for (int64_t r = 0; r < rows; ++r) {
+    // One block of one row: its Σ sc·q4·q (8 int32 lanes) and Σ m·(bsum pairs) (4 int32 lanes).
+    const auto block = [&](const uint8_t* w, const int8_t* qk, __m128i pairs, iv* sumi_out, __m128i* prod) {
+      uint32_t u[3];  // the eight 6-bit scales and mins (ggml's get_scale_min_k4), as in Kern::matvec_q4_k
+      std::memcpy(u, w + 4, 12);
+      const uint32_t sc_lo = u[0] & 0x3f3f3f3fu, m_lo = u[1] & 0x3f3f3f3fu;
+      const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+      const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+      const iv sm = _mm256_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi),
+                                                        static_cast<int>(m_lo), static_cast<int>(m_hi)));
+      *prod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), pairs);
+      const iv scales = _mm256_permute2x128_si256(sm, sm, 0x00);  // the 8 scales in both halves
+      iv sumi = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {  // groups 2c (low nibbles) and 2c + 1 (high) of qs[32c .. 32c + 32)
+        const iv raw = _mm256_loadu_si256(reinterpret_cast<const iv*>(w + 16 + 32 * c));
+        const iv lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        const iv plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const iv*>(qk + 64 * c)));
+        const iv phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const iv*>(qk + 64 * c + 32)));
+        sumi = I::madd(sumi, plo, _mm256_shuffle_epi8(scales, pick[2 * c]));
+        sumi = I::madd(sumi, phi, _mm256_shuffle_epi8(scales, pick[2 * c + 1]));
+      }
+      *sumi_out = sumi;
+    };
+    const auto finish = [&](__m256 acc, __m128 accm) {
+      const __m128 m2 = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+      return hsum(acc) - _mm_cvtss_f32(_mm_add_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
+    };
+    // Two rows at a time share the x side of each block (its scale, bsum pairs and codes, from L1).
+    int64_t r = 0;
+    for (; r + 1 < rows; r += 2) {
+      const uint8_t* w0 = W + r * nb * kBytes;
+      const uint8_t* w1 = w0 + nb * kBytes;
+      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+      __m128 accm0 = _mm_setzero_ps(), accm1 = _mm_setzero_ps();
+      for (int64_t k = 0; k < nb; ++k, w0 += kBytes, w1 += kBytes) {
+        ahead(w0, kBytes);
+        ahead(w1, kBytes);
+        const float dx = b.d[static_cast<size_t>(k)];
+        const iv bs = _mm256_loadu_si256(reinterpret_cast<const iv*>(b.bsums.data() + 16 * k));
+        const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        const int8_t* qk = b.q.data() + 256 * k;
+        iv s0, s1;
+        __m128i p0, p1;
+        block(w0, qk, pairs, &s0, &p0);
+        block(w1, qk, pairs, &s1, &p1);
+        accm0 = _mm_fmadd_ps(_mm_set1_ps(dx * f16(w0 + 2)), _mm_cvtepi32_ps(p0), accm0);
+        accm1 = _mm_fmadd_ps(_mm_set1_ps(dx * f16(w1 + 2)), _mm_cvtepi32_ps(p1), accm1);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(w0)), _mm256_cvtepi32_ps(s0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(w1)), _mm256_cvtepi32_ps(s1), acc1);
+      }
+      y[r] = finish(acc0, accm0);
+      y[r + 1] = finish(acc1, accm1);
+    }
+    if (r < rows) {
       const uint8_t* w = W + r * nb * kBytes;
       __m256 acc = _mm256_setzero_ps();
       __m128 accm = _mm_setzero_ps();
       for (int64_t k = 0; k < nb; ++k, w += kBytes) {
         ahead(w, kBytes);
         const float dx = b.d[static_cast<size_t>(k)];
-        // The eight 6-bit scales and mins (ggml's get_scale_min_k4), as in Kern::matvec_q4_k.
-        uint32_t u[3];
-        std::memcpy(u, w + 4, 12);
-        const uint32_t sc_lo = u[0] & 0x3f3f3f3fu, m_lo = u[1] & 0x3f3f3f3fu;
-        const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-        const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-        const iv sm = _mm256_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi),
-                                                          static_cast<int>(m_lo), static_cast<int>(m_hi)));
-        // Σ_g m_g · (bsum_2g + bsum_2g+1): the pairs by hadd, the products by madd (4 int32 lanes).
         const iv bs = _mm256_loadu_si256(reinterpret_cast<const iv*>(b.bsums.data() + 16 * k));
         const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-        const __m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), pairs);
-        accm = _mm_fmadd_ps(_mm_set1_ps(dx * f16(w + 2)), _mm_cvtepi32_ps(prod), accm);
-        const iv scales = _mm256_permute2x128_si256(sm, sm, 0x00);  // the 8 scales in both halves
-        const int8_t* qk = b.q.data() + 256 * k;
-        iv sumi = _mm256_setzero_si256();
-        for (int c = 0; c < 4; ++c) {  // groups 2c (low nibbles) and 2c + 1 (high) of qs[32c .. 32c + 32)
-          const iv raw = _mm256_loadu_si256(reinterpret_cast<const iv*>(w + 16 + 32 * c));
-          const iv lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-          const iv plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const iv*>(qk + 64 * c)));
-          const iv phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const iv*>(qk + 64 * c + 32)));
-          sumi = I::madd(sumi, plo, _mm256_shuffle_epi8(scales, pick[2 * c]));
-          sumi = I::madd(sumi, phi, _mm256_shuffle_epi8(scales, pick[2 * c + 1]));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(w)), _mm256_cvtepi32_ps(sumi), acc);
+        iv s;
+        __m128i p;
+        block(w, b.q.data() + 256 * k, pairs, &s, &p);
+        accm = _mm_fmadd_ps(_mm_set1_ps(dx * f16(w + 2)), _mm_cvtepi32_ps(p), accm);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(w)), _mm256_cvtepi32_ps(s), acc);
       }
-      const __m128 m2 = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
-      y[r] = hsum(acc) - _mm_cvtss_f32(_mm_add_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
+      y[r] = finish(acc, accm);
     }
   }
 
