@@ -108,9 +108,9 @@ int benchWeights(const ParsedArgs& a, const std::vector<std::string>& names, int
   std::vector<Entry> es;
   for (const std::string& f : names) {
     LoadOptions o;
-    o.weights = parse_weight_format(f, "--weights", &o.quantize_head);
+    o.weights = parse_weight_format(f, "--weights", &o.quantize_head, &o.fp32_activations);
     Entry e;
-    e.name = o.weights ? f : "as-stored";
+    e.name = o.weights || o.fp32_activations ? f : "as-stored";
     e.model = load_model(a.get("checkpoint"), o);
     e.on = make_backend("cpu", e.model);
     e.off = make_backend("cpu", e.model);
@@ -168,10 +168,12 @@ int benchWeights(const ParsedArgs& a, const std::vector<std::string>& names, int
   std::printf("backend cpu (%s, %d threads), %s: decode %lld steps x %lld rounds; memory read bandwidth %.2f GB/s\n",
               cpu::simd::kernels().name, ThreadPool::global().size(), es[0].model->name.c_str(), static_cast<long long>(n),
               static_cast<long long>(rounds), bw);
+  int width = 9;
+  for (const Entry& e : es) width = std::max(width, static_cast<int>(e.name.size()));
   for (const auto& f : j["formats"])
-    std::printf("  %-9s %8.1f MiB/token  on %8.2f tok/s  off %8.2f tok/s  on/off %.3f  %5.1f GB/s (%3.0f%% of bandwidth)  "
+    std::printf("  %-*s %8.1f MiB/token  on %8.2f tok/s  off %8.2f tok/s  on/off %.3f  %5.1f GB/s (%3.0f%% of bandwidth)  "
                 "x%.2f vs %s\n",
-                f["weights"].get<std::string>().c_str(), f["weight_bytes_per_token"].get<int64_t>() / 1048576.0,
+                width, f["weights"].get<std::string>().c_str(), f["weight_bytes_per_token"].get<int64_t>() / 1048576.0,
                 f["decode_tok_s_on"].get<double>(), f["decode_tok_s_off"].get<double>(), f["ratio_on_off"].get<double>(),
                 f["decode_gb_s"].get<double>(), 100.0 * f["bandwidth_fraction"].get<double>(),
                 f["speedup_on"].get<double>(), es[0].name.c_str());
@@ -192,7 +194,8 @@ int runBench(const std::vector<std::string>& args) {
       .option("prefill", "N", "prompt length of the prefill measurement (1 .. 100000, default 512)")
       .option("weights", "LIST",
               "compare decode on the CPU across weight formats, comma-separated (" + weight_format_choices() +
-                  ", each optionally +head); speed-ups against the first")
+                  ", each optionally +head, then optionally +fp32-activations: x kept in fp32 instead of 8 bits); "
+                  "speed-ups against the first")
       .flag("json", "print one JSON object");
   const ParsedArgs a = p.parse(args);
   if (a.helpRequested()) {
@@ -211,7 +214,8 @@ int runBench(const std::vector<std::string>& args) {
       at = comma + 1;
     }
     try {
-      for (const std::string& f : names) parse_weight_format(f);
+      bool fp32x = false;
+      for (const std::string& f : names) parse_weight_format(f, "--weights", nullptr, &fp32x);
     } catch (const Error& e) {
       throw UsageError(e.what());
     }

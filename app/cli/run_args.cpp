@@ -35,7 +35,9 @@ void addModelOptions(ArgParser& p) {
       .option("backend", "NAME", "auto (default) or one of this build's backends: " + backend_choices().substr(6))
       .option("weights", "FORMAT",
               "quantise the large matrices on load: " + weight_format_choices() +
-                  "; +head quantises the LM head too, e.g. q8_0+head (default as-stored)");
+                  "; +head quantises the LM head too, e.g. q8_0+head (default as-stored). The CPU rounds x to 8 bits "
+                  "per block in decode products with Q8_0, Q4_K, Q6_K weights, as llama.cpp; a last "
+                  "+fp32-activations keeps it in fp32, e.g. q4_k+fp32-activations");
 }
 
 void addLimitOptions(ArgParser& p) {
@@ -116,7 +118,7 @@ void checkOutputPath(const std::string& out) {
 
 std::shared_ptr<Model> loadModelOptions(const ParsedArgs& a, const LoadOptions& given) {
   LoadOptions o = given;
-  if (a.has("weights")) o.weights = weightsOption(a, &o.quantize_head);
+  if (a.has("weights")) o.weights = weightsOption(a, &o.quantize_head, &o.fp32_activations);
   if (!a.has("adapter")) return load_model(a.get("checkpoint"), o);
   // An adapter merges into the stored weights; the merged model is then quantised (so the adapter's
   // change is quantised with the matrix, as a deployment would have it).
@@ -128,10 +130,10 @@ std::shared_ptr<Model> loadModelOptions(const ParsedArgs& a, const LoadOptions& 
   return model;
 }
 
-std::optional<DType> weightsOption(const ParsedArgs& a, bool* head) {
+std::optional<DType> weightsOption(const ParsedArgs& a, bool* head, bool* fp32_activations) {
   if (!a.has("weights")) return std::nullopt;
   try {
-    return parse_weight_format(a.get("weights"), "--weights", head);
+    return parse_weight_format(a.get("weights"), "--weights", head, fp32_activations);
   } catch (const Error& e) {
     throw UsageError(e.what());
   }

@@ -59,7 +59,7 @@ void checkOutputPath(const std::string& out);
 std::shared_ptr<Model> loadModelOptions(const ParsedArgs& a, const LoadOptions& o = {});
 // --weights FORMAT[+head] (model/quantize.h), nullopt for as-stored or when absent; *head says
 // whether the LM head is quantised too. Throws UsageError.
-std::optional<DType> weightsOption(const ParsedArgs& a, bool* head = nullptr);
+std::optional<DType> weightsOption(const ParsedArgs& a, bool* head = nullptr, bool* fp32_activations = nullptr);
 // The tokens to feed: --ids as given, --prompt through `tok` (the checkpoint's tokenizer.model,
 // null when it has none) with BOS unless --no-bos or config.json has none, or --chat rendered with
 // the checkpoint's chat template and encoded as it is (the template writes BOS); each checked against

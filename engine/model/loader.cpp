@@ -250,6 +250,7 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
       return std::find(gone.begin(), gone.end(), p.get()) != gone.end();
     });
   }
+  if (opts.fp32_activations) keep_fp32_activations(m);
   if (opts.progress.callback && !opts.progress.callback(L, L, "bound")) throw Cancelled();
   return model;
 }

@@ -20,6 +20,9 @@ struct LoadOptions {
   // the files through a mapping it releases once every matrix is in owned memory.
   std::optional<DType> weights;
   bool quantize_head = false;  // with `weights`: the LM head too (`--weights q8_0+head`)
+  // `--weights ...+fp32-activations`: the CPU's decode products keep x in fp32 (keep_fp32_activations)
+  // instead of rounding it to 8 bits per block as llama.cpp does.
+  bool fp32_activations = false;
 };
 
 // Opens, validates and binds. Throws LoadError (message names file and tensor) or Cancelled.

@@ -16,6 +16,10 @@ struct Mat {
   const void* data = nullptr;
   int64_t rows = 0, cols = 0;
   std::string name;  // tensor name, for messages and the DoRA view
+  // CPU decode of a Q8_0, Q4_K or Q6_K matrix: false (the default, as llama.cpp) rounds the input
+  // vector to 8 bits per block and dots in integers; true keeps it in fp32, so that the product is the
+  // dequantised matrix times x (`--weights FORMAT+fp32-activations`; resources/docs/quantization.md).
+  bool fp32_activations = false;
   bool empty() const { return data == nullptr; }
   int64_t row_bytes() const { return dtype_row_bytes(dtype, cols); }
   int64_t bytes() const { return rows * row_bytes(); }

@@ -59,7 +59,15 @@ std::string weight_format_name(DType format, bool head) {
 }
 
 std::string weights_label(const Model& m) {
-  return m.quantization ? weight_format_name(m.quantization->format, m.quantization->head) : std::string();
+  const std::string f = m.quantization ? weight_format_name(m.quantization->format, m.quantization->head)
+                                       : std::string(m.fp32_activations ? "as-stored" : "");
+  return m.fp32_activations ? f + kFp32ActivationsSuffix : f;
+}
+
+void keep_fp32_activations(Model& m) {
+  m.fp32_activations = true;
+  each_matrix_role(m, [](const char*, Mat& x) { x.fp32_activations = true; });
+  m.w.lm_head.fp32_activations = true;  // also when tied (a copy of the embedding's view)
 }
 
 std::string weight_format_choices() {
@@ -68,7 +76,15 @@ std::string weight_format_choices() {
   return s;
 }
 
-std::optional<DType> parse_weight_format(const std::string& name, const std::string& what, bool* head) {
+std::optional<DType> parse_weight_format(const std::string& given, const std::string& what, bool* head,
+                                         bool* fp32_activations) {
+  std::string name = given;
+  const std::string fp32x = kFp32ActivationsSuffix;
+  if (fp32_activations) *fp32_activations = false;
+  if (fp32_activations && name.size() > fp32x.size() && lower(name).ends_with(fp32x)) {
+    *fp32_activations = true;
+    name.resize(name.size() - fp32x.size());
+  }
   const std::string low = lower(name), suffix = "+head";
   if (low == "as-stored") return std::nullopt;
   const bool with_head = low.size() > suffix.size() && low.ends_with(suffix);
@@ -78,8 +94,8 @@ std::optional<DType> parse_weight_format(const std::string& name, const std::str
       if (head) *head = with_head;
       return f;
     }
-  throw Error(what + ": '" + name + "' is not a weight format (allowed " + weight_format_choices() +
-              ", each optionally with +head)");
+  throw Error(what + ": '" + given + "' is not a weight format (allowed " + weight_format_choices() +
+              ", each optionally with +head" + (fp32_activations ? std::string(", then +fp32-activations") : "") + ")");
 }
 
 WeightQuantization plan_quantization(Model& m, DType format, bool head) {

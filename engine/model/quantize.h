@@ -45,17 +45,22 @@ struct WeightQuantization {
 
 // The formats --weights accepts: the block types ggml's reference quantisers write (Q4_0, Q5_0, Q5_1,
 // Q8_0, Q4_K, Q5_K, Q6_K), each optionally with "+head" (the LM head quantised too: *head set).
-// `name` is lower or upper case; "as-stored" is not a format (nullopt). Throws Error naming the
-// option, the value and the allowed ones.
+// `name` is lower or upper case; "as-stored" is not a format (nullopt). Where fp32_activations is
+// given, a last "+fp32-activations" (also after "as-stored", for a GGUF file's blocks) sets it: the
+// CPU's decode products then keep x in fp32 instead of rounding it to 8 bits (Mat::fp32_activations).
+// Throws Error naming the option, the value and the allowed ones.
 std::optional<DType> parse_weight_format(const std::string& name, const std::string& what = "--weights",
-                                         bool* head = nullptr);
+                                         bool* head = nullptr, bool* fp32_activations = nullptr);
+constexpr const char* kFp32ActivationsSuffix = "+fp32-activations";
+// Marks every matrix of `m` (and the model, for weights_label) to keep x in fp32 on the CPU.
+void keep_fp32_activations(Model& m);
 // "as-stored, q8_0, q4_k, q6_k, q4_0, q5_0, q5_1, q5_k" for help and messages.
 std::string weight_format_choices();
 
 // The --weights name of a format ("q8_0", "q4_k+head").
 std::string weight_format_name(DType format, bool head);
 // The --weights format a model was quantised to on load (weight_format_name), or "" for as-stored
-// weights.
+// weights; either followed by "+fp32-activations" when keep_fp32_activations marked it.
 std::string weights_label(const Model& m);
 
 // Which matrices would be quantised and the bytes before and after, without touching any data.

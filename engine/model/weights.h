@@ -94,6 +94,8 @@ struct Model {
   // Set when the matrices were quantised on load (--weights, model/quantize.h): the format, and per
   // matrix what was kept or quantised with its relative RMS error. Null for as-stored weights.
   std::shared_ptr<const WeightQuantization> quantization;
+  // `--weights ...+fp32-activations`: every matrix's Mat::fp32_activations is set (keep_fp32_activations).
+  bool fp32_activations = false;
   // The checkpoint files the weights were read from, as they were then (issue 18 item 3): every
   // forward() calls check_files(), so a file replaced or truncated since is a one-line Error
   // "FILE: changed on disk since it was loaded" instead of results from weights nobody can name.

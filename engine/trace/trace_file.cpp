@@ -74,7 +74,7 @@ void write_trace(const std::string& path, const Model& model, int n_reg, const s
   w.set_metadata("backend", meta.backend);
   w.set_metadata("engine_version", HL_VERSION);
   // The --weights format the matrices were quantised to on load (model/quantize.h), or "as-stored".
-  w.set_metadata("weights", model.quantization ? weights_label(model) : std::string("as-stored"));
+  w.set_metadata("weights", weights_label(model).empty() ? std::string("as-stored") : weights_label(model));
 
   // Every field of the table in its order: scalars always, vector fields when every record
   // carries them at the table's per-token size, tensors with an empty layer axis omitted.

@@ -67,6 +67,7 @@ inline void expect_block_weights_match_cpu(const std::string& backend) {
     SCOPED_TRACE(dtype_name(fmt));
     LoadOptions lo;
     lo.weights = fmt;
+    lo.fp32_activations = true;  // the devices multiply by x in fp32: the CPU's matching path
     std::shared_ptr<const Model> q = load_model(g.dir.path, lo);
     if (fmt == DType::Q8_0 || fmt == DType::Q4_K) q = with_block_embedding(*q, fmt);
     ASSERT_EQ(q->w.layers[0].mamba.in_proj.dtype, fmt);

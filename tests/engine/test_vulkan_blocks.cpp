@@ -32,6 +32,7 @@ TEST_F(VulkanBlocks, BothPrefillProductKernels_ReadTheBlocks_MatchCpu) {
     SCOPED_TRACE(dtype_name(fmt));
     LoadOptions lo;
     lo.weights = fmt;
+    lo.fp32_activations = true;  // the devices multiply by x in fp32: the CPU's matching path
     const std::shared_ptr<const Model> q = with_block_embedding(*load_model(g.dir.path, lo), fmt);
     auto cpu = make_backend("cpu", q);
     const std::vector<TokenTrace> ref = run(*cpu, ids, o, false);

@@ -72,8 +72,8 @@ void swiglu_decode(FfnScratch& sc, int64_t H, const MlpWeights* const* mlps, con
       if (lo >= hi) continue;
       const Mat& wg = mlps[j]->gate;
       const Mat& wu = mlps[j]->up;
-      kern.matvec(wg.dtype, wg.row_ptr(lo - off[j]), hi - lo, wg.cols, x, g + lo);
-      kern.matvec(wu.dtype, wu.row_ptr(lo - off[j]), hi - lo, wu.cols, x, u + lo);
+      (wg.fp32_activations ? kern.matvec : kern.matvec_x8)(wg.dtype, wg.row_ptr(lo - off[j]), hi - lo, wg.cols, x, g + lo);
+      (wu.fp32_activations ? kern.matvec : kern.matvec_x8)(wu.dtype, wu.row_ptr(lo - off[j]), hi - lo, wu.cols, x, u + lo);
       add_bias(g + lo, mlps[j]->gate_bias, lo - off[j], hi - lo);  // mlp_bias (Falcon-H1); experts have none
       add_bias(u + lo, mlps[j]->up_bias, lo - off[j], hi - lo);
       scale_rows(g + lo, hi - lo, gm);

@@ -81,7 +81,8 @@ void matvec(const MatvecJob* jobs, int njobs) {
       const MatvecJob& jb = jobs[j];
       const int64_t lo = std::max(b, off), hi = std::min(e, off + jb.rows);
       if (lo >= hi) continue;
-      k.matvec(jb.W->dtype, jb.W->row_ptr(jb.row0 + lo - off), hi - lo, jb.W->cols, jb.x, jb.y + (lo - off));
+      (jb.W->fp32_activations ? k.matvec : k.matvec_x8)(jb.W->dtype, jb.W->row_ptr(jb.row0 + lo - off), hi - lo,
+                                                        jb.W->cols, jb.x, jb.y + (lo - off));
     }
   });
 }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -62,6 +63,120 @@ void matvec_portable(DType t, const void* W, int64_t rows, int64_t cols, const f
   }
 }
 
+// The int8 path (Kernels::matvec_x8): the reference the vector kernels of cpu_simd_quant_impl.h are
+// checked against. The integer sums are theirs exactly; the blocks' float terms are added in order.
+float f16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_float(h);
+}
+
+void quantize_x_q8_0_portable(const float* x, int64_t n, float* d, int8_t* q) {
+  for (int64_t k = 0; k < n / 32; ++k, x += 32, q += 32) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    d[k] = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+  }
+}
+
+void quantize_x_q8_k_portable(const float* x, int64_t n, float* d, int8_t* q, int16_t* bsums) {
+  for (int64_t k = 0; k < n / 256; ++k, x += 256, q += 256, bsums += 16) {
+    float amax = 0, vmax = 0;
+    for (int j = 0; j < 256; ++j)
+      if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), vmax = x[j];
+    if (amax == 0.0f) {
+      d[k] = 0;
+      std::fill(q, q + 256, int8_t{0});
+      std::fill(bsums, bsums + 16, int16_t{0});
+      continue;
+    }
+    const float iscale = -127.0f / vmax;
+    for (int j = 0; j < 256; ++j) q[j] = static_cast<int8_t>(std::min(127.0f, std::nearbyint(iscale * x[j])));
+    for (int j = 0; j < 16; ++j) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += q[16 * j + i];
+      bsums[j] = static_cast<int16_t>(sum);
+    }
+    d[k] = 1.0f / iscale;
+  }
+}
+
+struct XQ {  // a thread's quantised x, grown once
+  std::vector<float> d;
+  std::vector<int8_t> q;
+  std::vector<int16_t> bsums;
+};
+
+void matvec_x8_portable(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
+  if (!has_x8_path(t)) return matvec_portable(t, W, rows, cols, x, y);
+  thread_local XQ b;
+  const size_t n = static_cast<size_t>(cols);
+  if (b.q.size() < n) b.q.resize(n), b.d.resize(n / 32), b.bsums.resize(n / 16);
+  const int8_t* q = b.q.data();
+  const int64_t row_bytes = dtype_row_bytes(t, cols);
+  if (t == DType::Q8_0) {
+    quantize_x_q8_0_portable(x, cols, b.d.data(), b.q.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* w = static_cast<const uint8_t*>(W) + r * row_bytes;
+      float acc = 0;
+      for (int64_t k = 0; k < cols / 32; ++k, w += 34) {
+        int32_t s = 0;
+        for (int j = 0; j < 32; ++j) s += static_cast<int8_t>(w[2 + j]) * q[32 * k + j];
+        acc += f16_at(w) * b.d[static_cast<size_t>(k)] * static_cast<float>(s);
+      }
+      y[r] = acc;
+    }
+    return;
+  }
+  quantize_x_q8_k_portable(x, cols, b.d.data(), b.q.data(), b.bsums.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* w = static_cast<const uint8_t*>(W) + r * row_bytes;
+    float acc = 0, mins = 0;
+    for (int64_t k = 0; k < cols / 256; ++k) {
+      const int8_t* qk = q + 256 * k;
+      const int16_t* bs = b.bsums.data() + 16 * k;
+      const float dx = b.d[static_cast<size_t>(k)];
+      int32_t sumi = 0;
+      if (t == DType::Q4_K) {  // ggml's get_scale_min_k4, then the nibbles of 64 values per 32 bytes
+        const uint8_t* s = w + 4;
+        uint8_t sc[8], mn[8];
+        for (int j = 0; j < 8; ++j) {
+          sc[j] = j < 4 ? s[j] & 63 : static_cast<uint8_t>((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
+          mn[j] = j < 4 ? s[j + 4] & 63 : static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+        }
+        int32_t summs = 0;
+        for (int g = 0; g < 8; ++g) {
+          const uint8_t* qs = w + 16 + 32 * (g / 2);
+          int32_t sg = 0;
+          for (int l = 0; l < 32; ++l) sg += ((g % 2 ? qs[l] >> 4 : qs[l] & 15)) * qk[32 * g + l];
+          sumi += sc[g] * sg;
+          summs += mn[g] * (bs[2 * g] + bs[2 * g + 1]);
+        }
+        acc += dx * f16_at(w) * static_cast<float>(sumi);
+        mins += dx * f16_at(w + 2) * static_cast<float>(summs);
+        w += 144;
+      } else {  // Q6_K: value e = 128n + 32g + l, code c = low nibble | 2 high bits << 4, weight c − 32
+        const int8_t* sc = reinterpret_cast<const int8_t*>(w + 192);
+        for (int e = 0; e < 256; e += 16) {
+          int32_t s16 = 0;
+          for (int i = e; i < e + 16; ++i) {
+            const int n = i / 128, g = (i % 128) / 32, l = i % 32;
+            const int lo = (w[64 * n + 32 * (g & 1) + l] >> (g < 2 ? 0 : 4)) & 15;
+            const int hi = (w[128 + 32 * n + l] >> (2 * g)) & 3;
+            s16 += (lo | hi << 4) * qk[i];
+          }
+          sumi += sc[e / 16] * (s16 - 32 * bs[e / 16]);
+        }
+        acc += dx * f16_at(w + 208) * static_cast<float>(sumi);
+        w += 210;
+      }
+    }
+    y[r] = acc - mins;
+  }
+}
+
 void axpy_portable(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
@@ -94,7 +209,8 @@ void exp_portable(float* x, int64_t n) {
 const Kernels kPortable = {Isa::Portable,     "portable",    matvec_portable,   widen_portable,
                            dot_portable,      axpy_portable, dot_rows_portable, axpy_rows_portable,
                            silu_mul_portable, silu_portable, softplus_portable, scan_portable,
-                           exp_portable};
+                           exp_portable,      matvec_x8_portable, quantize_x_q8_0_portable,
+                           quantize_x_q8_k_portable};
 
 Isa cpu_isa() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -177,6 +293,10 @@ void scan_portable(const ScanArgs& a, int64_t d0, int64_t d1) {
       if (a.retained) a.retained[s * Di + d] = keep / static_cast<float>(N);
     }
   }
+}
+
+bool has_x8_path(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K;
 }
 
 const Kernels& portable() {

@@ -1,5 +1,6 @@
 // Vector kernels of the CPU backend with runtime dispatch (AVX-512, AVX2+FMA+F16C, portable loops):
-// the decode matrix–vector product on stored 16-bit weights widened in registers, widening for the
+// the decode matrix–vector product on stored weights widened in registers (and, for block weights,
+// llama.cpp's int8 product: x rounded to 8-bit blocks, integer dots), widening for the
 // BLAS panels, attention rows, SiLU, softplus, SwiGLU's silu(g)·u and the selective scan (jamba-spec.md
 // §3.5) over blocks of channels. Not the model; each kernel computes what its portable loop in
 // cpu_simd.cpp computes, within fp32 rounding (tests/engine/test_cpu_speed.cpp checks every ISA).
@@ -62,7 +63,23 @@ struct Kernels {
   // The scan of ScanArgs over channels [d0, d1) (vector lanes from the first multiple of kTile on).
   void (*scan)(const ScanArgs& a, int64_t d0, int64_t d1);
   void (*exp)(float* x, int64_t n);  // x = exp(x) (the scan's exp, ≤ 2 ulp; the hidden attention's decays)
+
+  // The int8 path of llama.cpp's CPU backend (cpu_simd_quant_impl.h, resources/docs/quantization.md):
+  // y = W · x̂ with x̂ = x rounded to 8 bits per block once per call (quantize_x_q8_0 for Q8_0 weights,
+  // quantize_x_q8_k for Q4_K and Q6_K) and an integer dot product per block, scaled by the two
+  // blocks' scales. Any other dtype (has_x8_path false) goes to matvec with x in fp32.
+  void (*matvec_x8)(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y);
+  // x (n, a multiple of 32) → per block of 32: d[k] = max|x|/127, q = round-to-nearest-even(x·127/max|x|)
+  // (ggml's x86 quantize_row_q8_0; the scale stays fp32 instead of fp16); a zero block gives d = 0, q = 0.
+  void (*quantize_x_q8_0)(const float* x, int64_t n, float* d, int8_t* q);
+  // x (n, a multiple of 256) → per block of 256 (ggml's quantize_row_q8_K_ref): v = the first value of
+  // largest |x|, iscale = −127/v, q = round-to-nearest-even(iscale·x) in [−127, 127], d = 1/iscale,
+  // bsums[16k + j] = Σ of q over values 16j .. 16j + 15 of block k.
+  void (*quantize_x_q8_k)(const float* x, int64_t n, float* d, int8_t* q, int16_t* bsums);
 };
+
+// The block formats matvec_x8 computes in integers (Q8_0, Q4_K, Q6_K).
+bool has_x8_path(DType t);
 
 // The best kernels this CPU supports, or those named by $HL_ISA (portable, avx2, avx512).
 const Kernels& kernels();
@@ -76,6 +93,11 @@ void scan_portable(const ScanArgs& a, int64_t d0, int64_t d1);
 namespace detail {
 const Kernels* avx2_kernels();    // null when not compiled for x86-64
 const Kernels* avx512_kernels();  // null when not compiled for x86-64
+// The AVX-512 set's int8 products with VNNI's vpdpbusd / vpdpwssd (cpu_simd_vnni.cpp), used only when
+// has_vnni() (AVX512_VNNI; without it the set keeps its maddubs loops: Skylake-X has AVX-512 without
+// VNNI). vnni_x8 returns false, doing nothing, for a dtype without an int8 path.
+bool has_vnni();
+bool vnni_x8(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y);
 }  // namespace detail
 
 }  // namespace hl::cpu::simd

@@ -85,11 +85,29 @@ struct V256 {
 };
 
 #include "engine/backend/cpu/cpu_simd_impl.h"
+#include "engine/backend/cpu/cpu_simd_quant_impl.h"
 
 using K = Kern<V256>;
-const Kernels kAvx2 = {Isa::Avx2,   "avx2",       K::matvec_any, K::widen,        K::dot,      K::axpy,
-                       K::dot_rows, K::axpy_rows, K::silu_mul,   K::silu_inplace, K::softplus, K::scan,
-                       K::exp_inplace};
+using Q = QKern<I8Avx2>;
+void matvec_x8(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
+  if (!Q::x8(t, W, rows, cols, x, y)) K::matvec_any(t, W, rows, cols, x, y);
+}
+const Kernels kAvx2 = {Isa::Avx2,
+                       "avx2",
+                       K::matvec_any,
+                       K::widen,
+                       K::dot,
+                       K::axpy,
+                       K::dot_rows,
+                       K::axpy_rows,
+                       K::silu_mul,
+                       K::silu_inplace,
+                       K::softplus,
+                       K::scan,
+                       K::exp_inplace,
+                       matvec_x8,
+                       Q::quantize_q8_0,
+                       Q::quantize_q8_k};
 
 }  // namespace
 

@@ -86,17 +86,42 @@ struct V512 {
 };
 
 #include "engine/backend/cpu/cpu_simd_impl.h"
+#include "engine/backend/cpu/cpu_simd_quant_impl.h"
 
 using K = Kern<V512>;
-const Kernels kAvx512 = {Isa::Avx512, "avx512",     K::matvec_any, K::widen,        K::dot,      K::axpy,
-                         K::dot_rows, K::axpy_rows, K::silu_mul,   K::silu_inplace, K::softplus, K::scan,
-                         K::exp_inplace};
+using Q = QKern<I8Avx2>;  // 256-bit maddubs; cpu_simd_vnni.cpp replaces it where the CPU has VNNI
+void matvec_x8(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
+  if (!Q::x8(t, W, rows, cols, x, y)) K::matvec_any(t, W, rows, cols, x, y);
+}
+void matvec_x8_vnni(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
+  if (!detail::vnni_x8(t, W, rows, cols, x, y)) K::matvec_any(t, W, rows, cols, x, y);
+}
 
 }  // namespace
 
 namespace detail {
 const Kernels* avx512_kernels() {
-  return &kAvx512;
+  static const Kernels k = [] {
+    Kernels t = {Isa::Avx512,
+                 "avx512",
+                 K::matvec_any,
+                 K::widen,
+                 K::dot,
+                 K::axpy,
+                 K::dot_rows,
+                 K::axpy_rows,
+                 K::silu_mul,
+                 K::silu_inplace,
+                 K::softplus,
+                 K::scan,
+                 K::exp_inplace,
+                 matvec_x8,
+                 Q::quantize_q8_0,
+                 Q::quantize_q8_k};
+    if (has_vnni()) t.matvec_x8 = matvec_x8_vnni;
+    return t;
+  }();
+  return &k;
 }
 }  // namespace detail
 

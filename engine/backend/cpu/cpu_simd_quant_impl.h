@@ -1,0 +1,310 @@
+// The int8 decode products of cpu_simd.h (Kernels::matvec_x8) written once over 256-bit integer
+// lanes, included by cpu_simd_avx2.cpp, cpu_simd_avx512.cpp and cpu_simd_vnni.cpp inside their
+// `#pragma GCC target` region (each has AVX2). Not a public header.
+//
+// What llama.cpp's CPU backend does for a block-quantised matrix times a vector: x is rounded once per
+// call to 8-bit blocks (ggml's quantize_row_q8_0 for Q8_0 weights, quantize_row_q8_K for the
+// K-quants), and each weight block is dotted with its x block in integers (ggml_vec_dot_q8_0_q8_0,
+// ggml_vec_dot_q4_K_q8_K, ggml_vec_dot_q6_K_q8_K); only the block's scales are floats. Q4_K and Q6_K
+// are bound by compute when every weight is converted to fp32 and multiplied in fp32; 32 byte
+// products per instruction are what makes them faster than the bytes they read.
+//
+// The integer sums are exact and equal those of the portable loops in cpu_simd.cpp (no int16 lane can
+// saturate: see each kernel); the vector kernels only add the scaled block sums in another order.
+//
+// I provides dot_us(acc, a, b) = acc + Σ of 4 adjacent a(u8)·b(s8) per int32 lane, and
+// madd(acc, p, s) = acc + Σ of 2 adjacent p(i16)·s(i16) per int32 lane: AVX2's maddubs + madd + add,
+// or AVX-512 VNNI's vpdpbusd / vpdpwssd (256-bit forms).
+
+template <class I>
+struct QKern {
+  using iv = __m256i;
+
+  static float hsum(__m256 v) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+  }
+  static float hmax_abs(__m256 a) {  // a ≥ 0
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+  }
+  static __m256 abs(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+  static float f16(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+  }
+
+  // 32 floats times s, rounded to nearest even (vcvtps2dq under the default MXCSR, as
+  // std::nearbyint in the portable quantiser) and packed to 32 int8 in order (packs interleave the
+  // 128-bit lanes; the permute undoes it, as ggml's quantize_row_q8_0 does). |x·s| ≤ 127 here.
+  static iv round_pack(const float* x, __m256 s) {
+    const iv a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), s));
+    const iv b = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), s));
+    const iv c = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), s));
+    const iv d = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), s));
+    const iv p = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  }
+
+  // x (n,) → Q8_0-style blocks of 32 (ggml's x86 quantize_row_q8_0, with the scale kept in fp32
+  // instead of fp16): d = max|x|/127, q = round(x · 127/max|x|), all zero for a zero block.
+  static void quantize_q8_0(const float* x, int64_t n, float* d, int8_t* q) {
+    for (int64_t k = 0; k < n / 32; ++k, x += 32, q += 32) {
+      __m256 m = abs(_mm256_loadu_ps(x));
+      for (int j = 8; j < 32; j += 8) m = _mm256_max_ps(m, abs(_mm256_loadu_ps(x + j)));
+      const float amax = hmax_abs(m);
+      d[k] = amax / 127.0f;
+      const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+      _mm256_storeu_si256(reinterpret_cast<iv*>(q), round_pack(x, _mm256_set1_ps(id)));
+    }
+  }
+
+  // x (n,) → Q8_K-style blocks of 256 (ggml's quantize_row_q8_K_ref): iscale = −127/v with v the
+  // first value of largest magnitude, q = round(iscale · x) (so v itself becomes −127), d = 1/iscale,
+  // bsums = the sums of q per 16. ggml tried −128 and kept −127 (a comment there), so q is in
+  // [−127, 127]; the min(127, ·) of ggml can never bite.
+  static void quantize_q8_k(const float* x, int64_t n, float* d, int8_t* q, int16_t* bsums) {
+    for (int64_t k = 0; k < n / 256; ++k, x += 256, q += 256, bsums += 16) {
+      __m256 m = abs(_mm256_loadu_ps(x));
+      for (int j = 8; j < 256; j += 8) m = _mm256_max_ps(m, abs(_mm256_loadu_ps(x + j)));
+      const float amax = hmax_abs(m);
+      if (amax == 0.0f) {
+        d[k] = 0;
+        std::memset(q, 0, 256);
+        std::memset(bsums, 0, 16 * sizeof(int16_t));
+        continue;
+      }
+      int at = 0;  // the first lane equal to amax (ggml keeps the first on ties of |x|)
+      const __m256 am = _mm256_set1_ps(amax);
+      for (int j = 0; j < 256; j += 8) {
+        const int hit = _mm256_movemask_ps(_mm256_cmp_ps(abs(_mm256_loadu_ps(x + j)), am, _CMP_EQ_OQ));
+        if (hit) {
+          at = j + __builtin_ctz(static_cast<unsigned>(hit));
+          break;
+        }
+      }
+      const float iscale = -127.0f / x[at];
+      const __m256 s = _mm256_set1_ps(iscale);
+      for (int j = 0; j < 256; j += 32) _mm256_storeu_si256(reinterpret_cast<iv*>(q + j), round_pack(x + j, s));
+      for (int j = 0; j < 16; ++j) {
+        int sum = 0;
+        for (int i = 0; i < 16; ++i) sum += q[16 * j + i];
+        bsums[j] = static_cast<int16_t>(sum);
+      }
+      d[k] = 1.0f / iscale;
+    }
+  }
+
+  // The quantised x of one call in a thread's buffers, grown once (a steady decode allocates nothing).
+  struct XQ {
+    std::vector<float> d;
+    std::vector<int8_t> q;
+    std::vector<int16_t> bsums;
+    void grow(int64_t n, int64_t block) {
+      if (q.size() < static_cast<size_t>(n)) q.resize(static_cast<size_t>(n));
+      if (d.size() < static_cast<size_t>(n / block)) d.resize(static_cast<size_t>(n / block));
+      if (bsums.size() < static_cast<size_t>(n / 16)) bsums.resize(static_cast<size_t>(n / 16));
+    }
+  };
+  static XQ& xq() {
+    thread_local XQ b;
+    return b;
+  }
+
+  static void ahead(const uint8_t* p, int64_t bytes) {  // as Kern::ahead (cpu_simd_impl.h)
+    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + 2048 + o);
+  }
+
+  // Q8_0 × Q8_0 (ggml_vec_dot_q8_0_q8_0): Σ_blocks (d_w·d_x) · Σ w·q. The weights are signed, and
+  // u8 × s8 needs one unsigned side: |w| · (q with w's sign), as ggml does. |w| ≤ 128 and |q| ≤ 127,
+  // so a pair of products (maddubs' int16) is at most 32512.
+  static void matvec_q8_0(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
+    constexpr int64_t kBytes = 34;
+    const int64_t nb = cols / 32;
+    XQ& b = xq();
+    b.grow(cols, 32);
+    quantize_q8_0(x, cols, b.d.data(), b.q.data());
+    const int8_t* q = b.q.data();
+    const float* dx = b.d.data();
+    const auto block = [&](const uint8_t* w, int64_t k, __m256 acc) {
+      const iv wv = _mm256_loadu_si256(reinterpret_cast<const iv*>(w + 2));
+      const iv xv = _mm256_loadu_si256(reinterpret_cast<const iv*>(q + 32 * k));
+      const iv s = I::dot_us(_mm256_setzero_si256(), _mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
+      return _mm256_fmadd_ps(_mm256_set1_ps(f16(w) * dx[k]), _mm256_cvtepi32_ps(s), acc);
+    };
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* w = W + r * nb * kBytes;
+      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();  // even and odd blocks
+      int64_t k = 0;
+      for (; k + 1 < nb; k += 2, w += 2 * kBytes) {
+        ahead(w, 2 * kBytes);
+        acc0 = block(w, k, acc0);
+        acc1 = block(w + kBytes, k + 1, acc1);
+      }
+      if (k < nb) acc0 = block(w, k, acc0);
+      y[r] = hsum(_mm256_add_ps(acc0, acc1));
+    }
+  }
+
+  // Q4_K × Q8_K (ggml_vec_dot_q4_K_q8_K): per block, d_x·d·Σ_g sc_g·Σ q4·q − d_x·dmin·Σ_g m_g·Σ q,
+  // the Σ q per group from the bsums. Codes ≤ 15 and |q| ≤ 127: a maddubs pair ≤ 3810; times a
+  // 6-bit scale in madd, ≤ 480060 per int32 lane and block. The scales and mins are unpacked into one
+  // vector of 16 int16 and each group's scale broadcast by a byte shuffle, as ggml does: scalar
+  // unpacking and broadcasts from general registers cost as much as the dot products here.
+  static void matvec_q4_k(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
+    constexpr int64_t kBytes = 144;
+    const int64_t nb = cols / 256;
+    XQ& b = xq();
+    b.grow(cols, 256);
+    quantize_q8_k(x, cols, b.d.data(), b.q.data(), b.bsums.data());
+    const iv m4 = _mm256_set1_epi8(0x0f);
+    iv pick[8];  // pick[g]: bytes 2g, 2g + 1 (int16 lane g) in every int16 lane
+    for (int g = 0; g < 8; ++g) pick[g] = _mm256_set1_epi16(static_cast<int16_t>((2 * g) | ((2 * g + 1) << 8)));
+    // One block of one row: its Σ sc·q4·q (8 int32 lanes) and Σ m·(bsum pairs) (4 int32 lanes).
+    const auto block = [&](const uint8_t* w, const int8_t* qk, __m128i pairs, iv* sumi_out, __m128i* prod) {
+      uint32_t u[3];  // the eight 6-bit scales and mins (ggml's get_scale_min_k4), as in Kern::matvec_q4_k
+      std::memcpy(u, w + 4, 12);
+      const uint32_t sc_lo = u[0] & 0x3f3f3f3fu, m_lo = u[1] & 0x3f3f3f3fu;
+      const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+      const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+      const iv sm = _mm256_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi),
+                                                        static_cast<int>(m_lo), static_cast<int>(m_hi)));
+      *prod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), pairs);
+      const iv scales = _mm256_permute2x128_si256(sm, sm, 0x00);  // the 8 scales in both halves
+      iv sumi = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {  // groups 2c (low nibbles) and 2c + 1 (high) of qs[32c .. 32c + 32)
+        const iv raw = _mm256_loadu_si256(reinterpret_cast<const iv*>(w + 16 + 32 * c));
+        const iv lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        const iv plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const iv*>(qk + 64 * c)));
+        const iv phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const iv*>(qk + 64 * c + 32)));
+        sumi = I::madd(sumi, plo, _mm256_shuffle_epi8(scales, pick[2 * c]));
+        sumi = I::madd(sumi, phi, _mm256_shuffle_epi8(scales, pick[2 * c + 1]));
+      }
+      *sumi_out = sumi;
+    };
+    const auto finish = [&](__m256 acc, __m128 accm) {
+      const __m128 m2 = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+      return hsum(acc) - _mm_cvtss_f32(_mm_add_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
+    };
+    // Two rows at a time share the x side of each block (its scale, bsum pairs and codes, from L1).
+    int64_t r = 0;
+    for (; r + 1 < rows; r += 2) {
+      const uint8_t* w0 = W + r * nb * kBytes;
+      const uint8_t* w1 = w0 + nb * kBytes;
+      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+      __m128 accm0 = _mm_setzero_ps(), accm1 = _mm_setzero_ps();
+      for (int64_t k = 0; k < nb; ++k, w0 += kBytes, w1 += kBytes) {
+        ahead(w0, kBytes);
+        ahead(w1, kBytes);
+        const float dx = b.d[static_cast<size_t>(k)];
+        const iv bs = _mm256_loadu_si256(reinterpret_cast<const iv*>(b.bsums.data() + 16 * k));
+        const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        const int8_t* qk = b.q.data() + 256 * k;
+        iv s0, s1;
+        __m128i p0, p1;
+        block(w0, qk, pairs, &s0, &p0);
+        block(w1, qk, pairs, &s1, &p1);
+        accm0 = _mm_fmadd_ps(_mm_set1_ps(dx * f16(w0 + 2)), _mm_cvtepi32_ps(p0), accm0);
+        accm1 = _mm_fmadd_ps(_mm_set1_ps(dx * f16(w1 + 2)), _mm_cvtepi32_ps(p1), accm1);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(w0)), _mm256_cvtepi32_ps(s0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(w1)), _mm256_cvtepi32_ps(s1), acc1);
+      }
+      y[r] = finish(acc0, accm0);
+      y[r + 1] = finish(acc1, accm1);
+    }
+    if (r < rows) {
+      const uint8_t* w = W + r * nb * kBytes;
+      __m256 acc = _mm256_setzero_ps();
+      __m128 accm = _mm_setzero_ps();
+      for (int64_t k = 0; k < nb; ++k, w += kBytes) {
+        ahead(w, kBytes);
+        const float dx = b.d[static_cast<size_t>(k)];
+        const iv bs = _mm256_loadu_si256(reinterpret_cast<const iv*>(b.bsums.data() + 16 * k));
+        const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        iv s;
+        __m128i p;
+        block(w, b.q.data() + 256 * k, pairs, &s, &p);
+        accm = _mm_fmadd_ps(_mm_set1_ps(dx * f16(w + 2)), _mm_cvtepi32_ps(p), accm);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(w)), _mm256_cvtepi32_ps(s), acc);
+      }
+      y[r] = finish(acc, accm);
+    }
+  }
+
+  // Q6_K × Q8_K (ggml_vec_dot_q6_K_q8_K): per block d_x·d·Σ_j sc_j·Σ (c − 32)·q over 16 values j,
+  // as Σ_j sc_j·Σ c·q − 32·Σ_j sc_j·bsum_j with the 6-bit codes c ≤ 63 unsigned (a maddubs pair
+  // ≤ 16002), the scales signed 8-bit.
+  static void matvec_q6_k(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
+    constexpr int64_t kBytes = 210;
+    const int64_t nb = cols / 256;
+    XQ& b = xq();
+    b.grow(cols, 256);
+    quantize_q8_k(x, cols, b.d.data(), b.q.data(), b.bsums.data());
+    const iv m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
+    iv pick[4];  // int16 lane 2g in the low half, lane 2g + 1 in the high half (byte shuffle masks)
+    for (int g = 0; g < 4; ++g) {
+      const auto lane = [](int l) { return static_cast<int16_t>((2 * l) | ((2 * l + 1) << 8)); };
+      pick[g] = _mm256_setr_m128i(_mm_set1_epi16(lane(2 * g)), _mm_set1_epi16(lane(2 * g + 1)));
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* w = W + r * nb * kBytes;
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t k = 0; k < nb; ++k, w += kBytes) {
+        ahead(w, kBytes);
+        const int8_t* sc = reinterpret_cast<const int8_t*>(w + 192);
+        const int8_t* qk = b.q.data() + 256 * k;
+        // 32 · Σ_j sc_j · bsum_j, in 8 int32 lanes.
+        const iv scales = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+        // Scales 8n .. 8n + 7 in both 128-bit halves; pick[g] puts scale 8n + 2g in the low half
+        // (values 0..15 of group g) and 8n + 2g + 1 in the high half (values 16..31).
+        const iv half[2] = {_mm256_permute2x128_si256(scales, scales, 0x00),
+                            _mm256_permute2x128_si256(scales, scales, 0x11)};
+        const iv bsum = _mm256_loadu_si256(reinterpret_cast<const iv*>(b.bsums.data() + 16 * k));
+        iv sumi = _mm256_slli_epi32(_mm256_madd_epi16(scales, bsum), 5);
+        sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+        for (int n = 0; n < 2; ++n) {  // values 128n .. 128n + 128: four groups g of 32
+          const iv ql0 = _mm256_loadu_si256(reinterpret_cast<const iv*>(w + 64 * n));
+          const iv ql1 = _mm256_loadu_si256(reinterpret_cast<const iv*>(w + 64 * n + 32));
+          const iv qh = _mm256_loadu_si256(reinterpret_cast<const iv*>(w + 128 + 32 * n));
+          for (int g = 0; g < 4; ++g) {
+            const iv lo = _mm256_and_si256(g < 2 ? (g == 0 ? ql0 : ql1)
+                                                 : _mm256_srli_epi16(g == 2 ? ql0 : ql1, 4), m4);
+            const iv hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m2), 4);
+            const iv c = _mm256_or_si256(lo, hi);
+            const iv p = _mm256_maddubs_epi16(c, _mm256_loadu_si256(reinterpret_cast<const iv*>(qk + 128 * n + 32 * g)));
+            sumi = I::madd(sumi, p, _mm256_shuffle_epi8(half[n], pick[g]));
+          }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(b.d[static_cast<size_t>(k)] * f16(w + 208)), _mm256_cvtepi32_ps(sumi), acc);
+      }
+      y[r] = hsum(acc);
+    }
+  }
+
+  // The formats above (true), or false with nothing done (the caller multiplies with x in fp32).
+  static bool x8(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
+    const uint8_t* w = static_cast<const uint8_t*>(W);
+    switch (t) {
+      case DType::Q8_0:
+        return matvec_q8_0(w, rows, cols, x, y), true;
+      case DType::Q4_K:
+        return matvec_q4_k(w, rows, cols, x, y), true;
+      case DType::Q6_K:
+        return matvec_q6_k(w, rows, cols, x, y), true;
+      default:
+        return false;
+    }
+  }
+};
+
+// AVX2: maddubs's int16 pairs summed to int32 by madd with ones, then added.
+struct I8Avx2 {
+  static __m256i dot_us(__m256i acc, __m256i a, __m256i b) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)));
+  }
+  static __m256i madd(__m256i acc, __m256i p, __m256i s) { return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s)); }
+};
