@@ -30,6 +30,7 @@
 #include "app/engine_thread.h"
 #include "app/help_dialog.h"
 #include "app/inspector_context.h"
+#include "app/run_controller.h"
 #include "app/run_list.h"
 #include "app/run_panel.h"
 #include "app/session_io.h"
@@ -85,6 +86,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   engine_ = new EngineThread(this);
   io_ = new SessionIo(this);
   ctx_ = new InspectorContext(this);
+  ctl_ = new RunController(engine_, ctx_, this);
   connect(ctx_, &InspectorContext::viewersUpdated, this, &MainWindow::onViewsUpdated);
 
   auto* central = new QWidget(this);
@@ -150,6 +152,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
   connect(strip_, &TokenStrip::tokenClicked, this, &MainWindow::scrubTo);
   connectEngine();
+  connectController();
 
   // Persistent settings: theme, backend, panel values, window geometry and dock layout.
   QSettings s;
@@ -201,7 +204,8 @@ void MainWindow::createViews() {
     connect(v, &hl::views::InstrumentView::stepClicked, this, &MainWindow::scrubTo);
     connect(v, &hl::views::InstrumentView::headClicked, this, &MainWindow::selectHead);
     if (auto* attention = qobject_cast<hl::views::AttentionPatternView*>(v))
-      connect(attention, &hl::views::AttentionPatternView::hiddenAttentionWanted, this, &MainWindow::requestHiddenAttention);
+      connect(attention, &hl::views::AttentionPatternView::hiddenAttentionWanted, ctl_,
+              &RunController::requestHiddenAttention);
     ctx_->addViewer(v);
     connect(dock, &QDockWidget::visibilityChanged, this, [this, v](bool visible) {
       if (visible) ctx_->viewerShown(v);
@@ -461,9 +465,10 @@ void MainWindow::updateAllViews() {
 void MainWindow::updateStatus() {
   // The backend the run uses, whether auto chose it, and a different choice waiting for Reset.
   const QString requested = property("hlRunRequestedBackend").toString();
-  QString backend = runBackend_.isEmpty() ? backendMenuLabel(backend_) : backendMenuLabel(runBackend_);
-  if (!runBackend_.isEmpty() && requested == QLatin1String("auto")) backend += tr(" (chosen by auto)");
-  if (!runBackend_.isEmpty() && backend_ != requested) backend += tr(" · %1 from the next Reset").arg(backend_);
+  const QString runBackend = ctl_->runBackend();
+  QString backend = runBackend.isEmpty() ? backendMenuLabel(backend_) : backendMenuLabel(runBackend);
+  if (!runBackend.isEmpty() && requested == QLatin1String("auto")) backend += tr(" (chosen by auto)");
+  if (!runBackend.isEmpty() && backend_ != requested) backend += tr(" · %1 from the next Reset").arg(backend_);
   backendLabel_->setText(tr("backend: %1").arg(backend));
   const hl::Run* a = runA();
   double secs = 0;
@@ -486,8 +491,8 @@ void MainWindow::updateStatus() {
 
 void MainWindow::updateActions() {
   const bool haveRun = runA() != nullptr;
-  const bool live = hasModel() && !viewOnly_;
-  panel_->setState(hasModel(), isBusy(), canStep(), viewOnly_);
+  const bool live = hasModel() && !isViewOnly();
+  panel_->setState(hasModel(), isBusy(), canStep(), isViewOnly());
   for (QAction* a : {stepAction_, runNAction_, runEndAction_}) a->setEnabled(canStep() && !isBusy());
   resetAction_->setEnabled(live && !isBusy());
   stopAction_->setEnabled(isBusy());
@@ -495,14 +500,14 @@ void MainWindow::updateActions() {
   saveAsAction_->setEnabled(haveRun);
   compareAction_->setEnabled(haveRun);
   endCompareAction_->setEnabled(ctx_->hasComparedSession());
-  adapterAction_->setEnabled(hasModel() && !loading_);
-  tunedAction_->setEnabled(hasModel() && !loading_);
+  adapterAction_->setEnabled(hasModel() && !isLoading());
+  tunedAction_->setEnabled(hasModel() && !isLoading());
   QString title = tr("HybridLens");
-  if (modelInfo_) title = modelInfo_->name + QStringLiteral(" — ") + title;
+  if (hasModel()) title = modelInfo()->name + QStringLiteral(" — ") + title;
   if (!sessionPath_.isEmpty()) title = QFileInfo(sessionPath_).fileName() + QStringLiteral(" — ") + title;
-  if (viewOnly_) title += tr(" (view only)");
+  if (isViewOnly()) title += tr(" (view only)");
   setWindowTitle((isDirty() ? QStringLiteral("* ") : QString()) + title);
-  panel_->setRunSummary(runSummary());
+  panel_->setRunSummary(ctl_->summary());
 }
 
 void MainWindow::exportDialog(const std::vector<hl::views::InstrumentView*>& which, const QString& what) {

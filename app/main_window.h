@@ -1,15 +1,15 @@
-// The main window (issue 5 items 1, 2, 4-6; issue 6 items 2, 4, 5): menus, the run panel, the token
-// strip, every instrument view as a dock, the status bar and the session commands. All engine work
-// goes to the one engine thread; results come back as queued value copies, never waited on. Split
-// by feature: main_window.cpp (frame, views), main_window_model.cpp (checkpoints, adapters, errors),
-// main_window_run.cpp (stepping, scrubbing), main_window_compare.cpp (the compare runs and the run
-// list), main_window_session.cpp (sessions, autosave).
-// What the views look at (recording, runs, step, layer, head) is the InspectorContext's.
+// The main window (issue 5 items 1, 2, 4-6; issue 6 items 2, 4, 5): the frame — menus, the run
+// panel, the token strip, every instrument view as a dock, the status bar, dialogs and the session
+// commands. What the views look at (recording, runs, step, layer, head) is the InspectorContext's;
+// the run logic (run ids, busy flags, stepping, compare runs, hidden-attention requests, change
+// counters) is the RunController's (issue 17 item 1): the window builds its requests from the
+// controls and shows what it says. Split by feature: main_window.cpp (frame, views),
+// main_window_model.cpp (checkpoints, adapters, errors), main_window_run.cpp (the controls and the
+// strip wired to the controller), main_window_session.cpp (sessions, autosave).
 #pragma once
 #include <QMainWindow>
 #include <QMessageBox>
 #include <QString>
-#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -35,7 +35,9 @@ namespace hl::app {
 class AutosaveStore;
 class EngineThread;
 class InspectorContext;
+class RunController;
 class RunList;
+struct PromptKey;
 class RunPanel;
 class SessionIo;
 class TokenStrip;
@@ -52,9 +54,9 @@ class MainWindow : public QMainWindow {
   // load runs or when the user keeps unsaved work. On failure the current model stays usable.
   bool openCheckpoint(const QString& dir);
   void cancelLoad();
-  bool isLoading() const { return loading_; }
-  bool hasModel() const { return modelInfo_.has_value(); }
-  const ModelInfo* modelInfo() const { return modelInfo_ ? &*modelInfo_ : nullptr; }
+  bool isLoading() const;
+  bool hasModel() const;
+  const ModelInfo* modelInfo() const;
   // A PEFT adapter (DoRA view + adapter toggle) or a fine-tuned checkpoint (DoRA view) against the
   // loaded model; adapterLoaded or an error follows.
   void loadAdapter(const QString& dir);
@@ -67,7 +69,7 @@ class MainWindow : public QMainWindow {
   // n steps (n < 0: to the end). False when nothing can step now.
   bool stepRun(int64_t n);
   void stopRun();
-  bool isBusy() const { return busy_ || compareBusy_; }
+  bool isBusy() const;
   bool canStep() const;
   // Scrubs every view to token `step` (-1: follow the latest).
   void scrubTo(int step);
@@ -85,8 +87,8 @@ class MainWindow : public QMainWindow {
   bool openSession(const QString& path);
   bool compareWithSession(const QString& path);
   void endSessionCompare();
-  bool isViewOnly() const { return viewOnly_; }
-  bool isDirty() const { return changes_ != savedChanges_; }
+  bool isViewOnly() const;
+  bool isDirty() const;
   QString sessionPath() const { return sessionPath_; }
   void setAutosaveInterval(int ms);
   void autosaveNow();
@@ -100,6 +102,7 @@ class MainWindow : public QMainWindow {
   // --- Views and export (main_window.cpp) ---
   const hl::Recording* recording() const;
   InspectorContext* context() const { return ctx_; }
+  RunController* runController() const { return ctl_; }
   const hl::Run* runA() const;
   const hl::Run* runB() const;  // the toggled run B, or the compared session's run
   TokenStrip* tokenStrip() const { return strip_; }
@@ -171,35 +174,20 @@ class MainWindow : public QMainWindow {
   void onAdapterLoaded(const AdapterInfo& info);
   void setBackend(const QString& name);
   // main_window_run.cpp
-  void onRunStarted(const RunStart& s);
-  void onStepped(const StepResult& r);
-  void onStepDone(int runId, const QString& reason);
-  // The attention view wants an SSM layer's hidden attention: one request in flight, the latest next.
-  void requestHiddenAttention(int layer, int token, int head);
-  void sendHiddenRequest();
-  void onHiddenAttention(int runId, const hl::views::HiddenPattern& p);
-  // main_window_compare.cpp
+  void connectController();
+  void onRunOpened(const RunStart& s);
+  void onAutoStartFailed(const QString& message);
+  void onStepFinished(const QString& reason);
   void onTogglesChanged();
-  void startCompare(int index, const Toggles& t);  // run `index` of the recording (or a new one) with `t`
-  void chooseRun(int index);                        // the run list: compare run `index` with A
+  void chooseRun(int index);  // the run list: compare run `index` with A
   void refreshRunList();
-  void onCompareReady(int runId, int compareId, const hl::Run& b);
-  void onCompareFailed(int runId, int compareId, const QString& message);
-  void clearLiveCompare();
   void setStripFromRecording();
   void markDifferences(int from);
-  QString runSummary() const;
   void defaultPrompt();
   // Prompt box against the live run (finding 1): a note while they differ; Step then restarts.
-  struct PromptKey {
-    QString text;
-    bool ids = false, bos = true;
-    bool operator==(const PromptKey& o) const { return text == o.text && ids == o.ids && (ids || bos == o.bos); }
-  };
   PromptKey promptKey() const;
   bool promptEdited() const;
   void onPromptEdited();
-  void syncTogglesToRecording();  // the toggles show the recording's last run (finding 4)
   // main_window_session.cpp
   void saveSessionAs();
   void saveCurrent();
@@ -207,7 +195,7 @@ class MainWindow : public QMainWindow {
   void chooseCompareSession();
   void applySession(std::shared_ptr<hl::Recording> loaded, const QString& path, bool recovered);
   void resumeSession(bool adapterTried = false);
-  void onResumed(int runId, const QString& error);
+  void onResumed(const QString& error);
   std::shared_ptr<const hl::Recording> snapshot() const;
   void autosaveTick();
   void clearAutosave();
@@ -219,42 +207,24 @@ class MainWindow : public QMainWindow {
   std::vector<hl::views::InstrumentView*> views_;
   std::vector<QDockWidget*> docks_;
   InspectorContext* ctx_ = nullptr;  // the recording, step, selection; tells the views what changed
+  RunController* ctl_ = nullptr;     // the model at hand, the runs and what the engine does for them
   QByteArray defaultLayout_, compactLayout_;
   // Windows (or screens) less high than this get the compact default layout.
   static constexpr int kCompactBelowPx = 960;
 
-  // Model and adapter.
-  std::optional<ModelInfo> modelInfo_;
-  std::optional<AdapterInfo> adapter_;
-  bool loading_ = false;
+  // Loads (the model and adapter once loaded are the controller's).
   int loadRequest_ = 0;
-  QString backend_ = QStringLiteral("auto");
-  QString runBackend_;  // resolved name of the live run's backend
+  QString backend_ = QStringLiteral("auto");  // the user's choice, for the next run
   std::function<void()> afterLoad_;     // once a model is in: a demo's adapter, or a session's resume
   std::function<void()> afterAdapter_;  // once an adapter is in (or failed): a session's resume
   bool keepRecordingOnLoad_ = false;    // a session waits for its checkpoint: do not start a new run
 
-  // The run (the recording itself is the context's: run A, then the compare runs B, C, ...).
-  int runId_ = 0, compareId_ = 0;
-  bool busy_ = false, compareBusy_ = false, viewOnly_ = false;
-  int liveRun_ = -1;        // the recording's run the engine steps along with A (== runs.size(): a new one)
-  Toggles shownToggles_;    // what the toggles showed before the latest change
-  Toggles resetCompare_;    // the toggles when Reset was pressed: run B of the new run when not A's
   RunList* runList_ = nullptr;
-  std::optional<PromptKey> runPrompt_, requestedPrompt_;  // the live run's prompt; a Reset's, until it starts
-  int64_t stepAfterStart_ = 0;  // Step pressed with an edited prompt: steps once the new run starts
-  bool autoStarted_ = false;    // the run being started came from loading a model, not from Reset
-  QString startNote_;           // why the remembered prompt was replaced, said when the run starts
-  bool hiddenInFlight_ = false;             // a hidden-attention request is with the engine
-  std::optional<std::array<int, 3>> hiddenWanted_;  // (layer, token, head) to ask for next
-  std::vector<int32_t> pendingPrompt_;  // prompt tokens not fed yet
-  std::vector<std::string> pendingText_;
-  std::vector<char> pendingSpecial_;  // per pending token: special (from the engine)
+  QString startNote_;  // why the remembered prompt was replaced, said when the run starts
   bool dark_ = false;
 
-  // Sessions.
+  // Sessions (the change counters are the controller's).
   QString sessionPath_;
-  uint64_t changes_ = 0, savedChanges_ = 0, autosavedChanges_ = 0;
   QTimer* autosaveTimer_ = nullptr;
   bool autosaving_ = false;
   std::unique_ptr<AutosaveStore> autosave_;  // null when the folder cannot be used

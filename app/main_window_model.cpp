@@ -21,6 +21,7 @@
 #include "app/engine_worker.h"
 #include "app/inspector_context.h"
 #include "app/main_window.h"
+#include "app/run_controller.h"
 #include "app/run_panel.h"
 #include "app/token_strip.h"
 #include "sessions/session_file.h"
@@ -46,35 +47,7 @@ void MainWindow::connectEngine() {
       f();
     }
   });
-  connect(w, &EngineWorker::runStarted, this, &MainWindow::onRunStarted);
-  connect(w, &EngineWorker::runFailed, this, [this](int runId, const QString& message) {
-    busy_ = false;
-    stepAfterStart_ = 0;
-    if (runId == runId_ && std::exchange(autoStarted_, false)) {
-      // The remembered prompt fails on this model: the default replaces it, once, and is remembered
-      // (finding 8); the failure is said when the new run starts instead of at every start.
-      const QString old = panel_->promptText();
-      panel_->setPromptText(QString());
-      defaultPrompt();
-      startNote_ = tr("the prompt \"%1\" could not run (%2) and was replaced by the default").arg(old.left(60), message);
-      QSettings s;
-      panel_->saveSettings(s);
-      resetRun();
-      return;
-    }
-    updateActions();
-    if (runId == runId_) reportError(tr("Run failed"), message);
-  });
-  connect(w, &EngineWorker::stepped, this, &MainWindow::onStepped);
-  connect(w, &EngineWorker::stepDone, this, &MainWindow::onStepDone);
-  connect(w, &EngineWorker::compareProgress, this, [this](int runId, int compareId, qint64 done, qint64 total) {
-    if (runId == runId_ && compareId == compareId_)
-      statusBar()->showMessage(tr("Run B: %1 of %2 tokens").arg(done).arg(total));
-  });
-  connect(w, &EngineWorker::compareReady, this, &MainWindow::onCompareReady);
-  connect(w, &EngineWorker::compareFailed, this, &MainWindow::onCompareFailed);
-  connect(w, &EngineWorker::resumed, this, &MainWindow::onResumed);
-  connect(w, &EngineWorker::hiddenAttentionReady, this, &MainWindow::onHiddenAttention);
+  // Runs, steps, compare runs, resumes and hidden attention: the RunController's (connectController).
 }
 
 void MainWindow::reportError(const QString& title, const QString& message) {
@@ -91,13 +64,13 @@ void MainWindow::reportError(const QString& title, const QString& message) {
 }
 
 bool MainWindow::openCheckpoint(const QString& dir) {
-  if (loading_) {
+  if (isLoading()) {
     statusBar()->showMessage(tr("A checkpoint is still loading"), 5000);
     return false;
   }
   if (!keepRecordingOnLoad_ && !maybeDiscard()) return false;
-  if (busy_) engine_->requestStop();  // a running Run-to-end would hold the load back
-  loading_ = true;
+  if (ctl_->engineBusy()) engine_->requestStop();  // a running Run-to-end would hold the load back
+  ctl_->setLoading(true);
   ++loadRequest_;
   progress_->setRange(0, 0);
   progress_->setFormat(tr("loading %p%"));
@@ -113,40 +86,38 @@ bool MainWindow::openCheckpoint(const QString& dir) {
 void MainWindow::setWeightsFormat(const QString& format) {
   if (format == weightsFormat_) return;
   weightsFormat_ = format;
-  if (modelInfo_ && modelInfo_->weights != format) openCheckpoint(modelInfo_->dir);  // the open model, in the new format
+  if (const ModelInfo* m = modelInfo(); m && m->weights != format) openCheckpoint(m->dir);  // the open model, in the new format
 }
 
 void MainWindow::cancelLoad() {
-  if (!loading_) return;
+  if (!isLoading()) return;
   engine_->cancelLoad();
   statusBar()->showMessage(tr("Cancelling the load…"));
 }
 
 void MainWindow::onLoadProgress(int requestId, qint64 done, qint64 total, const QString& what) {
-  if (requestId != loadRequest_ || !loading_) return;
+  if (requestId != loadRequest_ || !isLoading()) return;
   progress_->setRange(0, static_cast<int>(std::max<qint64>(1, total)));
   progress_->setValue(static_cast<int>(std::min(done, total)));
   if (!what.isEmpty()) statusBar()->showMessage(tr("Loading: %1").arg(what));
 }
 
 void MainWindow::onModelLoaded(const ModelInfo& info) {
-  loading_ = false;
+  ctl_->setLoading(false);
   progress_->hide();
   cancelButton_->hide();
-  modelInfo_ = info;
-  adapter_.reset();
+  ctl_->setModel(info);  // the adapter and the run's backend go with the old model
   ctx_->setDora({}, QStringLiteral("DoRA"));
-  ctx_->setVocabulary(&modelInfo_->vocab);
+  ctx_->setVocabulary(&modelInfo()->vocab);
   {
     hl::views::HardwareInfo hw = ctx_->hardware();
     hw.weightBytesPerToken = info.weightBytesPerToken;
     ctx_->setHardware(hw);
   }
-  runBackend_.clear();
   panel_->setTokenizerAvailable(info.hasTokenizer);
   panel_->setChatTemplate(info.chatTemplate, info.chatTokenizer, info.chatTemplateError);
   panel_->setAdapterAvailable(false);
-  if (keepRecordingOnLoad_) syncTogglesToRecording();  // a session's runs, not an empty box (finding 4)
+  if (keepRecordingOnLoad_) ctl_->syncToggles();  // a session's runs, not an empty box (finding 4)
   addRecent(kRecentCheckpoints, info.dir);
   rebuildRecentMenus();
   backendMenu_->clear();
@@ -174,18 +145,11 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
   if (!keepRecordingOnLoad_) {
     // A new model: a fresh, empty recording; a run A starts from the prompt at once.
     // The model's schedule is drawn at once (ribbon, layer lists), before any step (finding 2).
-    auto fresh = std::make_shared<hl::Recording>();
-    fresh->config = info.config;
-    fresh->checkpoint = info.identity;
-    ctx_->openRecording(std::move(fresh), true);
+    ctl_->newRecording();
     sessionPath_.clear();
-    viewOnly_ = false;
-    changes_ = savedChanges_ = autosavedChanges_ = 0;
-    pendingPrompt_.clear();
-    runPrompt_.reset();
     strip_->clear();
     defaultPrompt();
-    autoStarted_ = resetRun();
+    ctl_->setAutoStarted(resetRun());
   }
   keepRecordingOnLoad_ = false;
   updateActions();
@@ -198,7 +162,7 @@ void MainWindow::onModelLoaded(const ModelInfo& info) {
 
 void MainWindow::onLoadFailed(int requestId, const QString& dir, const QString& message, bool cancelled) {
   Q_UNUSED(requestId);
-  loading_ = false;
+  ctl_->setLoading(false);
   progress_->hide();
   cancelButton_->hide();
   afterLoad_ = nullptr;
@@ -211,7 +175,7 @@ void MainWindow::onLoadFailed(int requestId, const QString& dir, const QString& 
     statusBar()->showMessage(tr("Loading %1 cancelled").arg(QDir::toNativeSeparators(dir)), 8000);
   } else {
     QString kept =
-        modelInfo_ ? tr("The model %1 is still loaded and usable.").arg(modelInfo_->name) : tr("No model is loaded.");
+        hasModel() ? tr("The model %1 is still loaded and usable.").arg(modelInfo()->name) : tr("No model is loaded.");
     if (sessionWaiting) kept = tr("The session stays open, view-only: every view scrubs and exports.");
     reportError(tr("Could not open checkpoint"),
                 tr("%1\n\n%2\n\n%3").arg(QDir::toNativeSeparators(dir), message, kept));
@@ -240,9 +204,9 @@ void MainWindow::loadTunedCheckpoint(const QString& dir) {
 
 void MainWindow::onAdapterLoaded(const AdapterInfo& info) {
   if (info.isAdapter) {
-    adapter_ = info;
+    ctl_->setAdapter(info);
     panel_->setAdapterAvailable(true);
-    syncTogglesToRecording();  // a session whose run uses this adapter shows it ticked (finding 4)
+    ctl_->syncToggles();  // a session whose run uses this adapter shows it ticked (finding 4)
   }
   ctx_->setDora(info.rows, info.label);
   statusBar()->showMessage(
@@ -259,13 +223,13 @@ void MainWindow::onAdapterLoaded(const AdapterInfo& info) {
 }
 
 void MainWindow::chooseCheckpoint() {
-  const QString start = modelInfo_ ? QFileInfo(modelInfo_->dir).absolutePath() : bundledModelsDir();
+  const QString start = hasModel() ? QFileInfo(modelInfo()->dir).absolutePath() : bundledModelsDir();
   const QString dir = QFileDialog::getExistingDirectory(this, tr("Open checkpoint folder"), start);
   if (!dir.isEmpty()) openCheckpoint(dir);
 }
 
 void MainWindow::chooseGguf() {
-  const QString start = modelInfo_ ? QFileInfo(modelInfo_->dir).absolutePath() : bundledModelsDir();
+  const QString start = hasModel() ? QFileInfo(modelInfo()->dir).absolutePath() : bundledModelsDir();
   const QString file =
       QFileDialog::getOpenFileName(this, tr("Open GGUF model"), start, tr("GGUF models (*.gguf);;All files (*)"));
   if (!file.isEmpty()) openCheckpoint(file);
@@ -292,7 +256,7 @@ void MainWindow::openDemo(const QString& dir, const QString& fineTune, bool tune
       loadAdapter(fineTune);
   };
   const bool loaded =
-      modelInfo_ && QFileInfo(modelInfo_->dir).canonicalFilePath() == QFileInfo(dir).canonicalFilePath();
+      hasModel() && QFileInfo(modelInfo()->dir).canonicalFilePath() == QFileInfo(dir).canonicalFilePath();
   if (loaded && !fineTune.isEmpty()) {
     next();
     return;

@@ -1,41 +1,88 @@
-// The main window's stepping side (see main_window.h): Reset, Step, Run N, Run to end, Stop; the
-// recording grows by one record per queued StepResult; scrubbing and layer/head selection; the
-// toggles (issue 5 item 4): a setting that differs from run A's re-runs the same tokens as run B on
-// the engine thread, and B then steps along with A.
+// The main window's run side (see main_window.h): the run panel, the token strip, the run list and
+// the status bar wired to the RunController, which does the run logic. Here: the requests built from
+// the controls (Reset, Step, Run N, Run to end, Stop, the toggles), the prompt box checked against
+// the live run (finding 1), a remembered prompt that cannot run replaced once (finding 8), the strip
+// fed and marked where A's and B's top-1 differ, scrubbing and layer/head selection.
 #include <QSettings>
 #include <QStatusBar>
 #include <utility>
 
-#include "app/engine_thread.h"
-#include "app/engine_worker.h"
+#include "app/chat_panel.h"
 #include "app/inspector_context.h"
 #include "app/main_window.h"
+#include "app/run_controller.h"
+#include "app/run_list.h"
 #include "app/run_panel.h"
 #include "app/token_strip.h"
 #include "engine/core/error.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "engine/tokenizer/tokenizer.h"
-#include "app/chat_panel.h"
 #include "views/view_util.h"
 
 namespace hl::app {
 
+void MainWindow::connectController() {
+  RunController* c = ctl_;
+  c->setInputs({[this] { return panel_->toggles(); }, [this] { return panel_->maxNewTokens(); }});
+  connect(c, &RunController::stateChanged, this, &MainWindow::updateActions);
+  connect(c, &RunController::status, this, [this](const QString& text, int ms) { statusBar()->showMessage(text, ms); });
+  connect(c, &RunController::errorReported, this, &MainWindow::reportError);
+  connect(c, &RunController::togglesShown, panel_, &RunPanel::setToggles);
+  connect(c, &RunController::runOpened, this, &MainWindow::onRunOpened);
+  connect(c, &RunController::started, this, &MainWindow::runStarted);
+  connect(c, &RunController::stepWanted, this, &MainWindow::stepRun);
+  connect(c, &RunController::autoStartFailed, this, &MainWindow::onAutoStartFailed);
+  connect(c, &RunController::tokenAppended, this, [this](int t, const StepResult& r) {
+    strip_->feed({QString::fromStdString(r.text), r.a->token_id, r.generated, false, r.special});
+    markDifferences(t);
+  });
+  connect(c, &RunController::stepped, this, &MainWindow::stepped);
+  connect(c, &RunController::stepFinished, this, &MainWindow::onStepFinished);
+  connect(c, &RunController::marksChanged, this, [this] { markDifferences(0); });
+  connect(c, &RunController::compareChanged, this, &MainWindow::compareChanged);
+  connect(c, &RunController::resumed, this, &MainWindow::onResumed);
+  connect(c, &RunController::idle, this, &MainWindow::idle);
+}
+
+bool MainWindow::isLoading() const {
+  return ctl_->isLoading();
+}
+
+bool MainWindow::hasModel() const {
+  return ctl_->hasModel();
+}
+
+const ModelInfo* MainWindow::modelInfo() const {
+  return ctl_->model();
+}
+
+bool MainWindow::isBusy() const {
+  return ctl_->isBusy();
+}
 
 bool MainWindow::canStep() const {
-  return hasModel() && !viewOnly_ && !loading_ && runA() != nullptr;
+  return ctl_->canStep();
+}
+
+bool MainWindow::isViewOnly() const {
+  return ctl_->isViewOnly();
+}
+
+bool MainWindow::isDirty() const {
+  return ctl_->isDirty();
 }
 
 void MainWindow::defaultPrompt() {
-  const bool tok = modelInfo_ && modelInfo_->hasTokenizer;
+  const ModelInfo* m = modelInfo();
+  const bool tok = m && m->hasTokenizer;
   const QString text = panel_->promptText().trimmed();
   bool idsOk = !text.isEmpty();
   QString why;
   try {
     if (idsOk) {
-      const int64_t V = modelInfo_ ? modelInfo_->config.vocab_size : 0;
+      const int64_t V = m ? m->config.vocab_size : 0;
       for (int32_t id : hl::parse_id_list(text.toStdString())) {
         if (V > 0 && (id < 0 || id >= V)) {
-          why = tr("token id %1 is outside the vocabulary [0, %2) of %3").arg(id).arg(V).arg(modelInfo_->name);
+          why = tr("token id %1 is outside the vocabulary [0, %2) of %3").arg(id).arg(V).arg(m->name);
           idsOk = false;
           break;
         }
@@ -63,12 +110,12 @@ void MainWindow::defaultPrompt() {
   }
 }
 
-MainWindow::PromptKey MainWindow::promptKey() const {
+PromptKey MainWindow::promptKey() const {
   return {panel_->promptText(), panel_->idsMode(), panel_->addBos()};
 }
 
 bool MainWindow::promptEdited() const {
-  return runPrompt_ && !viewOnly_ && hasModel() && !(promptKey() == *runPrompt_);
+  return ctl_->promptDiffers(promptKey());
 }
 
 void MainWindow::onPromptEdited() {
@@ -83,18 +130,9 @@ void MainWindow::onPromptEdited() {
                             : tr("Prompt edited: Step starts a new run A with it"));
 }
 
-void MainWindow::syncTogglesToRecording() {
-  const hl::Recording* r = rec();
-  if (!r || r->runs.empty() || compareBusy_) return;
-  const hl::Run* b = ctx_->hasComparedSession() ? nullptr : runB();
-  shownToggles_ = togglesOf(b ? b->settings : r->runs[0].settings);
-  panel_->setToggles(shownToggles_);
-}
-
 bool MainWindow::resetRun() {
-  if (!hasModel() || loading_ || isBusy()) return false;
+  if (!hasModel() || isLoading() || isBusy()) return false;
   if (!maybeDiscard()) return false;
-  requestedPrompt_ = promptKey();
   RunRequest r;
   r.useText = !panel_->idsMode();
   r.text = panel_->promptText();  // Chat mode: the rendered chat, fed without an added BOS
@@ -111,52 +149,15 @@ bool MainWindow::resetRun() {
     }
   }
   r.addBos = panel_->addBos();
-  // Reset keeps run A's settings as the baseline (finding 13): toggles that differ make run B of
-  // the new run, and the status bar says so.
-  const hl::Run* oldA = runA();
-  r.toggles = oldA ? togglesOf(oldA->settings) : panel_->toggles();
-  resetCompare_ = panel_->toggles();
   r.backend = backend_;
   r.sampling = panel_->sampling();
   r.maxNewTokens = panel_->maxNewTokens();
-  r.runId = ++runId_;
-  ++compareId_;
-  ctx_->clearComparedSession();
-  busy_ = true;  // until runStarted or runFailed
-  engine_->post([r](EngineWorker& w) { w.startRun(r); });
-  updateActions();
-  return true;
+  return ctl_->start(std::move(r), promptKey(), panel_->toggles());
 }
 
-void MainWindow::onRunStarted(const RunStart& s) {
-  busy_ = false;  // commands run in order: this ends the startRun that set busy_, stale or not
-  if (s.runId != runId_ || !modelInfo_) {
-    updateActions();
-    return;
-  }
-  autoStarted_ = false;
-  runPrompt_ = requestedPrompt_;
-  auto rec = std::make_shared<hl::Recording>();
-  rec->checkpoint = modelInfo_->identity;
-  rec->config = modelInfo_->config;
-  rec->prompt = s.prompt.toStdString();
-  rec->engine_version = HL_VERSION;
-  if (!s.settings.adapter.empty() && adapter_) rec->adapter_identity = adapter_->identity;
-  rec->weights = modelInfo_->weights.toStdString();
-  rec->runs.reserve(2);
-  hl::Run a;
-  a.label = "A";
-  a.settings = s.settings;
-  rec->runs.push_back(std::move(a));
-  pendingPrompt_ = s.tokens;
-  pendingText_ = s.texts;
-  pendingSpecial_ = s.special;
-  runBackend_ = s.backend;
+void MainWindow::onRunOpened(const RunStart& s) {
   setProperty("hlRunRequestedBackend", backend_);  // what the status bar compares the choice with
-  viewOnly_ = false;
   sessionPath_.clear();
-  savedChanges_ = autosavedChanges_ = ++changes_;  // an empty run is nothing to lose yet
-  ctx_->openRecording(std::move(rec), false);
   setStripFromRecording();
   updateActions();
   const QString note = std::exchange(startNote_, QString());
@@ -166,77 +167,41 @@ void MainWindow::onRunStarted(const RunStart& s) {
           (note.isEmpty() ? QString() : QStringLiteral(" — ") + note),
       note.isEmpty() ? 8000 : 30000);
   onPromptEdited();
-  shownToggles_ = togglesOf(s.settings);
-  liveRun_ = -1;
-  const Toggles wanted = std::exchange(resetCompare_, shownToggles_);
-  panel_->setToggles(shownToggles_);
-  if (wanted != shownToggles_) {
-    panel_->setToggles(wanted);
-    onTogglesChanged();  // run B of the new run: the toggles the panel showed
-    statusBar()->showMessage(tr("Reset: run A keeps its settings; the toggles that differ run as run B"), 8000);
-  }
-  emit runStarted();
-  if (const int64_t n = std::exchange(stepAfterStart_, 0)) stepRun(n);
+}
+
+void MainWindow::onAutoStartFailed(const QString& message) {
+  // The remembered prompt fails on this model: the default replaces it, once, and is remembered
+  // (finding 8); the failure is said when the new run starts instead of at every start.
+  const QString old = panel_->promptText();
+  panel_->setPromptText(QString());
+  defaultPrompt();
+  startNote_ = tr("the prompt \"%1\" could not run (%2) and was replaced by the default").arg(old.left(60), message);
+  QSettings s;
+  panel_->saveSettings(s);
+  resetRun();
 }
 
 bool MainWindow::stepRun(int64_t n) {
   if (n != 0 && !isBusy() && promptEdited()) {
     // The prompt box and the run disagree: Step restarts with what the box says (finding 1).
     if (!resetRun()) return false;
-    stepAfterStart_ = n;
+    ctl_->stepAfterStart(n);
     statusBar()->showMessage(tr("The prompt was edited: a new run A starts with it"), 8000);
     return true;
   }
-  if (!canStep() || isBusy() || n == 0) return false;
-  busy_ = true;
-  ctx_->setStep(-1);  // follow the new tokens
-  const int id = runId_, epoch = engine_->stopEpoch();
-  const int64_t maxNew = panel_->maxNewTokens();  // the limit as the panel shows it now
-  engine_->post([id, n, epoch, maxNew](EngineWorker& w) { w.step(id, n, epoch, maxNew); });
-  updateActions();
-  return true;
+  return ctl_->step(n);
 }
 
 void MainWindow::stopRun() {
-  if (!isBusy()) return;
-  engine_->requestStop();
-  statusBar()->showMessage(tr("Stopping after the current token…"));
+  ctl_->stop();
 }
 
-void MainWindow::onStepped(const StepResult& r) {
-  if (r.runId != runId_ || !rec() || rec()->runs.empty()) return;
-  hl::Run& a = rec()->runs[0];
-  a.records.push_back(r.a);
-  a.run_seconds = r.runSecondsA;
-  if (!r.generated) a.prompt_tokens = static_cast<int64_t>(a.records.size());
-  rec()->tokens.push_back(r.a->token_id);
-  if (modelInfo_ && modelInfo_->hasTokenizer) rec()->token_text.push_back(r.text);
-  const size_t t = a.records.size() - 1;
-  if (t < pendingPrompt_.size() && pendingPrompt_[t] != r.a->token_id) pendingPrompt_.resize(t);
-  if (r.hasB && r.compareId == compareId_ && liveRun_ >= 1 && liveRun_ < static_cast<int>(rec()->runs.size())) {
-    hl::Run& b = rec()->runs[liveRun_];
-    if (b.records.size() == t) {
-      b.records.push_back(r.b);
-      b.run_seconds = r.runSecondsB;
-      b.prompt_tokens = a.prompt_tokens;
-    }
-  }
-  strip_->feed({QString::fromStdString(r.text), r.a->token_id, r.generated, false, r.special});
-  markDifferences(static_cast<int>(t));
-  ++changes_;
-  ctx_->recordsAppended(static_cast<int>(t));
-  emit stepped(static_cast<int>(a.records.size()));
-}
-
-void MainWindow::onStepDone(int runId, const QString& reason) {
-  Q_UNUSED(runId);
-  busy_ = false;  // commands run in order: this ends the step command that set busy_
+void MainWindow::onStepFinished(const QString& reason) {
   refreshViews(false);
   updateActions();
   const hl::Run* a = runA();
   const QString count = a ? tr("%1 (%2 prompt)").arg(hl::views::tokensText(static_cast<long long>(a->records.size()))).arg(a->prompt_tokens) : QString();
   statusBar()->showMessage(reason.isEmpty() ? count : tr("%1 — %2").arg(count, reason), 8000);
-  emit idle();
 }
 
 void MainWindow::scrubTo(int step) {
@@ -249,27 +214,12 @@ void MainWindow::selectLayer(int layer) {
   ctx_->setLayer(layer);
 }
 
-void MainWindow::requestHiddenAttention(int layer, int token, int head) {
-  hiddenWanted_ = std::array<int, 3>{layer, token, head};
-  if (!hiddenInFlight_) sendHiddenRequest();
-}
-
-void MainWindow::sendHiddenRequest() {
-  if (!hiddenWanted_) return;
-  const auto [layer, token, head] = *std::exchange(hiddenWanted_, std::nullopt);
-  hiddenInFlight_ = true;
-  const int id = runId_;
-  engine_->post([id, layer, token, head](EngineWorker& w) { w.hiddenAttention(id, layer, token, head); });
-}
-
-void MainWindow::onHiddenAttention(int runId, const hl::views::HiddenPattern& p) {
-  if (p.complete || !p.error.empty()) hiddenInFlight_ = false;
-  if (runId == runId_) ctx_->setHiddenPattern(p);
-  if (!hiddenInFlight_) sendHiddenRequest();
-}
-
 void MainWindow::selectHead(int head) {
   ctx_->setHead(head);
+}
+
+void MainWindow::onTogglesChanged() {
+  ctl_->togglesChanged(panel_->toggles());
 }
 
 void MainWindow::setToggles(const Toggles& t) {
@@ -284,6 +234,14 @@ void MainWindow::setShowDiff(bool on) {
     ctx_->setShowDiff(on);
 }
 
+void MainWindow::chooseRun(int index) {
+  if (!ctl_->chooseRun(index)) refreshRunList();  // refused: the list shows what is compared
+}
+
+void MainWindow::refreshRunList() {
+  runList_->setRuns(rec(), ctx_->compareIndex(), ctx_->hasComparedSession() ? runB() : nullptr, ctx_->comparedName());
+}
+
 void MainWindow::setStripFromRecording() {
   std::vector<TokenStrip::Chip> chips;
   if (!rec()) {
@@ -295,18 +253,18 @@ void MainWindow::setStripFromRecording() {
   const int64_t prompt = a ? a->prompt_tokens : static_cast<int64_t>(fed);
   // Fed tokens of a recording: the loaded model's tokenizer marks special ones when its vocabulary
   // is the recording's; otherwise no marks (a session of another model).
-  const hl::Tokenizer* tok = modelInfo_ && modelInfo_->chatTokenizer &&
-                                     modelInfo_->config.vocab_size == rec()->config.vocab_size
-                                 ? modelInfo_->chatTokenizer.get()
-                                 : nullptr;
+  const ModelInfo* m = modelInfo();
+  const hl::Tokenizer* tok =
+      m && m->chatTokenizer && m->config.vocab_size == rec()->config.vocab_size ? m->chatTokenizer.get() : nullptr;
   for (size_t i = 0; i < fed; ++i) {
     const QString text = i < rec()->token_text.size() ? QString::fromStdString(rec()->token_text[i]) : QString();
     const int32_t id = rec()->tokens[i];
     chips.push_back({text, id, static_cast<int64_t>(i) >= prompt, false, tok && tok->is_special(id)});
   }
-  for (size_t i = fed; i < pendingPrompt_.size(); ++i) {
-    const QString text = i < pendingText_.size() ? QString::fromStdString(pendingText_[i]) : QString();
-    chips.push_back({text, pendingPrompt_[i], false, false, i < pendingSpecial_.size() && pendingSpecial_[i] != 0});
+  const RunController::PendingPrompt& p = ctl_->pending();
+  for (size_t i = fed; i < p.tokens.size(); ++i) {
+    const QString text = i < p.texts.size() ? QString::fromStdString(p.texts[i]) : QString();
+    chips.push_back({text, p.tokens[i], false, false, i < p.special.size() && p.special[i] != 0});
   }
   strip_->setTokens(chips, static_cast<int>(fed));
   markDifferences(0);
@@ -316,6 +274,7 @@ void MainWindow::markDifferences(int from) {
   const hl::Run* a = runA();
   const hl::Run* b = runB();
   if (!a) return;
+  const ModelInfo* m = modelInfo();
   const int n = std::min(strip_->fedCount(), static_cast<int>(a->records.size()));
   for (int t = std::max(0, from); t < n; ++t) {
     bool differs = false;
@@ -327,9 +286,9 @@ void MainWindow::markDifferences(int from) {
         const int64_t ia = hl::argmax(la.data(), static_cast<int64_t>(la.size()));
         const int64_t ib = hl::argmax(lb.data(), static_cast<int64_t>(lb.size()));
         differs = ia != ib;
-        auto name = [this](int64_t id) {
-          const bool known = modelInfo_ && id < static_cast<int64_t>(modelInfo_->vocab.size());
-          return known ? QStringLiteral("“%1” (#%2)").arg(QString::fromStdString(modelInfo_->vocab[id])).arg(id)
+        auto name = [m](int64_t id) {
+          const bool known = m && id < static_cast<int64_t>(m->vocab.size());
+          return known ? QStringLiteral("“%1” (#%2)").arg(QString::fromStdString(m->vocab[id])).arg(id)
                        : QStringLiteral("#%1").arg(id);
         };
         if (differs) note = tr("A predicts %1, B predicts %2").arg(name(ia), name(ib));

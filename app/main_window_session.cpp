@@ -12,10 +12,9 @@
 
 #include "app/app_settings.h"
 #include "app/autosave_store.h"
-#include "app/engine_thread.h"
-#include "app/engine_worker.h"
 #include "app/inspector_context.h"
 #include "app/main_window.h"
+#include "app/run_controller.h"
 #include "app/run_panel.h"
 #include "app/session_io.h"
 #include "app/token_strip.h"
@@ -59,7 +58,7 @@ bool MainWindow::saveSession(const QString& path) {
     return false;
   }
   const QString p = withExtension(path);
-  const uint64_t at = changes_;
+  const uint64_t at = ctl_->changes();
   statusBar()->showMessage(tr("Saving %1…").arg(QDir::toNativeSeparators(p)));
   io_->save(p, snapshot(), [this, p, at](const QString& error) {
     if (!error.isEmpty()) {
@@ -68,7 +67,7 @@ bool MainWindow::saveSession(const QString& path) {
       return;
     }
     sessionPath_ = p;
-    savedChanges_ = at;
+    ctl_->markSaved(at);
     addRecent(kRecentSessions, p);
     rebuildRecentMenus();
     if (!isDirty()) clearAutosave();
@@ -127,18 +126,8 @@ void MainWindow::applySession(std::shared_ptr<hl::Recording> loaded, const QStri
     reportError(tr("Could not open the session"), tr("%1\n\nThe session holds no run.").arg(path));
     return;
   }
-  engine_->requestStop();  // a run of the previous recording ends; its late results are dropped
-  engine_->post([](EngineWorker& w) { w.endRun(); });  // and the engine lets go of its records (finding 14)
-  ++runId_;
-  ++compareId_;
-  ctx_->openRecording(std::move(loaded), true);
-  pendingPrompt_.clear();
-  pendingText_.clear();
-  pendingSpecial_.clear();
-  viewOnly_ = true;
+  ctl_->openStored(std::move(loaded), recovered);  // view-only until resumed
   sessionPath_ = recovered ? QString() : path;
-  savedChanges_ = ++changes_;
-  if (recovered) ++changes_;  // recovered work is unsaved until saved
   const hl::Run& a = rec()->runs[0];
   if (!rec()->prompt.empty()) {
     panel_->setIdsMode(false);
@@ -147,8 +136,8 @@ void MainWindow::applySession(std::shared_ptr<hl::Recording> loaded, const QStri
     panel_->setIdsMode(true);
     panel_->setPromptText(idsText(rec()->tokens, a.prompt_tokens));
   }
-  runPrompt_ = promptKey();
-  syncTogglesToRecording();
+  ctl_->setRunPrompt(promptKey());
+  ctl_->syncToggles();  // the toggles show the recording's compared run (finding 4)
   setStripFromRecording();
   updateActions();
   if (!recovered) {
@@ -159,7 +148,7 @@ void MainWindow::applySession(std::shared_ptr<hl::Recording> loaded, const QStri
 
   // With its checkpoint at hand (the same config and weights), stepping continues.
   const QString folder = QString::fromStdString(rec()->checkpoint.folder);
-  if (modelInfo_ && hl::identity_mismatch(rec()->checkpoint, modelInfo_->identity).empty()) {
+  if (hasModel() && hl::identity_mismatch(rec()->checkpoint, modelInfo()->identity).empty()) {
     resumeSession();
     return;
   }
@@ -167,7 +156,7 @@ void MainWindow::applySession(std::shared_ptr<hl::Recording> loaded, const QStri
     keepRecordingOnLoad_ = true;
     if (openCheckpoint(folder)) {
       afterLoad_ = [this] {
-        const std::string why = hl::identity_mismatch(rec()->checkpoint, modelInfo_->identity);
+        const std::string why = hl::identity_mismatch(rec()->checkpoint, modelInfo()->identity);
         if (why.empty()) {
           resumeSession();
           return;
@@ -193,42 +182,26 @@ void MainWindow::resumeSession(bool adapterTried) {
   for (const hl::Run* r : {&a, hasB ? static_cast<const hl::Run*>(&rec()->runs[k]) : nullptr}) {
     if (!r || r->settings.adapter.empty()) continue;
     const QString dir = QFile::decodeName(QByteArray::fromStdString(r->settings.adapter));
-    const bool loaded = adapter_ && QFile::encodeName(adapter_->dir).toStdString() == r->settings.adapter;
+    const AdapterInfo* at = ctl_->adapter();
+    const bool loaded = at && QFile::encodeName(at->dir).toStdString() == r->settings.adapter;
     if (!loaded && !adapterTried && QFileInfo(dir).isDir()) {
       afterAdapter_ = [this] { resumeSession(true); };
       loadAdapter(dir);
       return;
     }
   }
-  busy_ = true;
-  const int id = runId_, cid = compareId_, epoch = engine_->stopEpoch();
-  const QString backend = backend_;
-  const int64_t maxNew = panel_->maxNewTokens();
-  hl::Run b = hasB ? rec()->runs[k] : hl::Run{};  // shares the records (record_list.h)
-  liveRun_ = hasB ? k : -1;
-  engine_->post([id, cid, epoch, backend, maxNew, a, hasB, b](EngineWorker& w) {
-    w.resume(id, a, hasB, b, cid, backend, maxNew, epoch);
-  });
-  statusBar()->showMessage(tr("Replaying %1 so that stepping can continue…").arg(hl::views::tokensText(static_cast<long long>(a.records.size()))));
-  updateActions();
+  ctl_->resume(backend_);
 }
 
-void MainWindow::onResumed(int runId, const QString& error) {
-  busy_ = false;
-  if (runId != runId_) {
-    updateActions();
-    return;
-  }
-  viewOnly_ = !error.isEmpty();
-  syncTogglesToRecording();
+// The controller resumed (or could not): the toggles already show the recording's runs.
+void MainWindow::onResumed(const QString& error) {
   onPromptEdited();
-  if (viewOnly_)
+  if (isViewOnly())
     statusBar()->showMessage(tr("View-only: %1").arg(error));
   else
     statusBar()->showMessage(tr("The session continues: Step adds tokens to its runs"), 8000);
   updateActions();
-  emit sessionResumed(!viewOnly_);
-  emit idle();
+  emit sessionResumed(!isViewOnly());
 }
 
 bool MainWindow::compareWithSession(const QString& path) {
@@ -256,16 +229,8 @@ bool MainWindow::compareWithSession(const QString& path) {
     const size_t keep = std::min(common > 0 ? common : n, run->records.size());
     run->records.resize(keep);
     run->prompt_tokens = std::min<int64_t>(run->prompt_tokens, static_cast<int64_t>(keep));
-    clearLiveCompare();
-    ctx_->setCompareIndex(-1);
-    ++compareId_;
-    const int id = runId_, cid = compareId_;
-    if (hasModel() && !viewOnly_) engine_->post([id, cid](EngineWorker& w) { w.setCompare(id, cid, false, {}, 0); });
-    panel_->setToggles(togglesOf(rec()->runs[0].settings));
     const QString name = QFileInfo(path).fileName();
-    ctx_->setComparedSession(std::move(other), std::move(run), name);
-    markDifferences(0);
-    updateActions();
+    ctl_->compareWithStored(std::move(other), std::move(run), name);
     statusBar()->showMessage(common > 0 ? tr("Comparing with %1: %2 in common").arg(name).arg(hl::views::tokensText(static_cast<long long>(common)))
                                         : tr("Comparing with %1: the tokens differ from the first one, aligned by "
                                              "position over %2 tokens")
@@ -311,7 +276,7 @@ bool MainWindow::maybeDiscard() {
     return false;
   }
   sessionPath_ = p;
-  savedChanges_ = changes_;
+  ctl_->markSaved(ctl_->changes());
   addRecent(kRecentSessions, p);
   clearAutosave();
   return true;
@@ -323,18 +288,18 @@ void MainWindow::setAutosaveInterval(int ms) {
 }
 
 void MainWindow::autosaveTick() {
-  if (autosaving_ || !rec() || rec()->runs.empty() || !isDirty() || changes_ == autosavedChanges_) return;
+  if (autosaving_ || !rec() || rec()->runs.empty() || !isDirty() || ctl_->autosaved()) return;
   autosaveNow();
 }
 
 void MainWindow::autosaveNow() {
   if (autosaving_ || !autosave_ || !rec() || rec()->runs.empty()) return;
   autosaving_ = true;
-  const uint64_t at = changes_;
+  const uint64_t at = ctl_->changes();
   io_->save(QFile::decodeName(autosave_->path().c_str()), snapshot(), [this, at](const QString& error) {
     autosaving_ = false;
     if (error.isEmpty())
-      autosavedChanges_ = at;
+      ctl_->markAutosaved(at);
     else
       statusBar()->showMessage(tr("Autosave failed: %1").arg(error), 8000);
   });

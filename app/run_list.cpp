@@ -4,25 +4,9 @@
 
 #include <QStringList>
 
-#include "engine/io/config.h"
+#include "app/run_controller.h"  // changeFromA, normalizerText
 
 namespace hl::app {
-
-namespace {
-QString normalizerText(const hl::RunSettings& s) {
-  return s.normalizer_override ? QString::fromLatin1(hl::normalizer_name(s.normalizer)) : QObject::tr("as trained");
-}
-}  // namespace
-
-QString changeFromA(const hl::RunSettings& a, const hl::RunSettings& b) {
-  QStringList d;
-  if (normalizerText(a) != normalizerText(b)) d << QObject::tr("normalizer %1").arg(normalizerText(b));
-  if (a.registers_used != b.registers_used)
-    d << QObject::tr("registers %1 → %2").arg(a.registers_used).arg(b.registers_used);
-  if (a.adapter != b.adapter) d << (b.adapter.empty() ? QObject::tr("no adapter") : QObject::tr("adapter"));
-  if (a.backend != b.backend) d << QObject::tr("backend %1").arg(QString::fromStdString(b.backend));
-  return d.isEmpty() ? QObject::tr("same settings") : d.join(QStringLiteral(", "));
-}
 
 RunList::RunList(QWidget* parent) : QListWidget(parent) {
   setObjectName("runList");

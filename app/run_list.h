@@ -10,10 +10,6 @@
 
 namespace hl::app {
 
-// What run `b` changes against run `a`, in words: "normalizer softmax-1", "registers 0 → 3",
-// "adapter", several joined by ", "; "same settings" when none.
-QString changeFromA(const hl::RunSettings& a, const hl::RunSettings& b);
-
 class RunList : public QListWidget {
   Q_OBJECT
 
