@@ -65,7 +65,7 @@ struct ModelInfo {
   std::shared_ptr<const hl::Tokenizer> chatTokenizer;   // a GUI-thread copy that counts chat tokens
   int64_t params = 0, activeParams = 0, weightBytesPerToken = 0;
   double loadSeconds = 0;
-  QString weights;       // the format the matrices were quantised to on load ("q8_0"), empty: as stored
+  QString weights;       // the --weights label of the load ("q8_0", "as-stored+fp32-activations"), empty: as stored
   QString quantSummary;  // one line on what quantising did (matrices, worst relative RMS error), or empty
   QStringList backends;  // available_backends()
 };

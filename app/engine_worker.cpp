@@ -65,7 +65,8 @@ void EngineWorker::loadModel(int requestId, int cancelEpoch, const QString& dir,
       emit loadProgress(requestId, done, total, QString::fromStdString(what));
       return true;
     };
-    if (!weights.isEmpty()) opts.weights = hl::parse_weight_format(weights.toStdString(), "weights", &opts.quantize_head);
+    if (!weights.isEmpty())
+      opts.weights = hl::parse_weight_format(weights.toStdString(), "weights", &opts.quantize_head, &opts.fp32_activations);
     std::shared_ptr<hl::Model> m = hl::load_model(path, opts);
     std::unique_ptr<hl::Tokenizer> tok;
     if (!m->tokenizer_path.empty()) tok = hl::Tokenizer::load(m->tokenizer_path);
@@ -92,8 +93,8 @@ void EngineWorker::loadModel(int requestId, int cancelEpoch, const QString& dir,
     info.params = m->param_count();
     info.activeParams = m->active_param_count();
     info.weightBytesPerToken = m->weight_bytes_per_token();
+    info.weights = QString::fromStdString(hl::weights_label(*m));
     if (const hl::WeightQuantization* q = m->quantization.get()) {
-      info.weights = QString::fromStdString(hl::weights_label(*m));
       info.quantSummary = tr("weights quantised on load to %1: %2 of %3 matrices, worst relative RMS error %4 %, %5 → %6 MiB")
                               .arg(info.weights)
                               .arg(q->quantized_count())

@@ -36,6 +36,7 @@
 #include "app/session_io.h"
 #include "app/token_strip.h"
 #include "engine/core/sys_memory.h"
+#include "engine/model/quantize.h"
 #include "views/instrument_view.h"
 #include "views/instrument_views.h"
 #include "views/view_registry.h"
@@ -283,11 +284,21 @@ void MainWindow::createMenus() {
   weightsHead->setObjectName(QStringLiteral("actionWeightsHead"));
   weightsHead->setToolTip(tr("Also the LM head (and the embedding when they are tied): fewer bytes per token and "
                              "faster decode, but the logits every instrument reads move more"));
-  // The checked format, with +head when the head is to be quantised too (engine/model/quantize.h).
-  const auto applyWeights = [this, weightsGroup, weightsHead] {
+  auto* weightsFp32 = new QAction(tr("Keep activations in &fp32"), weights);
+  weightsFp32->setCheckable(true);
+  weightsFp32->setObjectName(QStringLiteral("actionWeightsFp32Activations"));
+  weightsFp32->setToolTip(tr("Multiply block-quantised weights by x in fp32 instead of rounding x to 8 bits per "
+                             "block (the default, as llama.cpp does): slower decode on the CPU, and the "
+                             "instruments see only the weights' quantisation"));
+  // The checked format, with +head when the head is to be quantised too and +fp32-activations when x
+  // stays in fp32 (engine/model/quantize.h; "as-stored+fp32-activations" for a GGUF file's blocks).
+  const auto applyWeights = [this, weightsGroup, weightsHead, weightsFp32] {
     const QAction* c = weightsGroup->checkedAction();
-    const QString f = c ? c->data().toString() : QString();
-    setWeightsFormat(f.isEmpty() || !weightsHead->isChecked() ? f : f + QStringLiteral("+head"));
+    QString f = c ? c->data().toString() : QString();
+    if (!f.isEmpty() && weightsHead->isChecked()) f += QStringLiteral("+head");
+    if (weightsFp32->isChecked())
+      f = (f.isEmpty() ? QStringLiteral("as-stored") : f) + QString::fromLatin1(hl::kFp32ActivationsSuffix);
+    setWeightsFormat(f);
   };
   for (const auto& [label, format] : {std::pair{tr("As stored"), QString()}, std::pair{tr("Q8_0 (8.5 bits)"), QStringLiteral("q8_0")},
                                       std::pair{tr("Q6_K (6.6 bits)"), QStringLiteral("q6_k")},
@@ -303,7 +314,9 @@ void MainWindow::createMenus() {
   }
   weights->addSeparator();
   weights->addAction(weightsHead);
+  weights->addAction(weightsFp32);
   connect(weightsHead, &QAction::toggled, this, applyWeights);
+  connect(weightsFp32, &QAction::toggled, this, applyWeights);
   recentMenu_ = file->addMenu(tr("Open &recent"));
   demoMenu_ = file->addMenu(tr("Open &demo model"));
   adapterAction_ = file->addAction(tr("Load &adapter (LoRA/DoRA)…"), this, &MainWindow::chooseAdapter);

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     std::vector<float> w(static_cast<size_t>(s.rows * s.cols)), x(static_cast<size_t>(s.cols)), y(static_cast<size_t>(s.rows));
     for (float& v : w) v = g(rng);
     for (float& v : x) v = g(rng) * 20;
-    for (DType t : {DType::BF16, DType::Q8_0, DType::Q6_K, DType::Q4_K}) {
+    for (DType t : {DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q6_K, DType::Q5_K, DType::Q4_K}) {
       std::vector<uint8_t> q(static_cast<size_t>(s.rows * dtype_row_bytes(t, s.cols)));
       from_float(t, w.data(), q.data(), w.size());
       for (cpu::simd::Isa isa : {cpu::simd::Isa::Portable, cpu::simd::Isa::Avx2, cpu::simd::Isa::Avx512}) {

@@ -233,8 +233,11 @@ void InstrumentView::setPanelName(QCPAxisRect* rect, const QString& name) {
 }
 
 void InstrumentView::fitPanels() {
-  const bool tabsShown = !tabs_->isHidden();
-  fitPanelsTo(plot_->size() + QSize(0, tabsShown ? tabs_->height() + layout()->spacing() : 0), true);
+  fitPanelsTo(panelRoom(plot_->size()), true);
+}
+
+QSize InstrumentView::panelRoom(QSize plotSize) const {
+  return plotSize + QSize(0, tabs_->isHidden() ? 0 : tabs_->height() + layout()->spacing());
 }
 
 void InstrumentView::fitPanelsTo(QSize room, bool mayFold) const {
@@ -477,9 +480,7 @@ bool InstrumentView::eventFilter(QObject* obj, QEvent* ev) {
       fitTitle(title_, title_->property("hlFull").toString(), static_cast<QResizeEvent*>(ev)->size().width());
       // Legends rewrapped and panels folded or unfolded for the new size, before QCustomPlot's
       // own resize handling replots.
-      fitPanelsTo(static_cast<QResizeEvent*>(ev)->size() +
-                      QSize(0, tabs_->isHidden() ? 0 : tabs_->height() + layout()->spacing()),
-                  true);
+      fitPanelsTo(panelRoom(static_cast<QResizeEvent*>(ev)->size()), true);
       break;
     case QEvent::ToolTip: {
       auto* he = static_cast<QHelpEvent*>(ev);

@@ -157,6 +157,9 @@ class InstrumentView : public QWidget, public InspectorViewer {
   // Legends wrapped and panels folded for the plot's current size (and for `room`, e.g. an export).
   void fitPanels();
   void fitPanelsTo(QSize room, bool mayFold) const;
+  // The room the panels have with a plot of this size: the plot plus the fold's tab bar and its
+  // spacing while the bar is shown (the bar takes its height from the plot).
+  QSize panelRoom(QSize plotSize) const;
   QCustomPlot* plot_ = nullptr;
   QTabBar* tabs_ = nullptr;
   std::unique_ptr<PanelLayout> fold_;

@@ -43,7 +43,7 @@ bool InstrumentView::exportFigure(const QString& path, const QString& format, in
     ~RestoreTitle() { fitTitle(t, full, width); }
   } restoreTitle{title_, fullTitle, plot_->width()};
   // A figure shows every panel, its legends wrapped to the figure's width; the window's fold after.
-  const QSize room = plot_->size() + QSize(0, tabs_->isHidden() ? 0 : tabs_->height() + layout()->spacing());
+  const QSize room = panelRoom(plot_->size());
   fitPanelsTo(QSize(lw, lh), false);
   struct RestorePanels {
     const InstrumentView* v;

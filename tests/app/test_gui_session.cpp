@@ -246,6 +246,25 @@ TEST(MainWindow, WeightsOnLoad_ReloadsQuantised_AndTheRecordingNamesTheFormat) {
   QObject::disconnect(c);
   ASSERT_TRUE(h.settle());
   EXPECT_TRUE(h->modelInfo()->quantSummary.contains("q8_0+head")) << h->modelInfo()->quantSummary.toStdString();
+  // "Keep activations in fp32": the same weights, x not rounded to 8 bits; the run names it.
+  QAction* fp32 = h->findChild<QAction*>("actionWeightsFp32Activations");
+  ASSERT_NE(fp32, nullptr);
+  started = false;
+  c = QObject::connect(h.w.get(), &hl::app::MainWindow::runStarted, [&] { started = true; });
+  fp32->trigger();
+  ASSERT_TRUE(waitFor([&] { return started && h->modelInfo() && h->modelInfo()->weights == "q8_0+head+fp32-activations"; }))
+      << h.errors.join("; ").toStdString();
+  QObject::disconnect(c);
+  ASSERT_TRUE(h.settle());
+  ASSERT_TRUE(h.step(1));
+  EXPECT_EQ(h->recording()->weights, "q8_0+head+fp32-activations");
+  started = false;
+  c = QObject::connect(h.w.get(), &hl::app::MainWindow::runStarted, [&] { started = true; });
+  fp32->trigger();  // back to the int8 products
+  ASSERT_TRUE(waitFor([&] { return started && h->modelInfo() && h->modelInfo()->weights == "q8_0+head"; }))
+      << h.errors.join("; ").toStdString();
+  QObject::disconnect(c);
+  ASSERT_TRUE(h.settle());
   started = false;
   c = QObject::connect(h.w.get(), &hl::app::MainWindow::runStarted, [&] { started = true; });
   h->findChild<QAction*>("actionWeightsAsStored")->trigger();

@@ -21,7 +21,7 @@ namespace {
 using cpu::simd::Isa;
 using cpu::simd::Kernels;
 
-constexpr DType kX8[] = {DType::Q8_0, DType::Q4_K, DType::Q6_K};
+constexpr DType kX8[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 std::vector<const Kernels*> every_isa() {
   std::vector<const Kernels*> out;
@@ -148,8 +148,9 @@ std::vector<uint8_t> block_rows(DType t, int64_t rows, int64_t cols, uint32_t se
   std::uniform_int_distribution<int> byte(0, 255);
   for (size_t at = 0; at < q.size(); at += static_cast<size_t>(bb)) {
     uint8_t* b = q.data() + at;
-    // The fp16 scales: d (and dmin) of Q8_0 / Q4_K at the start, d of Q6_K at the end.
-    const int keep0 = t == DType::Q6_K ? 0 : (t == DType::Q4_K ? 4 : 2);
+    // The fp16 scales: d of the blocks of 32 and d, dmin of Q4_K / Q5_K at the start, d of Q6_K at
+    // the end.
+    const int keep0 = t == DType::Q6_K ? 0 : (t == DType::Q4_K || t == DType::Q5_K ? 4 : 2);
     const int keep1 = t == DType::Q6_K ? 2 : 0;
     for (int64_t i = keep0; i < bb - keep1; ++i) b[i] = static_cast<uint8_t>(byte(rng));
   }
@@ -182,8 +183,8 @@ TEST(Int8Matvec, EveryIsa_MatchesPortable_AwkwardShapes) {
         std::vector<float> xd(static_cast<size_t>(s.cols / 16)), xh(x.size());
         std::vector<int8_t> xq(x.size());
         std::vector<int16_t> xb(static_cast<size_t>(s.cols / 16));
-        const int64_t xblock = t == DType::Q8_0 ? 32 : 256;
-        if (t == DType::Q8_0)
+        const int64_t xblock = dtype_block(t);  // x in Q8_0 blocks of 32 or Q8_K blocks of 256
+        if (xblock == 32)
           ref.quantize_x_q8_0(x.data(), s.cols, xd.data(), xq.data());
         else
           ref.quantize_x_q8_k(x.data(), s.cols, xd.data(), xq.data(), xb.data());
@@ -230,7 +231,7 @@ TEST(Int8Matvec, ErrorAgainstFp32Activations_WithinTheRoundingBound) {
       const std::vector<float> x = activations(cols, 22);
       std::vector<float> deq(static_cast<size_t>(rows * cols));
       to_float(t, w.data(), deq.data(), deq.size());
-      const int64_t xblock = t == DType::Q8_0 ? 32 : 256;
+      const int64_t xblock = dtype_block(t);  // x in Q8_0 blocks of 32 or Q8_K blocks of 256
       std::vector<float> step(static_cast<size_t>(cols / xblock));  // |d| per block: max|x|/127
       for (size_t b = 0; b < step.size(); ++b) {
         float amax = 0;
@@ -268,7 +269,7 @@ TEST(Int8Matvec, ErrorAgainstFp32Activations_WithinTheRoundingBound) {
 TEST(Int8Matvec, OtherFormats_TakeTheFp32Path) {
   const int64_t rows = 9, cols = 512;
   const std::vector<float> x = activations(cols, 4);
-  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q5_1, DType::Q5_K})
+  for (DType t : {DType::Q4_1, DType::Q5_1})
     for (const Kernels* k : every_isa()) {
       EXPECT_FALSE(cpu::simd::has_x8_path(t));
       const std::vector<uint8_t> w = block_rows(t, rows, cols, 8, false);

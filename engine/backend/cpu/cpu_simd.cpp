@@ -109,6 +109,25 @@ struct XQ {  // a thread's quantised x, grown once
   std::vector<int16_t> bsums;
 };
 
+// The 32 signed weight codes of one block of 32 (Q8_0: int8; Q4_0: nibble − 8; Q5_0: 5-bit code − 16,
+// its fifth bits from qh as ggml's dequantize_row_q5_0 reads them) and the block's size in bytes.
+int64_t block32_codes(DType t, const uint8_t* w, int c[32]) {
+  if (t == DType::Q8_0) {
+    for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(w[2 + j]);
+    return 34;
+  }
+  const bool five = t == DType::Q5_0;
+  const uint8_t* qs = w + (five ? 6 : 2);
+  uint32_t qh = 0;
+  if (five) std::memcpy(&qh, w + 2, 4);
+  for (int j = 0; j < 16; ++j) {
+    c[j] = (qs[j] & 15) | static_cast<int>(((qh >> j) & 1u) << 4);
+    c[j + 16] = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+  }
+  for (int j = 0; j < 32; ++j) c[j] -= five ? 16 : 8;
+  return five ? 22 : 18;
+}
+
 void matvec_x8_portable(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
   if (!has_x8_path(t)) return matvec_portable(t, W, rows, cols, x, y);
   thread_local XQ b;
@@ -116,15 +135,18 @@ void matvec_x8_portable(DType t, const void* W, int64_t rows, int64_t cols, cons
   if (b.q.size() < n) b.q.resize(n), b.d.resize(n / 32), b.bsums.resize(n / 16);
   const int8_t* q = b.q.data();
   const int64_t row_bytes = dtype_row_bytes(t, cols);
-  if (t == DType::Q8_0) {
+  if (dtype_block(t) == 32) {  // Q8_0, Q4_0, Q5_0 against x in Q8_0 blocks: d_w · d_x · Σ w·q
     quantize_x_q8_0_portable(x, cols, b.d.data(), b.q.data());
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t* w = static_cast<const uint8_t*>(W) + r * row_bytes;
       float acc = 0;
-      for (int64_t k = 0; k < cols / 32; ++k, w += 34) {
+      for (int64_t k = 0; k < cols / 32; ++k) {
+        int c[32];
+        const int64_t bytes = block32_codes(t, w, c);
         int32_t s = 0;
-        for (int j = 0; j < 32; ++j) s += static_cast<int8_t>(w[2 + j]) * q[32 * k + j];
+        for (int j = 0; j < 32; ++j) s += c[j] * q[32 * k + j];
         acc += f16_at(w) * b.d[static_cast<size_t>(k)] * static_cast<float>(s);
+        w += bytes;
       }
       y[r] = acc;
     }
@@ -139,7 +161,10 @@ void matvec_x8_portable(DType t, const void* W, int64_t rows, int64_t cols, cons
       const int16_t* bs = b.bsums.data() + 16 * k;
       const float dx = b.d[static_cast<size_t>(k)];
       int32_t sumi = 0;
-      if (t == DType::Q4_K) {  // ggml's get_scale_min_k4, then the nibbles of 64 values per 32 bytes
+      if (t == DType::Q4_K || t == DType::Q5_K) {
+        // ggml's get_scale_min_k4, then the nibbles of 64 values per 32 bytes; Q5_K adds bit g of
+        // qh[l] as the fifth bit of value l of group g.
+        const bool five = t == DType::Q5_K;
         const uint8_t* s = w + 4;
         uint8_t sc[8], mn[8];
         for (int j = 0; j < 8; ++j) {
@@ -148,15 +173,18 @@ void matvec_x8_portable(DType t, const void* W, int64_t rows, int64_t cols, cons
         }
         int32_t summs = 0;
         for (int g = 0; g < 8; ++g) {
-          const uint8_t* qs = w + 16 + 32 * (g / 2);
+          const uint8_t* qs = w + (five ? 48 : 16) + 32 * (g / 2);
           int32_t sg = 0;
-          for (int l = 0; l < 32; ++l) sg += ((g % 2 ? qs[l] >> 4 : qs[l] & 15)) * qk[32 * g + l];
+          for (int l = 0; l < 32; ++l) {
+            const int code = (g % 2 ? qs[l] >> 4 : qs[l] & 15) | (five ? ((w[16 + l] >> g) & 1) << 4 : 0);
+            sg += code * qk[32 * g + l];
+          }
           sumi += sc[g] * sg;
           summs += mn[g] * (bs[2 * g] + bs[2 * g + 1]);
         }
         acc += dx * f16_at(w) * static_cast<float>(sumi);
         mins += dx * f16_at(w + 2) * static_cast<float>(summs);
-        w += 144;
+        w += five ? 176 : 144;
       } else {  // Q6_K: value e = 128n + 32g + l, code c = low nibble | 2 high bits << 4, weight c − 32
         const int8_t* sc = reinterpret_cast<const int8_t*>(w + 192);
         for (int e = 0; e < 256; e += 16) {
@@ -296,7 +324,8 @@ void scan_portable(const ScanArgs& a, int64_t d0, int64_t d1) {
 }
 
 bool has_x8_path(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K ||
+         t == DType::Q6_K;
 }
 
 const Kernels& portable() {

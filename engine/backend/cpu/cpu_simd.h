@@ -65,8 +65,8 @@ struct Kernels {
   void (*exp)(float* x, int64_t n);  // x = exp(x) (the scan's exp, ≤ 2 ulp; the hidden attention's decays)
 
   // The int8 path of llama.cpp's CPU backend (cpu_simd_quant_impl.h, resources/docs/quantization.md):
-  // y = W · x̂ with x̂ = x rounded to 8 bits per block once per call (quantize_x_q8_0 for Q8_0 weights,
-  // quantize_x_q8_k for Q4_K and Q6_K) and an integer dot product per block, scaled by the two
+  // y = W · x̂ with x̂ = x rounded to 8 bits per block once per call (quantize_x_q8_0 for Q8_0, Q4_0
+  // and Q5_0 weights, quantize_x_q8_k for Q4_K, Q5_K and Q6_K) and an integer dot product per block, scaled by the two
   // blocks' scales. Any other dtype (has_x8_path false) goes to matvec with x in fp32.
   void (*matvec_x8)(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y);
   // x (n, a multiple of 32) → per block of 32: d[k] = max|x|/127, q = round-to-nearest-even(x·127/max|x|)
@@ -78,7 +78,7 @@ struct Kernels {
   void (*quantize_x_q8_k)(const float* x, int64_t n, float* d, int8_t* q, int16_t* bsums);
 };
 
-// The block formats matvec_x8 computes in integers (Q8_0, Q4_K, Q6_K).
+// The block formats matvec_x8 computes in integers (Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K).
 bool has_x8_path(DType t);
 
 // The best kernels this CPU supports, or those named by $HL_ISA (portable, avx2, avx512).

@@ -89,25 +89,7 @@ struct V256 {
 
 using K = Kern<V256>;
 using Q = QKern<I8Avx2>;
-void matvec_x8(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
-  if (!Q::x8(t, W, rows, cols, x, y)) K::matvec_any(t, W, rows, cols, x, y);
-}
-const Kernels kAvx2 = {Isa::Avx2,
-                       "avx2",
-                       K::matvec_any,
-                       K::widen,
-                       K::dot,
-                       K::axpy,
-                       K::dot_rows,
-                       K::axpy_rows,
-                       K::silu_mul,
-                       K::silu_inplace,
-                       K::softplus,
-                       K::scan,
-                       K::exp_inplace,
-                       matvec_x8,
-                       Q::quantize_q8_0,
-                       Q::quantize_q8_k};
+const Kernels kAvx2 = vector_kernels<K, Q>(Isa::Avx2, "avx2");
 
 }  // namespace
 

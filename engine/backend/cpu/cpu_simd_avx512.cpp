@@ -90,9 +90,6 @@ struct V512 {
 
 using K = Kern<V512>;
 using Q = QKern<I8Avx2>;  // 256-bit maddubs; cpu_simd_vnni.cpp replaces it where the CPU has VNNI
-void matvec_x8(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
-  if (!Q::x8(t, W, rows, cols, x, y)) K::matvec_any(t, W, rows, cols, x, y);
-}
 void matvec_x8_vnni(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
   if (!detail::vnni_x8(t, W, rows, cols, x, y)) K::matvec_any(t, W, rows, cols, x, y);
 }
@@ -102,22 +99,7 @@ void matvec_x8_vnni(DType t, const void* W, int64_t rows, int64_t cols, const fl
 namespace detail {
 const Kernels* avx512_kernels() {
   static const Kernels k = [] {
-    Kernels t = {Isa::Avx512,
-                 "avx512",
-                 K::matvec_any,
-                 K::widen,
-                 K::dot,
-                 K::axpy,
-                 K::dot_rows,
-                 K::axpy_rows,
-                 K::silu_mul,
-                 K::silu_inplace,
-                 K::softplus,
-                 K::scan,
-                 K::exp_inplace,
-                 matvec_x8,
-                 Q::quantize_q8_0,
-                 Q::quantize_q8_k};
+    Kernels t = vector_kernels<K, Q>(Isa::Avx512, "avx512");
     if (has_vnni()) t.matvec_x8 = matvec_x8_vnni;
     return t;
   }();

@@ -3,9 +3,10 @@
 // `#pragma GCC target` region (each has AVX2). Not a public header.
 //
 // What llama.cpp's CPU backend does for a block-quantised matrix times a vector: x is rounded once per
-// call to 8-bit blocks (ggml's quantize_row_q8_0 for Q8_0 weights, quantize_row_q8_K for the
-// K-quants), and each weight block is dotted with its x block in integers (ggml_vec_dot_q8_0_q8_0,
-// ggml_vec_dot_q4_K_q8_K, ggml_vec_dot_q6_K_q8_K); only the block's scales are floats. Q4_K and Q6_K
+// call to 8-bit blocks (ggml's quantize_row_q8_0 for the blocks of 32 — Q8_0, Q4_0, Q5_0 —,
+// quantize_row_q8_K for the K-quants), and each weight block is dotted with its x block in integers
+// (ggml_vec_dot_q8_0_q8_0, _q4_0_q8_0, _q5_0_q8_0, _q4_K_q8_K, _q5_K_q8_K, _q6_K_q8_K); only the
+// block's scales are floats. Q4_K and Q6_K
 // are bound by compute when every weight is converted to fp32 and multiplied in fp32; 32 byte
 // products per instruction are what makes them faster than the bytes they read.
 //
@@ -119,11 +120,43 @@ struct QKern {
     for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + 2048 + o);
   }
 
-  // Q8_0 × Q8_0 (ggml_vec_dot_q8_0_q8_0): Σ_blocks (d_w·d_x) · Σ w·q. The weights are signed, and
+  // The 32 signed weights of one block of 32 as int8 lanes in order (the Q8_0 blocks of x):
+  // Q8_0 stores them; Q4_0 holds nibbles − 8 (values 0..15 the low nibbles of qs, 16..31 the high);
+  // Q5_0 adds bit j of qh as the fifth bit of value j, minus 16 (ggml's dequantize_row_q5_0).
+  static iv nibbles(const uint8_t* qs) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    return _mm256_setr_m128i(_mm_and_si128(raw, m4), _mm_and_si128(_mm_srli_epi16(raw, 4), m4));
+  }
+  // 0x10 in lane j where bit j of the 32-bit qh is set, else 0.
+  static iv fifth_bits(const uint8_t* qh) {
+    uint32_t h;
+    std::memcpy(&h, qh, 4);
+    // Lanes 0..7 read byte 0 of h, 8..15 byte 1, 16..23 byte 2, 24..31 byte 3 (h in both halves).
+    const iv rep = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(h)),
+                                       _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+    const iv bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(rep, bit), bit), _mm256_set1_epi8(0x10));
+  }
+  template <DType T>
+  static iv block32(const uint8_t* w) {
+    if constexpr (T == DType::Q8_0) {
+      return _mm256_loadu_si256(reinterpret_cast<const iv*>(w + 2));
+    } else if constexpr (T == DType::Q4_0) {
+      return _mm256_sub_epi8(nibbles(w + 2), _mm256_set1_epi8(8));
+    } else {
+      static_assert(T == DType::Q5_0);
+      return _mm256_sub_epi8(_mm256_or_si256(nibbles(w + 6), fifth_bits(w + 2)), _mm256_set1_epi8(16));
+    }
+  }
+  static constexpr int64_t block32_bytes(DType t) { return t == DType::Q8_0 ? 34 : t == DType::Q4_0 ? 18 : 22; }
+
+  // Q8_0, Q4_0, Q5_0 × Q8_0 (ggml_vec_dot_q8_0_q8_0, _q4_0_q8_0, _q5_0_q8_0): Σ_blocks (d_w·d_x) · Σ w·q.
   // u8 × s8 needs one unsigned side: |w| · (q with w's sign), as ggml does. |w| ≤ 128 and |q| ≤ 127,
   // so a pair of products (maddubs' int16) is at most 32512.
-  static void matvec_q8_0(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
-    constexpr int64_t kBytes = 34;
+  template <DType T>
+  static void matvec_b32(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
+    constexpr int64_t kBytes = block32_bytes(T);
     const int64_t nb = cols / 32;
     XQ& b = xq();
     b.grow(cols, 32);
@@ -131,7 +164,7 @@ struct QKern {
     const int8_t* q = b.q.data();
     const float* dx = b.d.data();
     const auto block = [&](const uint8_t* w, int64_t k, __m256 acc) {
-      const iv wv = _mm256_loadu_si256(reinterpret_cast<const iv*>(w + 2));
+      const iv wv = block32<T>(w);
       const iv xv = _mm256_loadu_si256(reinterpret_cast<const iv*>(q + 32 * k));
       const iv s = I::dot_us(_mm256_setzero_si256(), _mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
       return _mm256_fmadd_ps(_mm256_set1_ps(f16(w) * dx[k]), _mm256_cvtepi32_ps(s), acc);
@@ -150,13 +183,15 @@ struct QKern {
     }
   }
 
-  // Q4_K × Q8_K (ggml_vec_dot_q4_K_q8_K): per block, d_x·d·Σ_g sc_g·Σ q4·q − d_x·dmin·Σ_g m_g·Σ q,
-  // the Σ q per group from the bsums. Codes ≤ 15 and |q| ≤ 127: a maddubs pair ≤ 3810; times a
-  // 6-bit scale in madd, ≤ 480060 per int32 lane and block. The scales and mins are unpacked into one
+  // Q4_K and Q5_K × Q8_K (ggml_vec_dot_q4_K_q8_K, _q5_K_q8_K): per block,
+  // d_x·d·Σ_g sc_g·Σ c·q − d_x·dmin·Σ_g m_g·Σ q, the Σ q per group from the bsums. Q5_K's codes
+  // take bit g of qh[l] as the fifth bit of value l of group g. Codes ≤ 31 and |q| ≤ 127: a maddubs
+  // pair ≤ 7874; times a 6-bit scale in madd, ≤ 992124 per int32 lane and group, 8 groups a block. The scales and mins are unpacked into one
   // vector of 16 int16 and each group's scale broadcast by a byte shuffle, as ggml does: scalar
   // unpacking and broadcasts from general registers cost as much as the dot products here.
-  static void matvec_q4_k(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
-    constexpr int64_t kBytes = 144;
+  template <bool kQ5>
+  static void matvec_qk(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
+    constexpr int64_t kBytes = kQ5 ? 176 : 144, kQs = kQ5 ? 48 : 16;
     const int64_t nb = cols / 256;
     XQ& b = xq();
     b.grow(cols, 256);
@@ -177,8 +212,15 @@ struct QKern {
       const iv scales = _mm256_permute2x128_si256(sm, sm, 0x00);  // the 8 scales in both halves
       iv sumi = _mm256_setzero_si256();
       for (int c = 0; c < 4; ++c) {  // groups 2c (low nibbles) and 2c + 1 (high) of qs[32c .. 32c + 32)
-        const iv raw = _mm256_loadu_si256(reinterpret_cast<const iv*>(w + 16 + 32 * c));
-        const iv lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        const iv raw = _mm256_loadu_si256(reinterpret_cast<const iv*>(w + kQs + 32 * c));
+        iv lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        if constexpr (kQ5) {  // bits 2c and 2c + 1 of qh[l], moved to bit 4 (per byte: the masks keep
+                              // each byte's own bit under the 16-bit shifts)
+          const iv qh = _mm256_loadu_si256(reinterpret_cast<const iv*>(w + 16));
+          const iv one = _mm256_set1_epi8(1);
+          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+          hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+        }
         const iv plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const iv*>(qk + 64 * c)));
         const iv phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const iv*>(qk + 64 * c + 32)));
         sumi = I::madd(sumi, plo, _mm256_shuffle_epi8(scales, pick[2 * c]));
@@ -290,9 +332,15 @@ struct QKern {
     const uint8_t* w = static_cast<const uint8_t*>(W);
     switch (t) {
       case DType::Q8_0:
-        return matvec_q8_0(w, rows, cols, x, y), true;
+        return matvec_b32<DType::Q8_0>(w, rows, cols, x, y), true;
+      case DType::Q4_0:
+        return matvec_b32<DType::Q4_0>(w, rows, cols, x, y), true;
+      case DType::Q5_0:
+        return matvec_b32<DType::Q5_0>(w, rows, cols, x, y), true;
       case DType::Q4_K:
-        return matvec_q4_k(w, rows, cols, x, y), true;
+        return matvec_qk<false>(w, rows, cols, x, y), true;
+      case DType::Q5_K:
+        return matvec_qk<true>(w, rows, cols, x, y), true;
       case DType::Q6_K:
         return matvec_q6_k(w, rows, cols, x, y), true;
       default:
@@ -308,3 +356,19 @@ struct I8Avx2 {
   }
   static __m256i madd(__m256i acc, __m256i p, __m256i s) { return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s)); }
 };
+
+// Kernels::matvec_x8 of a vector ISA: Q's int8 product where the dtype has one, else K's fp32 one.
+template <class K, class Q>
+void x8_or_fp32(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
+  if (!Q::x8(t, W, rows, cols, x, y)) K::matvec_any(t, W, rows, cols, x, y);
+}
+
+// The Kernels table of a vector ISA (cpu_simd_avx2.cpp, cpu_simd_avx512.cpp): K's fp32 kernels
+// (cpu_simd_impl.h) and Q's int8 products and rounding of x, in the order cpu_simd.h lists them.
+template <class K, class Q>
+Kernels vector_kernels(Isa isa, const char* name) {
+  return {isa,         name,        K::matvec_any,     K::widen,         K::dot,
+          K::axpy,     K::dot_rows, K::axpy_rows,      K::silu_mul,      K::silu_inplace,
+          K::softplus, K::scan,     K::exp_inplace,    x8_or_fp32<K, Q>, Q::quantize_q8_0,
+          Q::quantize_q8_k};
+}
