@@ -219,7 +219,7 @@ TEST(NemotronHTiny, StateBytes_OnlyTheMamba2LayersKeepState) {
 // by a prefill of 5 tokens then decode steps, and by one prefill of 40 tokens (against the CPU's
 // prefill too, its chunked SSD scan from 32 tokens on, the device's token-order scan) that also
 // equals the device's decode steps; with 2 registers and softmax-1 too, and with the Δ floor of
-// time_step_min binding every head.
+// time_step_min binding every head and the Mamba-2 projections' biases (use_bias).
 TEST(NemotronHTiny, Vulkan_PrefillThenDecode_MatchesTheCpuBackend_EveryInstrument) {
   if (!family_test::backend_here("vulkan")) GTEST_SKIP() << "no Vulkan device";
   std::vector<int32_t> ids = {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3};
@@ -232,7 +232,12 @@ TEST(NemotronHTiny, Vulkan_PrefillThenDecode_MatchesTheCpuBackend_EveryInstrumen
   reg.normalizer_override = true;
   reg.normalizer = Normalizer::Softmax1;
   family_test::expect_device_matches_cpu(model, "vulkan", ids, 5, reg);
-  auto floored = nemotron_tiny(floor_dir, [](JambaConfig& c) { c.time_step_min = 0.75; });
+  auto floored = nemotron_tiny(floor_dir, [](JambaConfig& c) {
+    c.time_step_min = 0.75;
+    c.mamba_proj_bias = true;  // use_bias: in_proj and out_proj biases
+  });
+  ASSERT_NE(SafetensorsFile::open(floor_dir / "model.safetensors").find("backbone.layers.0.mixer.out_proj.bias"),
+            nullptr);
   family_test::expect_device_matches_cpu(floored, "vulkan", {3, 1, 4, 1, 5, 9, 2, 6}, 3, RunOptions{});
 }
 
