@@ -3,7 +3,8 @@
 // step 3, §3.6): per channel d the window holds the last W raw inputs u0 (newest last); each token
 // shifts it, appends u0, and u = silu(conv_b[d] + Σ_k conv_w[d,k] · window[k]) (w[W-1] hits the
 // current token). The window stays in the state buffer, so decode and prefill continue each other.
-// One thread per channel. Dispatch: (ceil(Di/64)).
+// Mamba-1 runs it over its Di channels, Mamba-2 (vk_mamba2.cpp) over the conv_dim channels of x|B|C
+// (Di here is then conv_dim). One thread per channel. Dispatch: (ceil(Di/64)).
 
 layout(local_size_x = 64) in;
 layout(std430, binding = 1) readonly buffer Vec { float vec[]; };

@@ -125,14 +125,45 @@ void VulkanBackend::plan_records() {
 }
 
 int64_t VulkanBackend::block_limit() const {
-  const uint64_t H = cfg_.hidden_size, Di = cfg_.mamba_inner(), I = cfg_.intermediate_size;
-  const uint64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok, nh = cfg_.num_attention_heads;
-  const uint64_t P = cfg_.mamba_dt_rank + 2 * cfg_.mamba_d_state, kvw = cfg_.num_key_value_heads * cfg_.head_dim();
+  const uint64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
   // Floats per token of the largest of the three per-block buffers.
-  const uint64_t act = 2 * H + 2 * nh * cfg_.head_dim() + 2 * kvw + 2 * Di + 4 * Di + P + P + E + 3 * I + K * H;
-  const uint64_t per = std::max({act, static_cast<uint64_t>(rl_.stride), 3 * E + 2 * K});
+  const uint64_t per = std::max({act_layout(1).total, static_cast<uint64_t>(rl_.stride), 3 * E + 2 * K});
   const int64_t fit = static_cast<int64_t>(ctx_->max_range() / (4 * per));
   return std::max<int64_t>(1, std::min(vopts_.max_block, fit));
+}
+
+ActLayout VulkanBackend::act_layout(uint64_t c) const {
+  const uint64_t H = cfg_.hidden_size, Di = cfg_.mamba_inner(), I = cfg_.intermediate_size;
+  const uint64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok, R = cfg_.mamba_dt_rank, N = cfg_.mamba_d_state;
+  const uint64_t qw = cfg_.num_attention_heads * cfg_.head_dim(), kvw = cfg_.num_key_value_heads * cfg_.head_dim();
+  const bool A = sched_.num_attention() > 0, M = sched_.num_ssm() > 0, X = sched_.num_moe() > 0;
+  // Mamba-2 (heads > 0) widens in_proj's output to z | x|B|C | dt and the conv's to x|B|C.
+  const SsmParams& ssm = sched_.params().ssm;
+  const uint64_t bc = ssm.heads > 0 ? 2 * ssm.groups * N : 0, dtw = ssm.heads > 0 ? ssm.heads : 0;
+  ActLayout a;
+  uint64_t o = 0;
+  auto take = [&](uint32_t* at, uint64_t n) {
+    *at = static_cast<uint32_t>(o);
+    o += n;
+  };
+  take(&a.h, c * H);
+  take(&a.x, c * H);
+  take(&a.qkv, A ? c * (qw + 2 * kvw) : 0);
+  take(&a.o, A ? c * qw : 0);
+  take(&a.xz, M ? c * (2 * Di + bc + dtw) : 0);
+  take(&a.u, M ? c * (Di + bc) : 0);
+  take(&a.p, M ? c * (R + 2 * N) : 0);
+  take(&a.dtr, M ? c * R : 0);
+  take(&a.bm, M ? c * N : 0);
+  take(&a.cm, M ? c * N : 0);
+  take(&a.dt, M ? c * Di : 0);
+  take(&a.gated, M ? c * Di : 0);
+  take(&a.rl, X ? c * E : 0);
+  take(&a.g, std::max(c, K) * 2 * I);
+  take(&a.uf, std::max(c, K) * I);
+  take(&a.ye, X ? c * K * H : 0);
+  a.total = o;
+  return a;
 }
 
 void VulkanBackend::ensure_kv(int64_t rows) {
@@ -141,7 +172,7 @@ void VulkanBackend::ensure_kv(int64_t rows) {
   // The units' per-position buffers (an attention layer's K and V rows) each fit one binding.
   const VkMixer* widest = nullptr;
   for (const auto& m : mixers_)
-    if (m->position_bytes() > 0 && (!widest || m->position_bytes() > widest->position_bytes())) widest = m.get();
+    if (m && m->position_bytes() > 0 && (!widest || m->position_bytes() > widest->position_bytes())) widest = m.get();
   if (widest) {
     const uint64_t per = widest->position_bytes();
     cap = std::min(cap, static_cast<int64_t>(ctx_->max_range() / per));
@@ -151,7 +182,7 @@ void VulkanBackend::ensure_kv(int64_t rows) {
                            "; device '" + ctx_->device_name() + "' binds at most " + format_bytes(ctx_->max_range()));
     std::vector<DeviceCopy> copies;  // hold the old buffers until the kept rows are copied
     for (const auto& m : mixers_)
-      if (m->position_bytes() > 0) m->reserve_positions(cap, kv_len_, &copies);
+      if (m && m->position_bytes() > 0) m->reserve_positions(cap, kv_len_, &copies);
     if (!copies.empty())
       run_one_off(
           [&](VkCommandBuffer c) {
@@ -169,33 +200,13 @@ void VulkanBackend::ensure_block(int64_t S) {
   int64_t cap = 1;
   while (cap < std::max(S, act_cap_)) cap *= 2;
   cap = std::max(S, std::min(cap, block_limit()));
-  const uint64_t c = cap, H = cfg_.hidden_size, Di = cfg_.mamba_inner(), I = cfg_.intermediate_size;
-  const uint64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok, R = cfg_.mamba_dt_rank, N = cfg_.mamba_d_state;
-  const uint64_t qw = cfg_.num_attention_heads * cfg_.head_dim(), kvw = cfg_.num_key_value_heads * cfg_.head_dim();
-  const bool A = sched_.num_attention() > 0, M = sched_.num_ssm() > 0, X = sched_.num_moe() > 0;
-  ActLayout a;
+  const uint64_t c = cap, E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
+  const ActLayout a = act_layout(c);
   uint64_t o = 0;
   auto take = [&](uint32_t* at, uint64_t n) {
     *at = static_cast<uint32_t>(o);
     o += n;
   };
-  take(&a.h, c * H);
-  take(&a.x, c * H);
-  take(&a.qkv, A ? c * (qw + 2 * kvw) : 0);
-  take(&a.o, A ? c * qw : 0);
-  take(&a.xz, M ? c * 2 * Di : 0);
-  take(&a.u, M ? c * Di : 0);
-  take(&a.p, M ? c * (R + 2 * N) : 0);
-  take(&a.dtr, M ? c * R : 0);
-  take(&a.bm, M ? c * N : 0);
-  take(&a.cm, M ? c * N : 0);
-  take(&a.dt, M ? c * Di : 0);
-  take(&a.gated, M ? c * Di : 0);
-  take(&a.rl, X ? c * E : 0);
-  take(&a.g, std::max(c, K) * 2 * I);
-  take(&a.uf, std::max(c, K) * I);
-  take(&a.ye, X ? c * K * H : 0);
-  a.total = o;
   RouteLayout r;
   o = 0;
   take(&r.prob, c * E);
@@ -234,7 +245,8 @@ void VulkanBackend::start(const RunOptions& opts) {
   n_reg_ = plan.registers;
   position_ = 0;
   kv_len_ = 0;
-  for (const auto& m : mixers_) m->start(plan);  // per layer: this run's normalizer and sinks
+  for (const auto& m : mixers_)
+    if (m) m->start(plan);  // per layer: this run's normalizer and sinks
   rank1_.assign(static_cast<size_t>(L + 1), Rank1Tracker(H));
   ++gen_;  // the options are baked into the recorded commands
   try {
@@ -243,7 +255,8 @@ void VulkanBackend::start(const RunOptions& opts) {
     ensure_block(1);
     run_one_off(
         [&](VkCommandBuffer c) {
-          for (const auto& m : mixers_) m->clear(c);
+          for (const auto& m : mixers_)
+            if (m) m->clear(c);
         },
         "clearing the Mamba state");
     // Registers: trained rows first, then the mean embedding row (row `trained` of the block).

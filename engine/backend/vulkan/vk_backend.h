@@ -60,6 +60,7 @@ class VulkanBackend final : public Backend {
   // Capacity (vk_backend.cpp). Any reallocation makes descriptor sets and recordings stale.
   void plan_records();
   int64_t block_limit() const;   // most tokens one submission can hold now
+  ActLayout act_layout(uint64_t cap) const;  // the activations of a block of `cap` tokens
   void ensure_kv(int64_t rows);  // KV caches hold at least `rows` positions
   void ensure_block(int64_t S);  // activations, routing and records hold S tokens
   void invalidate();

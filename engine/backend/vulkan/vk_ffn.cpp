@@ -1,5 +1,6 @@
-// The Vulkan feed-forward units: the dense SwiGLU MLP (jamba-spec.md §3.8) and the mixture of
-// experts (§3.9: router, top-k with its instruments, each chosen expert's SwiGLU, the weighted sum).
+// The Vulkan feed-forward units: the dense SwiGLU MLP (jamba-spec.md §3.8) or Nemotron-H's relu² MLP
+// without gate (up → relu(·)² → down, as cpu_ffn.cpp), and the mixture of experts (§3.9: router,
+// top-k with its instruments, each chosen expert's SwiGLU, the weighted sum).
 // They share the one-token path: every chosen expert's (or the one MLP's) silu(gate x) ⊙ (up x) in
 // one matrix–vector kernel. At S > 1 the MoE runs each expert once over the tokens routed to it.
 #include "engine/backend/vulkan/vk_module.h"
@@ -28,10 +29,19 @@ class VkFeedForward : public VkFfn {
 
 class VkDense final : public VkFeedForward {
  public:
-  using VkFeedForward::VkFeedForward;
+  VkDense(const DLayer& d, bool gated) : VkFeedForward(d), gated_(gated) {}
   void record(VkRecorder& r, int64_t S, bool /*records*/) override {
     const ActLayout& al = r.act();
     const uint32_t H = u32(r.config().hidden_size), I = u32(d_.down.cols);
+    if (!gated_) {  // Nemotron-H's relu² MLP: down(relu(up x)²); gate_up holds up alone
+      r.linear(d_.gate_up, al.x, H, S, al.uf, I, false, -1);  // (S, I)
+      r.barrier();
+      r.dispatch(Kernel::Relu2, r.binds(), Relu2PC{I, u32(S), al.uf}, ceil_div(I, 64), u32(S));
+      r.barrier();
+      r.linear(d_.down, al.uf, I, S, al.h, H, true, -1);
+      r.barrier();
+      return;
+    }
     if (S == 1) {
       record_gate_up_one(r, -1, 1);
       r.linear(d_.down, al.uf, I, 1, al.h, H, true, -1);
@@ -45,6 +55,9 @@ class VkDense final : public VkFeedForward {
     r.linear(d_.down, al.uf, I, S, al.h, H, true, -1);
     r.barrier();
   }
+
+ private:
+  bool gated_;  // SwiGLU, or the relu² MLP without gate
 };
 
 class VkMoe final : public VkFeedForward {
@@ -116,7 +129,7 @@ class VkMoe final : public VkFeedForward {
 }  // namespace
 
 std::unique_ptr<VkFfn> make_vk_dense(const VkModuleContext& c, int64_t layer) {
-  return std::make_unique<VkDense>(c.weights.layers[layer]);
+  return std::make_unique<VkDense>(c.weights.layers[layer], c.model.schedule[layer].ffn_params.gated);
 }
 
 std::unique_ptr<VkFfn> make_vk_moe(const VkModuleContext& c, int64_t layer) {

@@ -50,6 +50,15 @@ const uint32_t k_moe_combine[] =
 const uint32_t k_row_mean[] =
 #include "row_mean.comp.inc"
     ;
+const uint32_t k_mamba2_scan[] =
+#include "mamba2_scan.comp.inc"
+    ;
+const uint32_t k_gated_norm[] =
+#include "gated_norm.comp.inc"
+    ;
+const uint32_t k_relu2[] =
+#include "relu2.comp.inc"
+    ;
 
 const uint32_t k_heatmap[] =
 #include "heatmap.comp.inc"
@@ -94,6 +103,12 @@ Spirv kernel_spirv(Kernel k) {
       return make(k_moe_combine, "moe_combine");
     case Kernel::RowMean:
       return make(k_row_mean, "row_mean");
+    case Kernel::Mamba2Scan:
+      return make(k_mamba2_scan, "mamba2_scan");
+    case Kernel::GatedNorm:
+      return make(k_gated_norm, "gated_norm");
+    case Kernel::Relu2:
+      return make(k_relu2, "relu2");
     case Kernel::Heatmap:
       return make(k_heatmap, "heatmap");
     case Kernel::Count:

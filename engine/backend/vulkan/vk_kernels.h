@@ -25,6 +25,9 @@ enum class Kernel : int {
   Swiglu,
   MoeCombine,
   RowMean,
+  Mamba2Scan,
+  GatedNorm,
+  Relu2,
   Heatmap,
   Count
 };
@@ -99,6 +102,18 @@ struct MoeCombinePC {
 struct RowMeanPC {
   uint32_t n, in_off, in_stride, rec_stride, out_off;
 };
+struct Mamba2ScanPC {
+  uint32_t nh, P, N, G, S, xbc_off, xbc_stride, dt_off, dt_stride, y_off, delta_off, dtb_off, a_off, d_off, h_off, full,
+      rec_stride, rdelta_off, rret_off;
+  float lo, hi;
+};
+struct GatedNormPC {
+  uint32_t Di, group, y_off, z_off, z_stride, w_off;
+  float eps;
+};
+struct Relu2PC {
+  uint32_t I, M, off;
+};
 // heatmap.comp (views/vulkan_heatmap_renderer.cpp).
 struct HeatmapPC {
   int32_t W, H, r_base, c0, nc;
@@ -108,7 +123,7 @@ struct HeatmapPC {
 };
 
 static_assert(sizeof(MatmulPC) <= 128 && sizeof(AttentionPC) <= 128 && sizeof(ScanPC) <= 128 &&
-                  sizeof(MoeRoutePC) <= 128 && sizeof(MatvecPC) <= 128,
+                  sizeof(Mamba2ScanPC) <= 128 && sizeof(MoeRoutePC) <= 128 && sizeof(MatvecPC) <= 128,
               "push constants are limited to 128 bytes on many devices");
 
 }  // namespace hl::vk

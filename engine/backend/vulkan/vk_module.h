@@ -1,5 +1,5 @@
 // The Vulkan backend's layer modules (issue 14 item 2): one unit per layer for its mixer (VkMixer:
-// vk_attention.cpp, vk_mamba1.cpp) and one for its feed-forward (VkFfn: vk_ffn.cpp), made through
+// vk_attention.cpp, vk_mamba1.cpp, vk_mamba2.cpp) and one for its feed-forward (VkFfn: vk_ffn.cpp), made through
 // the tables of vk_modules.cpp (the lookup: layer_modules.h). A unit records its layer's commands
 // through VkRecorder, the narrow view of the backend's recording state, and owns its own state
 // buffers. Not the model loop (vk_record.cpp) nor the run's buffers (vk_backend.cpp).
@@ -26,7 +26,9 @@ using RecLayout = DeviceRecordLayout<uint32_t>;
 
 // Float offsets of the activations of a block of `cap` tokens (one buffer).
 struct ActLayout {
-  uint32_t h, x, qkv, o, xz, u, p, dtr, bm, cm, dt, gated, rl, g, uf, ye;  // g: gate|up (·, 2I), uf: (·, I)
+  // g: gate|up (·, 2I), uf: (·, I). Mamba-1: xz u0|z (·, 2Di), u (·, Di), dt (·, Di); Mamba-2: xz
+  // z | x|B|C | dt (·, Di + conv_dim + nh), u x|B|C after the conv (·, conv_dim), dt Δ (·, nh).
+  uint32_t h, x, qkv, o, xz, u, p, dtr, bm, cm, dt, gated, rl, g, uf, ye;
   uint64_t total = 0;
 };
 
@@ -146,7 +148,8 @@ using VkMixerTable = ModuleTable<MixerKind, MakeVkMixer, struct VkMixerTag>;
 using VkFfnTable = ModuleTable<FfnKind, MakeVkFfn, struct VkFfnTag>;
 
 // The units of layer `layer` through the tables (vk_modules.cpp); a kind without a unit throws
-// the one-line BackendFailure of find_module. make_vk_ffn returns null for FfnKind::None.
+// the one-line BackendFailure of find_module. make_vk_mixer returns null for MixerKind::None,
+// make_vk_ffn for FfnKind::None.
 std::unique_ptr<VkMixer> make_vk_mixer(const VkModuleContext& c, int64_t layer);
 // Throws that same BackendFailure for the first layer of `m` whose kind has no unit here: called
 // before the weights go to the device, so a model this backend cannot run costs no upload.

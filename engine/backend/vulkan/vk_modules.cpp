@@ -1,5 +1,6 @@
 // The Vulkan backend's units of a model's layers, found in its module tables (vk_module.h), to which
-// each unit's own file adds its line (vk_attention.cpp, vk_mamba1.cpp, vk_ffn.cpp). A new kind adds
+// each unit's own file adds its line (vk_attention.cpp, vk_mamba1.cpp, vk_mamba2.cpp, vk_ffn.cpp); a
+// layer without a mixer has no unit, as on the CPU (cpu_modules.cpp). A new kind adds
 // its unit's file; nothing here changes, and the model loop (vk_record.cpp) names no kind. The
 // lookup and its error: layer_modules.h.
 #include "engine/backend/layer_modules.h"
@@ -10,14 +11,16 @@ namespace hl::vk {
 void check_vk_modules(const Model& m) {
   check_model_params(m.config, "vulkan");
   for (int64_t i = 0; i < m.schedule.size(); ++i) {
-    find_module(VkMixerTable::entries(), m.schedule[i].mixer, "vulkan", i);
+    if (mixer_present(m.schedule[i].mixer)) find_module(VkMixerTable::entries(), m.schedule[i].mixer, "vulkan", i);
     check_layer_params(m.schedule[i], "vulkan", i);
     if (m.schedule[i].ffn != FfnKind::None) find_module(VkFfnTable::entries(), m.schedule[i].ffn, "vulkan", i);
   }
 }
 
 std::unique_ptr<VkMixer> make_vk_mixer(const VkModuleContext& c, int64_t layer) {
-  return find_module(VkMixerTable::entries(), c.model.schedule[layer].mixer, "vulkan", layer)(c, layer);
+  const MixerKind k = c.model.schedule[layer].mixer;
+  if (!mixer_present(k)) return nullptr;  // the loop skips the layer's mixer and its norm (Nemotron-H's '-')
+  return find_module(VkMixerTable::entries(), k, "vulkan", layer)(c, layer);
 }
 
 std::unique_ptr<VkFfn> make_vk_ffn(const VkModuleContext& c, int64_t layer) {

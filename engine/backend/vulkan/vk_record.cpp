@@ -1,9 +1,9 @@
 // Command recording of the Vulkan backend: one block of S positions through the model, in the
 // order of cpu_backend.cpp (jamba-spec.md §3.1/§3.3 layer loop): embed, per layer the observed
-// norm, its mixer unit and its feed-forward unit (vk_module.h; the kinds' files record themselves),
-// the final norm and the head, and the records' one readback; and VkRecorder's launch helpers (S = 1:
-// matrix–vector kernels, S > 1: the matmul) and its observation copies (set_observer). Recorded once
-// per (S, records, observing, buffers, options).
+// norm, its mixer unit (none in a layer without a mixer) and its feed-forward unit (vk_module.h; the
+// kinds' files record themselves), the final norm and the head, and the records' one readback; and
+// VkRecorder's launch helpers (S = 1: matrix–vector kernels, S > 1: the matmul) and its observation
+// copies (set_observer). Recorded once per (S, records, observing, buffers, options).
 #include <algorithm>
 #include <cmath>
 
@@ -219,13 +219,20 @@ void VulkanBackend::record_block(VkCommandBuffer cmd, int64_t S, bool records) {
   r.observe("embed", -1, al_.h, H, H, S);
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     const DLayer& d = w.layers[i];
-    record_norm_observe(r, d.input_norm, S, i, records);  // residual point i: what enters layer i
+    // Residual point i, what enters layer i, is observed by the layer's first norm: the mixer's, or
+    // the feed-forward's in a layer without a mixer (Nemotron-H's '-').
+    VkMixer* mixer = mixers_[i].get();
+    record_norm_observe(r, mixer ? d.input_norm : d.pre_ff_norm, S, i, records);
     r.barrier();
-    r.observe("attn_norm", i, al_.x, H, H, S);
-    mixers_[i]->record(r, S, records);  // h += mixer(x)
-    if (ffns_[i]) {                     // else a layer without a feed-forward
-      r.rmsnorm(al_.h, H, al_.x, H, H, d.pre_ff_norm, S);
-      r.barrier();
+    if (mixer) {
+      r.observe("attn_norm", i, al_.x, H, H, S);
+      mixer->record(r, S, records);  // h += mixer(x)
+    }
+    if (ffns_[i]) {  // else a layer without a feed-forward
+      if (mixer) {
+        r.rmsnorm(al_.h, H, al_.x, H, H, d.pre_ff_norm, S);
+        r.barrier();
+      }
       r.observe("ffn_norm", i, al_.x, H, H, S);
       ffns_[i]->record(r, S, records);  // h += ffn(x)
     }

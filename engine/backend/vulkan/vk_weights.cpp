@@ -169,6 +169,18 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
       add_vec(mw.A, &d.A);
       add_vec(mw.D, &d.D);
       add_vec(mw.out_bias, &d.out_bias);
+    } else if (m.schedule[i].mixer == MixerKind::Mamba2) {
+      const Mamba2Weights& mw = lw.mamba2;
+      add_block({&mw.in_proj}, &d.in_proj);
+      add_block({&mw.out_proj}, &d.out_proj);
+      add_vec(mw.in_bias, &d.in_bias);
+      add_vec(mw.conv_w, &d.conv_w);
+      add_vec(mw.conv_b, &d.conv_b);
+      add_vec(mw.dt_bias, &d.dt_bias);
+      add_vec(mw.A, &d.A);
+      add_vec(mw.D, &d.D);
+      add_vec(mw.norm_w, &d.gate_norm);
+      add_vec(mw.out_bias, &d.out_bias);
     }
     if (m.schedule[i].ffn == FfnKind::None) continue;  // a mixer-only layer: no feed-forward weights
     std::vector<const Mat*> gu, dn;  // per expert: gate, up | down
@@ -180,7 +192,7 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
     else
       mlps.push_back(&lw.mlp);
     for (const MlpWeights* e : mlps) {
-      gu.push_back(&e->gate);
+      if (m.schedule[i].ffn_params.gated) gu.push_back(&e->gate);  // else the relu² MLP: up alone
       gu.push_back(&e->up);
       dn.push_back(&e->down);
     }

@@ -33,11 +33,14 @@ struct DLayer {
   int32_t input_norm = -1, pre_ff_norm = -1;
   DMat qkv, o;  // attention: rows q (nh·hd), k (nkv·hd), v (nkv·hd)
   int32_t sinks = -1;
-  DMat in_proj, x_proj, dt_proj, out_proj;  // Mamba
+  DMat in_proj, x_proj, dt_proj, out_proj;  // Mamba (Mamba-2: no x_proj, dt_proj)
   int32_t in_bias = -1, conv_w = -1, conv_b = -1, dt_norm = -1, b_norm = -1, c_norm = -1, dt_bias = -1;
-  int32_t A = -1, D = -1, out_bias = -1;
-  DMat router;         // MoE
-  DMat gate_up, down;  // (E_l, 2I, H): gate rows then up rows; (E_l, H, I); E_l = 1 if dense
+  int32_t A = -1, D = -1, out_bias = -1;  // A: Mamba-1 (Di, N), Mamba-2 (nh,); D: (Di,), (nh,)
+  int32_t gate_norm = -1;                 // Mamba-2: the gated RMSNorm's weight (Di,)
+  DMat router;                            // MoE
+  // (E_l, 2I, H): gate rows then up rows (the relu² MLP without gate: up alone, (1, I, H)); (E_l, H, I);
+  // E_l = 1 if dense.
+  DMat gate_up, down;
 };
 
 class DeviceWeights {
