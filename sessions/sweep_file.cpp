@@ -16,9 +16,9 @@ namespace hl {
 
 namespace {
 
-// Sketch keys of finite values stay within this distance of kKeyOffset for α ≥ kMinAlpha.
+// SketchParams::key clamps the bucket index to ±(kKeyOffset − 1).
 constexpr double kMinAlpha = 1e-3, kMaxAlpha = 0.5;
-constexpr int32_t kMaxKeySpan = 40000;
+constexpr int32_t kMaxKeySpan = SketchParams::kKeyOffset - 1;
 constexpr int64_t kMaxCells = int64_t{1} << 24;
 
 std::vector<int64_t> with(std::vector<int64_t> s, int64_t last) {

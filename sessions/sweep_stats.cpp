@@ -13,7 +13,8 @@ namespace hl {
 int32_t SketchParams::key(double x) const {
   const double a = std::fabs(x);
   if (a < kZero) return 0;
-  // Finite doubles give |i| < 40000 for α ≥ 1e-3 (the reader's bound), so the key stays in range.
+  // Beyond ±(kKeyOffset − 1) (|x| past γ^99999: only for α below about 0.0036, e.g. |x| above 1e86 at α = 0.001)
+  // the index is clamped: the key keeps its sign and order, the bucket's value its bound.
   const double i = std::ceil(std::log(a) / std::log(gamma()));
   const int32_t k = kKeyOffset + static_cast<int32_t>(std::clamp(i, -double(kKeyOffset - 1), double(kKeyOffset - 1)));
   return x > 0 ? k : -k;

@@ -222,6 +222,20 @@ TEST_F(SweepCli, KilledSweepContinuesToTheSameFile) {
   EXPECT_EQ(slurp(out), slurp(whole_));  // byte for byte
 }
 
+TEST_F(SweepCli, NoFullLeavesOutTheFirstTokenMassOnly) {
+  const std::string out = scratch() + "/nofull.hlstats";
+  std::vector<std::string> args = sweepArgs(promptsFile("one.jsonl", 0, 1), out);
+  args.push_back("--no-full");
+  ASSERT_EQ(hybridlens(args).status, 0);
+  const hl::SweepFile f = hl::load_sweep_stats(out);
+  for (size_t i = 0; i < f.stats.dists.size(); ++i) {
+    const std::vector<int64_t>& n = f.stats.dists[i].count;
+    const bool first = std::string(hl::sweep_instruments()[i].name) == "attn_first_mass";
+    for (int64_t c : n) EXPECT_EQ(c == 0, first) << hl::sweep_instruments()[i].name;
+  }
+  EXPECT_EQ(f.manifest["options"]["no-full"], "");
+}
+
 TEST_F(SweepCli, BadLinesNameTheFileAndLine) {
   struct Case {
     std::string line, expect;
