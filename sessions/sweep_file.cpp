@@ -258,7 +258,9 @@ void read_distribution(const Reader& rd, const std::string& p, Distribution& d) 
 
 }  // namespace
 
-SweepFile parse_sweep_stats(const uint8_t* bytes, uint64_t size, const std::string& name) {
+namespace {
+
+SweepFile parse_checked(const uint8_t* bytes, uint64_t size, const std::string& name) {
   const SafetensorsFile f = SafetensorsFile::parse(bytes, size, name);
   const auto it = f.metadata().find(kStatsMetadataKey);
   if (it == f.metadata().end())
@@ -320,6 +322,16 @@ SweepFile parse_sweep_stats(const uint8_t* bytes, uint64_t size, const std::stri
     out.finished = rd.i64("progress.finished", t->shape);
   }
   return out;
+}
+
+}  // namespace
+
+SweepFile parse_sweep_stats(const uint8_t* bytes, uint64_t size, const std::string& name) {
+  try {
+    return parse_checked(bytes, size, name);
+  } catch (const nlohmann::json::exception& e) {  // a manifest field of the wrong JSON type
+    throw LoadError(name + ": manifest: " + e.what());
+  }
 }
 
 SweepFile load_sweep_stats(const std::string& path) {

@@ -76,7 +76,11 @@ bool exists(const std::string& path) {
 // What differs between a progress file's job and this one ("" when nothing does).
 std::string jobMismatch(const nlohmann::ordered_json& was, const nlohmann::ordered_json& now) {
   for (const char* k : {"checkpoint", "adapter", "prompts_file", "options", "ranks"}) {
-    const nlohmann::ordered_json a = was.value(k, nlohmann::ordered_json()), b = now.value(k, nlohmann::ordered_json());
+    nlohmann::ordered_json a = was.value(k, nlohmann::ordered_json()), b = now.value(k, nlohmann::ordered_json());
+    if (std::string(k) == "checkpoint") {  // the same weights, wherever the folder is now (as identity_mismatch)
+      for (nlohmann::ordered_json* j : {&a, &b})
+        if (j->is_object()) *j = {{"config_sha256", j->value("config_sha256", "")}, {"weights_hash", j->value("weights_hash", "")}};
+    }
     if (a != b) {
       const std::string what = std::string(k) == "prompts_file" ? "the prompts file" : std::string(k) == "ranks" ? "the number of ranks" : "the " + std::string(k);
       return what + " differs (was " + a.dump().substr(0, 160) + ", now " + b.dump().substr(0, 160) + ")";

@@ -215,6 +215,11 @@ TEST_F(SweepCli, KilledSweepContinuesToTheSameFile) {
   EXPECT_NE(o.err.find(".partial: a progress file of another sweep: the options differs"), std::string::npos) << o.err;
   o = hybridlens(sweepArgs(promptsFile("fewer.jsonl", 0, 4), out));
   EXPECT_NE(o.err.find("the prompts file differs"), std::string::npos) << o.err;
+  std::vector<std::string> otherModel = sweepArgs(all_, out);
+  otherModel[2] = std::string(HL_SOURCE_DIR) + "/resources/models/softmax1";
+  o = hybridlens(otherModel);
+  EXPECT_NE(o.err.find("the checkpoint differs"), std::string::npos) << o.err;
+  EXPECT_EQ(hl::load_sweep_stats(out + ".partial").finished.size(), 2u);  // kept through the refusals
   const Result c = hybridlens(sweepArgs(all_, out));
   ASSERT_EQ(c.status, 0) << c.err;
   EXPECT_NE(c.err.find("continuing after 2 finished prompts"), std::string::npos) << c.err;

@@ -178,6 +178,8 @@ TEST(SweepFile, CorruptionTable) {
   const std::vector<Case> cases = {
       {"no manifest", [](auto& m, auto&) { m = "x"; }, "not a JSON object"},
       {"other format", [](auto& m, auto&) { m["format"] = "hybridlens-session"; }, "format is not"},
+      {"format a number", [](auto& m, auto&) { m["format"] = 3; }, "manifest: "},
+      {"instrument not an object", [](auto& m, auto&) { m["instruments"][2] = 5; }, "instrument 2 must be 'attn_first_mass'"},
       {"storage", [](auto& m, auto&) { m["storage"] = "f16"; }, "allowed 'f32' or 'f64-bits'"},
       {"version", [](auto& m, auto&) { m["format_version"] = 99; }, "format_version is 99, allowed an integer in [1, 1]"},
       {"accuracy", [](auto& m, auto&) { m["sketch"]["relative_accuracy"] = 0.9; }, "relative_accuracy is 0.9, allowed [0.001, 0.5]"},
