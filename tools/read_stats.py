@@ -2,7 +2,8 @@
 # Reads a HybridLens stats file (.hlstats from `hybridlens sweep`: safetensors + JSON manifest) with
 # only numpy and json, prints each instrument's shape, count and median, and with --check verifies it
 # independently of the C++ reader: counts, histograms and sketches agree, min <= quantiles <= max,
-# variance = m2 / count, and the router balance recomputed from the sums (resources/docs/stats-format.md).
+# variance = m2 / count, and the router balance recomputed from the sums; --compare OTHER says whether
+# two files hold the same statistics (integers exactly, the rest within 1e-6; resources/docs/stats-format.md).
 import json
 import sys
 
@@ -51,11 +52,11 @@ def check(manifest, tensors):
         count = tensors[p + ".count"].reshape(-1)
         if tensors[p + ".count"].shape != shape:
             problems.append("%s: count shape %s, manifest %s" % (p, tensors[p + ".count"].shape, shape))
-        hist = tensors[p + ".hist"].reshape(len(count), -1)
+        hist = tensors[p + ".hist"].reshape(len(count), manifest["histogram_bins"])
         if (hist.sum(axis=1) != count).any():
             problems.append("%s: histogram sums differ from the counts" % p)
         off, keys, cnt = tensors[p + ".sketch_offsets"], tensors[p + ".sketch_keys"], tensors[p + ".sketch_counts"]
-        qs = tensors[p + ".quantiles"].reshape(len(count), -1).astype(np.float64)
+        qs = tensors[p + ".quantiles"].reshape(len(count), len(manifest["quantile_levels"])).astype(np.float64)
         lo, hi = tensors[p + ".min"].reshape(-1).astype(np.float64), tensors[p + ".max"].reshape(-1).astype(np.float64)
         var, m2 = tensors[p + ".var"].reshape(-1).astype(np.float64), tensors[p + ".m2"].reshape(-1).astype(np.float64)
         for c in range(len(count)):
@@ -83,12 +84,34 @@ def check(manifest, tensors):
     return problems
 
 
+def compare(a, b, rel=1e-6):
+    """Differences between two stats files' tensors: integer tensors (counts, histograms, sketches)
+    must be equal, floating ones within `rel` relative (NaN equal to NaN)."""
+    problems = []
+    for name in sorted(set(a) | set(b)):
+        if name not in a or name not in b or a[name].shape != b[name].shape:
+            problems.append("%s: only in one file, or shapes differ" % name)
+        elif a[name].dtype.kind in "iu":
+            if not np.array_equal(a[name], b[name]):
+                problems.append("%s: integers differ" % name)
+        elif not np.allclose(a[name], b[name], rtol=rel, atol=0, equal_nan=True):
+            d = np.nanmax(np.abs(a[name].astype(np.float64) - b[name]) / np.maximum(np.abs(a[name]), 1e-300))
+            problems.append("%s: relative difference %g" % (name, d))
+    return problems
+
+
 def main(argv):
     files = [a for a in argv[1:] if not a.startswith("-")]
-    if len(files) != 1 or "-h" in argv or "--help" in argv:
-        print("usage: read_stats.py FILE.hlstats [--check]")
+    if len(files) != (2 if "--compare" in argv else 1) or "-h" in argv or "--help" in argv:
+        print("usage: read_stats.py FILE.hlstats [--check] [--compare OTHER.hlstats]")
         return 0 if "-h" in argv or "--help" in argv else 2
     manifest, tensors = read_stats(files[0])
+    if "--compare" in argv:
+        problems = compare(tensors, read_stats(files[1])[1])
+        for p in problems:
+            print("differs:", p)
+        print("compare:", "equal (integers exactly, the rest within 1e-6)" if not problems else "%d difference(s)" % len(problems))
+        return 1 if problems else 0
     ck = manifest["checkpoint"]
     print("format_version %d, checkpoint %s (config sha256 %s...), %d prompts, %d tokens, sketch accuracy %g"
           % (manifest["format_version"], ck["name"], ck["config_sha256"][:12], manifest["prompts"], manifest["tokens"],

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/generator.h"
 #include "sessions/session_file.h"
 #include "sessions/sweep_file.h"
 
@@ -241,6 +242,32 @@ TEST_F(SweepCli, NoFullLeavesOutTheFirstTokenMassOnly) {
   EXPECT_EQ(f.manifest["options"]["no-full"], "");
 }
 
+// Models with empty axes: no attention layer (the demo's all-Mamba variant), no MoE layer and
+// attention beside Mamba-2 in every layer (a generated Falcon-H1).
+TEST_F(SweepCli, ModelsWithEmptyAxes) {
+  hl::GenerateOptions g;
+  g.config = hl::preset_config("falcon-h1-tiny");
+  g.seed = 2;
+  const std::string falcon = scratch() + "/falcon";
+  hl::generate_checkpoint(falcon, g);
+  const std::string ids = scratch() + "/ids.jsonl";
+  write(ids, "{\"ids\": [1, 17, 40, 9]}\n{\"ids\": [3, 5]}\n");
+  for (const std::string& model : {std::string(HL_SOURCE_DIR) + "/resources/models/no-attention", falcon}) {
+    const std::string out = scratch() + "/empty-axes.hlstats";
+    std::vector<std::string> args = sweepArgs(ids, out);
+    args[2] = model;
+    const Result r = hybridlens(args);
+    ASSERT_EQ(r.status, 0) << model << ": " << r.err;
+    const hl::SweepFile f = hl::load_sweep_stats(out);
+    const bool noAttention = model != falcon;
+    EXPECT_EQ(f.stats.dists[0].cells() == 0, noAttention) << model;
+    EXPECT_EQ(f.stats.router.moe == 0, !noAttention) << model;
+    EXPECT_EQ(f.stats.dists[6].count[0], (4 + 2) + (2 + 2)) << model;  // resid_max_abs, depth 0: fed + generated
+    const Result py = run({"/usr/bin/python3", std::string(HL_SOURCE_DIR) + "/tools/read_stats.py", "--check", out});
+    EXPECT_EQ(py.status, 0) << model << ": " << py.out << py.err;
+  }
+}
+
 TEST_F(SweepCli, BadLinesNameTheFileAndLine) {
   struct Case {
     std::string line, expect;
@@ -272,6 +299,14 @@ TEST_F(SweepCli, PythonReaderChecksTheFile) {
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("attn_entropy"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("check: ok"), std::string::npos) << r.out;
+  const std::string reader = std::string(HL_SOURCE_DIR) + "/tools/read_stats.py";
+  const Result same = run({"/usr/bin/python3", reader, "--compare", whole_, whole_});
+  EXPECT_EQ(same.status, 0) << same.out << same.err;
+  const std::string part = scratch() + "/first2.hlstats";
+  ASSERT_EQ(hybridlens(sweepArgs(promptsFile("first2.jsonl", 0, 2), part)).status, 0);
+  const Result differ = run({"/usr/bin/python3", reader, "--compare", whole_, part});
+  EXPECT_EQ(differ.status, 1) << differ.out << differ.err;
+  EXPECT_NE(differ.out.find("differs: attn_entropy.count: integers differ"), std::string::npos) << differ.out;
 }
 
 #ifdef HL_MPIEXEC
