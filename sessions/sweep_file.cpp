@@ -75,11 +75,12 @@ std::vector<uint8_t> serialize_sweep_stats(const SweepStats& st, const nlohmann:
   for (size_t i = 0; i < ins.size(); ++i) {
     const Distribution& d = st.dists[i];
     const std::string p = ins[i].name;
-    list.push_back({{"name", p},
-                    {"axes", ins[i].axes},
-                    {"shape", d.shape},
-                    {"histogram", {{"lo", ins[i].hist.lo}, {"hi", ins[i].hist.hi}, {"of", ins[i].hist.log10 ? "log10|x|" : "x"}}},
-                    {"meaning", ins[i].meaning}});
+    list.push_back(
+        {{"name", p},
+         {"axes", ins[i].axes},
+         {"shape", d.shape},
+         {"histogram", {{"lo", ins[i].hist.lo}, {"hi", ins[i].hist.hi}, {"of", ins[i].hist.log10 ? "log10|x|" : "x"}}},
+         {"meaning", ins[i].meaning}});
     const int64_t n = d.cells();
     w.i64(p + ".count", d.shape, d.count);
     w.i64(p + ".nonfinite", d.shape, d.nonfinite);
@@ -117,9 +118,9 @@ std::vector<uint8_t> serialize_sweep_stats(const SweepStats& st, const nlohmann:
   std::vector<double> load, importance, balance, zloss, maxload;
   for (int64_t x = 0; x < r.moe; ++x) {
     std::vector<double> cnt(r.topk_count.begin() + x * r.experts, r.topk_count.begin() + (x + 1) * r.experts);
-    const RouterWindowStats s = router_stats_from_sums(cnt.data(), r.prob_sum.data() + x * r.experts,
-                                                       r.lse_sq_sum[static_cast<size_t>(x)],
-                                                       r.tokens[static_cast<size_t>(x)], r.experts, r.top_k);
+    const RouterWindowStats s =
+        router_stats_from_sums(cnt.data(), r.prob_sum.data() + x * r.experts, r.lse_sq_sum[static_cast<size_t>(x)],
+                               r.tokens[static_cast<size_t>(x)], r.experts, r.top_k);
     load.insert(load.end(), s.load.begin(), s.load.end());
     importance.insert(importance.end(), s.importance.begin(), s.importance.end());
     balance.push_back(s.balance_loss);
@@ -135,15 +136,20 @@ std::vector<uint8_t> serialize_sweep_stats(const SweepStats& st, const nlohmann:
   m["tensors"] = {
       {"<instrument>.count", "I64: finite values counted per cell"},
       {"<instrument>.nonfinite", "I64: NaN or Inf values left out"},
-      {"<instrument>.mean / .m2 / .var / .min / .max", "mean, sum of squared deviations, population variance m2/count, extremes"},
+      {"<instrument>.mean / .m2 / .var / .min / .max",
+       "mean, sum of squared deviations, population variance m2/count, extremes"},
       {"<instrument>.quantiles", "(cells..., len(quantile_levels)) from the sketch, within relative_accuracy"},
-      {"<instrument>.hist", "I64 (cells..., histogram_bins): equal bins over [lo, hi] of the instrument's 'of'; outside values in the end bins"},
+      {"<instrument>.hist",
+       "I64 (cells..., histogram_bins): equal bins over [lo, hi] of the instrument's 'of'; outside values in the end "
+       "bins"},
       {"<instrument>.sketch_offsets / .sketch_keys / .sketch_counts",
-       "per cell c the buckets [offsets[c], offsets[c+1]): key 0 is zero, key_offset + i is gamma^(i-1) < x <= gamma^i, -(key_offset + i) its negative"},
+       "per cell c the buckets [offsets[c], offsets[c+1]): key 0 is zero, key_offset + i is gamma^(i-1) < x <= "
+       "gamma^i, -(key_offset + i) its negative"},
       {"router.topk_count", "I64 (X_n, E): top-k selections of each expert over the whole set"},
       {"router.prob_sum / router.tokens / router.lse_sq_sum", "sums the router statistics derive from"},
       {"router.load / importance / balance_loss / z_loss / max_load",
-       "f_i = topk_count / (tokens k), P_i = prob_sum / tokens, E sum f_i P_i, mean lse^2, max f_i (as the router view)"},
+       "f_i = topk_count / (tokens k), P_i = prob_sum / tokens, E sum f_i P_i, mean lse^2, max f_i (as the router "
+       "view)"},
       {"progress.finished", "progress files only: the finished prompt indices"}};
   sw.set_metadata(kStatsMetadataKey, m.dump());
   return sw.serialize();
@@ -168,7 +174,8 @@ class Reader {
     if (ti->dtype != dt)
       fail("tensor " + quote_name(t) + ": dtype " + dtype_name(ti->dtype) + ", expected " + dtype_name(dt));
     if (ti->shape != shape)
-      fail("tensor " + quote_name(t) + ": shape " + shape_to_string(ti->shape) + ", expected " + shape_to_string(shape));
+      fail("tensor " + quote_name(t) + ": shape " + shape_to_string(ti->shape) + ", expected " +
+           shape_to_string(shape));
     return *ti;
   }
   std::vector<int64_t> i64(const std::string& t, const std::vector<int64_t>& shape, int64_t lo = 0) const {
@@ -231,7 +238,8 @@ void read_distribution(const Reader& rd, const std::string& p, Distribution& d) 
     const size_t cc = static_cast<size_t>(c);
     if (off[cc + 1] < off[cc] || off[cc + 1] > off.back())
       rd.fail("tensor " + quote_name(p + ".sketch_offsets") + ": element " + std::to_string(c + 1) + " is " +
-              std::to_string(off[cc + 1]) + ", allowed [" + std::to_string(off[cc]) + ", " + std::to_string(off.back()) + "]");
+              std::to_string(off[cc + 1]) + ", allowed [" + std::to_string(off[cc]) + ", " +
+              std::to_string(off.back()) + "]");
     int64_t sum = 0, hsum = 0;
     int32_t prev = std::numeric_limits<int32_t>::min();
     for (int64_t b = off[cc]; b < off[cc + 1]; ++b) {
@@ -240,15 +248,16 @@ void read_distribution(const Reader& rd, const std::string& p, Distribution& d) 
       const int32_t a = k < 0 ? -k : k;
       if ((k != 0 && (a < SketchParams::kKeyOffset - kMaxKeySpan || a > SketchParams::kKeyOffset + kMaxKeySpan)) ||
           k <= prev)
-        rd.fail("tensor " + quote_name(p + ".sketch_keys") + ": element " + std::to_string(b) + " is " + std::to_string(k) +
-                ", allowed 0 or ±[" + std::to_string(SketchParams::kKeyOffset - kMaxKeySpan) + ", " +
-                std::to_string(SketchParams::kKeyOffset + kMaxKeySpan) + "], increasing within a cell");
+        rd.fail("tensor " + quote_name(p + ".sketch_keys") + ": element " + std::to_string(b) + " is " +
+                std::to_string(k) + ", allowed 0 or ±[" + std::to_string(SketchParams::kKeyOffset - kMaxKeySpan) +
+                ", " + std::to_string(SketchParams::kKeyOffset + kMaxKeySpan) + "], increasing within a cell");
       prev = k;
       if (__builtin_add_overflow(sum, counts[static_cast<size_t>(b)], &sum)) rd.fail("sketch counts overflow");
       d.sketch[cc][k] = counts[static_cast<size_t>(b)];
     }
     for (int b = 0; b < kHistBins; ++b)
-      if (__builtin_add_overflow(hsum, d.hist[cc * kHistBins + static_cast<size_t>(b)], &hsum)) rd.fail("histogram overflow");
+      if (__builtin_add_overflow(hsum, d.hist[cc * kHistBins + static_cast<size_t>(b)], &hsum))
+        rd.fail("histogram overflow");
     if (sum != d.count[cc] || hsum != d.count[cc])
       rd.fail("instrument " + quote_name(p) + ": cell " + std::to_string(c) + " counts " + std::to_string(d.count[cc]) +
               " values, its sketch " + std::to_string(sum) + " and its histogram " + std::to_string(hsum) +
@@ -270,7 +279,8 @@ SweepFile parse_checked(const uint8_t* bytes, uint64_t size, const std::string& 
   out.manifest = nlohmann::ordered_json::parse(it->second, nullptr, false);
   const nlohmann::ordered_json& m = out.manifest;
   if (!m.is_object()) throw LoadError(name + ": manifest: not a JSON object");
-  if (m.value("format", "") != kStatsFormatName) throw LoadError(name + ": manifest: format is not '" + std::string(kStatsFormatName) + "'");
+  if (m.value("format", "") != kStatsFormatName)
+    throw LoadError(name + ": manifest: format is not '" + std::string(kStatsFormatName) + "'");
   const std::string storage = m.value("storage", "");
   if (storage != "f32" && storage != "f64-bits")
     throw LoadError(name + ": manifest: storage is '" + quote_name(storage) + "', allowed 'f32' or 'f64-bits'");
@@ -295,15 +305,20 @@ SweepFile parse_checked(const uint8_t* bytes, uint64_t size, const std::string& 
     if (!e.is_object() || e.value("name", "") != ins[i].name)
       rd.fail("manifest: instrument " + std::to_string(i) + " must be '" + ins[i].name + "'");
     const nlohmann::json sh = e.value("shape", nlohmann::json());
-    const size_t rank = std::string(ins[i].axes) == "()" ? 0 : (std::string(ins[i].axes).find(',') != std::string::npos ? 2 : 1);
-    if (!sh.is_array() || sh.size() != rank) rd.fail("manifest: instrument '" + std::string(ins[i].name) + "': shape must have rank " + std::to_string(rank));
+    const size_t rank =
+        std::string(ins[i].axes) == "()" ? 0 : (std::string(ins[i].axes).find(',') != std::string::npos ? 2 : 1);
+    if (!sh.is_array() || sh.size() != rank)
+      rd.fail("manifest: instrument '" + std::string(ins[i].name) + "': shape must have rank " + std::to_string(rank));
     std::vector<int64_t> shape;
     int64_t cells = 1;
     for (const auto& d : sh) {
-      shape.push_back(bounded(rd, d, "instrument '" + std::string(ins[i].name) + "' shape", 0, limits::kMaxHidden + limits::kMaxLayers));
+      shape.push_back(bounded(rd, d, "instrument '" + std::string(ins[i].name) + "' shape", 0,
+                              limits::kMaxHidden + limits::kMaxLayers));
       cells *= shape.back();
     }
-    if (cells > kMaxCells) rd.fail("manifest: instrument '" + std::string(ins[i].name) + "': " + std::to_string(cells) + " cells, allowed at most " + std::to_string(kMaxCells));
+    if (cells > kMaxCells)
+      rd.fail("manifest: instrument '" + std::string(ins[i].name) + "': " + std::to_string(cells) +
+              " cells, allowed at most " + std::to_string(kMaxCells));
     st.dists[i].reset(shape);
     read_distribution(rd, ins[i].name, st.dists[i]);
   }
@@ -318,7 +333,8 @@ SweepFile parse_checked(const uint8_t* bytes, uint64_t size, const std::string& 
   R.lse_sq_sum = rd.real("router.lse_sq_sum", {R.moe});
   if (const TensorInfo* t = f.find("progress.finished")) {
     if (t->shape.size() != 1 || t->shape[0] > st.prompts)
-      rd.fail("tensor 'progress.finished': shape " + shape_to_string(t->shape) + ", allowed (n) with n <= prompts " + std::to_string(st.prompts));
+      rd.fail("tensor 'progress.finished': shape " + shape_to_string(t->shape) + ", allowed (n) with n <= prompts " +
+              std::to_string(st.prompts));
     out.finished = rd.i64("progress.finished", t->shape);
   }
   return out;

@@ -22,8 +22,8 @@ constexpr const char* kStatsExtension = ".hlstats";
 struct SweepFile {
   nlohmann::ordered_json manifest;  // the writer's fields and the caller's (checkpoint, options, ...)
   SweepStats stats;
-  bool exact = false;               // doubles stored bit-exact (progress files, MPI messages)
-  std::vector<int64_t> finished;    // progress files: indices of the finished prompts
+  bool exact = false;             // doubles stored bit-exact (progress files, MPI messages)
+  std::vector<int64_t> finished;  // progress files: indices of the finished prompts
 };
 
 // The file's bytes. `extra` (an object) is copied into the manifest first (checkpoint identity,

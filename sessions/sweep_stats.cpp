@@ -137,14 +137,22 @@ void RouterSums::merge(const RouterSums& o) {
 // The order of this table is the file's (and the indices below).
 const std::vector<InstrumentInfo>& sweep_instruments() {
   static const std::vector<InstrumentInfo> t = {
-      {"attn_entropy", "(A_n, nh)", {0, 16, false}, "entropy in nats of each head's attention row (keys and null share)"},
+      {"attn_entropy",
+       "(A_n, nh)",
+       {0, 16, false},
+       "entropy in nats of each head's attention row (keys and null share)"},
       {"attn_entropy_norm", "(A_n, nh)", {0, 1, false}, "attn_entropy / ln(keys + [normalizer != softmax])"},
-      {"attn_first_mass", "(A_n, nh)", {0, 1, false},
+      {"attn_first_mass",
+       "(A_n, nh)",
+       {0, 1, false},
        "attention weight on the first token (the key after the registers): the sink share"},
       {"attn_mass", "(A_n, nh)", {0, 1, false}, "attention mass on the keys, 1 - p_null (1 for softmax)"},
       {"ssm_delta_mean", "(M_n)", {-4, 2, true}, "mean over channels of the SSM step size delta (histogram of log10)"},
       {"rank1_distance", "(L+1)", {0, 1, false}, "distance of the residual stream to rank 1 at each depth"},
-      {"resid_max_abs", "(L+1)", {-2, 6, true}, "largest |x| of the residual stream at each depth (histogram of log10)"},
+      {"resid_max_abs",
+       "(L+1)",
+       {-2, 6, true},
+       "largest |x| of the residual stream at each depth (histogram of log10)"},
       {"logit_entropy", "()", {0, 16, false}, "entropy in nats of the next-token distribution"},
       {"router_probs", "(X_n, E)", {0, 1, false}, "router probability of each expert"},
   };
@@ -160,8 +168,8 @@ SweepStats SweepStats::for_schedule(const LayerSchedule& s, const SketchParams& 
   st.sketch = sp;
   const int64_t An = s.num_attention(), nh = s.params().attn.heads, Mn = s.num_ssm(), L = s.size(), Xn = s.num_moe();
   const int64_t E = s.params().ffn.experts, k = s.params().ffn.top_k;
-  const std::vector<std::vector<int64_t>> shapes = {{An, nh}, {An, nh}, {An, nh}, {An, nh}, {Mn},
-                                                    {L + 1},  {L + 1},  {},       {Xn, Xn > 0 ? E : 0}};
+  const std::vector<std::vector<int64_t>> shapes = {
+      {An, nh}, {An, nh}, {An, nh}, {An, nh}, {Mn}, {L + 1}, {L + 1}, {}, {Xn, Xn > 0 ? E : 0}};
   st.dists.resize(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) st.dists[i].reset(shapes[i]);
   st.router.moe = Xn;
@@ -179,7 +187,8 @@ void SweepStats::add_run(const Run& run) {
   auto addAll = [&](int i, const std::vector<float>& v) {
     Distribution& d = dists[static_cast<size_t>(i)];
     if (static_cast<int64_t>(v.size()) != d.cells()) return;  // not recorded
-    for (int64_t c = 0; c < d.cells(); ++c) d.add(c, v[static_cast<size_t>(c)], sketch, ins[static_cast<size_t>(i)].hist);
+    for (int64_t c = 0; c < d.cells(); ++c)
+      d.add(c, v[static_cast<size_t>(c)], sketch, ins[static_cast<size_t>(i)].hist);
   };
   const int64_t nReg = run.settings.registers_used;
   const int64_t heads = dists[kAttnFirstMass].cells();
@@ -198,11 +207,13 @@ void SweepStats::add_run(const Run& run) {
     const int64_t cols = nReg + r.position + 2;
     if (heads > 0 && static_cast<int64_t>(r.attn_rows.size()) == heads * cols)
       for (int64_t c = 0; c < heads; ++c)
-        dists[kAttnFirstMass].add(c, r.attn_rows[static_cast<size_t>(c * cols + nReg)], sketch, ins[kAttnFirstMass].hist);
-    if (X > 0 && static_cast<int64_t>(r.router_probs.size()) == X * E && static_cast<int64_t>(r.router_topk.size()) == X * k &&
-        static_cast<int64_t>(r.router_lse.size()) == X) {
+        dists[kAttnFirstMass].add(c, r.attn_rows[static_cast<size_t>(c * cols + nReg)], sketch,
+                                  ins[kAttnFirstMass].hist);
+    if (X > 0 && static_cast<int64_t>(r.router_probs.size()) == X * E &&
+        static_cast<int64_t>(r.router_topk.size()) == X * k && static_cast<int64_t>(r.router_lse.size()) == X) {
       for (int64_t x = 0; x < X; ++x) {
-        for (int64_t e = 0; e < E; ++e) router.prob_sum[static_cast<size_t>(x * E + e)] += r.router_probs[static_cast<size_t>(x * E + e)];
+        for (int64_t e = 0; e < E; ++e)
+          router.prob_sum[static_cast<size_t>(x * E + e)] += r.router_probs[static_cast<size_t>(x * E + e)];
         for (int64_t j = 0; j < k; ++j) {
           const int32_t e = r.router_topk[static_cast<size_t>(x * k + j)];
           if (e >= 0 && e < E) ++router.topk_count[static_cast<size_t>(x * E + e)];

@@ -26,7 +26,7 @@ struct SketchParams {
   static constexpr double kZero = 1e-30;
   static constexpr int32_t kKeyOffset = 100000;
   double gamma() const { return (1 + alpha) / (1 - alpha); }
-  int32_t key(double x) const;       // x finite
+  int32_t key(double x) const;      // x finite
   double value(int32_t key) const;  // the bucket's representative value
 };
 
@@ -46,9 +46,9 @@ inline const std::vector<double>& stats_quantile_levels() {
 // The distribution of one instrument over its cells (shape `shape`, row-major).
 struct Distribution {
   std::vector<int64_t> shape;
-  std::vector<int64_t> count, nonfinite;  // (cells) values counted; non-finite values left out
-  std::vector<double> mean, m2, min, max; // (cells); min +inf and max −inf while count is 0
-  std::vector<int64_t> hist;              // (cells, kHistBins)
+  std::vector<int64_t> count, nonfinite;           // (cells) values counted; non-finite values left out
+  std::vector<double> mean, m2, min, max;          // (cells); min +inf and max −inf while count is 0
+  std::vector<int64_t> hist;                       // (cells, kHistBins)
   std::vector<std::map<int32_t, int64_t>> sketch;  // per cell: key → count
 
   int64_t cells() const;
@@ -75,8 +75,8 @@ struct RouterSums {
 
 // The instruments a sweep aggregates, in file order.
 struct InstrumentInfo {
-  const char* name;     // the tensor prefix, e.g. "attn_entropy"
-  const char* axes;     // "(A_n, nh)"
+  const char* name;  // the tensor prefix, e.g. "attn_entropy"
+  const char* axes;  // "(A_n, nh)"
   HistRange hist;
   const char* meaning;
 };

@@ -32,18 +32,19 @@ namespace hl::cli {
 namespace {
 
 ArgParser sweepParser() {
-  ArgParser p("sweep",
-              "--checkpoint DIR|FILE.gguf --prompts FILE.jsonl [--generate N [--ignore-eos]] [--no-bos]\n"
-              "       [--temperature T [--top-p P] [--seed S]] [--normalizer softmax|softmax1|sink]\n"
-              "       [--registers N] [--adapter DIR] [--backend auto|cpu|vulkan|cuda] [--weights FORMAT]\n"
-              "       [--memory-budget SIZE] [--max-context N] [--no-full] [--sketch-accuracy A] --out FILE.hlstats\n"
-              "       [--keep-sessions DIR]",
-              "Runs every prompt of a JSON Lines file ({\"text\": ...}, {\"messages\": [...]} or {\"ids\": [...]} a line)\n"
-              "one token at a time, as `record` does, and writes the distributions of the instruments over all of\n"
-              "them: count, mean, variance, min, max, quantiles and a histogram per head, layer, depth and expert,\n"
-              "and the router's top-k counts and balance over the set. FILE.hlstats.partial keeps the progress:\n"
-              "the same command run again continues where it stopped. Under `mpirun -np N` (or srun) the prompts\n"
-              "are spread over the ranks; the result equals the one-process run.");
+  ArgParser p(
+      "sweep",
+      "--checkpoint DIR|FILE.gguf --prompts FILE.jsonl [--generate N [--ignore-eos]] [--no-bos]\n"
+      "       [--temperature T [--top-p P] [--seed S]] [--normalizer softmax|softmax1|sink]\n"
+      "       [--registers N] [--adapter DIR] [--backend auto|cpu|vulkan|cuda] [--weights FORMAT]\n"
+      "       [--memory-budget SIZE] [--max-context N] [--no-full] [--sketch-accuracy A] --out FILE.hlstats\n"
+      "       [--keep-sessions DIR]",
+      "Runs every prompt of a JSON Lines file ({\"text\": ...}, {\"messages\": [...]} or {\"ids\": [...]} a line)\n"
+      "one token at a time, as `record` does, and writes the distributions of the instruments over all of\n"
+      "them: count, mean, variance, min, max, quantiles and a histogram per head, layer, depth and expert,\n"
+      "and the router's top-k counts and balance over the set. FILE.hlstats.partial keeps the progress:\n"
+      "the same command run again continues where it stopped. Under `mpirun -np N` (or srun) the prompts\n"
+      "are spread over the ranks; the result equals the one-process run.");
   p.option("checkpoint", "DIR", "checkpoint folder, or a GGUF file (any shard of a split)", true)
       .option("prompts", "FILE", "JSON Lines file of prompts (blank lines skipped)", true)
       .flag("no-bos", "for {\"text\"} prompts: do not prepend bos_token_id")
@@ -52,7 +53,8 @@ ArgParser sweepParser() {
   addSamplingOptions(p);
   addModelOptions(p);
   addLimitOptions(p);
-  p.flag("no-full", "leave out the attention rows (no attn_first_mass; kept sessions without them): memory O(T) per prompt")
+  p.flag("no-full",
+         "leave out the attention rows (no attn_first_mass; kept sessions without them): memory O(T) per prompt")
       .option("sketch-accuracy", "A", "relative accuracy of the quantile sketch, in [0.001, 0.5] (default 0.01)")
       .option("out", "FILE", "stats file to write (.hlstats)", true)
       .option("keep-sessions", "DIR", "also write each prompt's session file (prompt-NNNNNN.hlsession) into DIR");
@@ -79,10 +81,13 @@ std::string jobMismatch(const nlohmann::ordered_json& was, const nlohmann::order
     nlohmann::ordered_json a = was.value(k, nlohmann::ordered_json()), b = now.value(k, nlohmann::ordered_json());
     if (std::string(k) == "checkpoint") {  // the same weights, wherever the folder is now (as identity_mismatch)
       for (nlohmann::ordered_json* j : {&a, &b})
-        if (j->is_object()) *j = {{"config_sha256", j->value("config_sha256", "")}, {"weights_hash", j->value("weights_hash", "")}};
+        if (j->is_object())
+          *j = {{"config_sha256", j->value("config_sha256", "")}, {"weights_hash", j->value("weights_hash", "")}};
     }
     if (a != b) {
-      const std::string what = std::string(k) == "prompts_file" ? "the prompts file" : std::string(k) == "ranks" ? "the number of ranks" : "the " + std::string(k);
+      const std::string what = std::string(k) == "prompts_file" ? "the prompts file"
+                               : std::string(k) == "ranks"      ? "the number of ranks"
+                                                                : "the " + std::string(k);
       return what + " differs (was " + a.dump().substr(0, 160) + ", now " + b.dump().substr(0, 160) + ")";
     }
   }
@@ -103,13 +108,16 @@ void refuseOtherRankCounts(const std::string& out, int size) {
     const std::string n = e->d_name;
     if (n.rfind(stem, 0) != 0 || (n != stem && n[stem.size()] != '.')) continue;
     if (n.find(".tmp.") != std::string::npos) continue;  // an atomic writer's temporary
-    const bool same = size == 1 ? n == stem : n != stem && n.size() > ours.size() && n.compare(n.size() - ours.size(), ours.size(), ours) == 0;
+    const bool same =
+        size == 1 ? n == stem
+                  : n != stem && n.size() > ours.size() && n.compare(n.size() - ours.size(), ours.size(), ours) == 0;
     if (!same) other = n;
   }
   ::closedir(d);
   if (!other.empty())
-    throw Error((slash == std::string::npos ? other : folder + other) + ": progress of this sweep with another number of ranks than " +
-                std::to_string(size) + "; rerun it as it was started, or delete the .partial files to start over");
+    throw Error((slash == std::string::npos ? other : folder + other) +
+                ": progress of this sweep with another number of ranks than " + std::to_string(size) +
+                "; rerun it as it was started, or delete the .partial files to start over");
 }
 
 // Test hook HL_SWEEP_KILL_AFTER=K[:RANK]: the process (of that rank, default every rank) kills itself
@@ -147,7 +155,8 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& comm) {
   const std::string keep = a.getOr("keep-sessions", "");
   if (a.has("keep-sessions")) {
     struct stat st {};
-    if (::stat(keep.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw UsageError("--keep-sessions: '" + keep + "' is not a folder");
+    if (::stat(keep.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      throw UsageError("--keep-sessions: '" + keep + "' is not a folder");
   }
   std::string promptsSha;
   const std::vector<SweepPrompt> prompts = readPromptsFile(a.get("prompts"), &promptsSha);
@@ -179,7 +188,9 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& comm) {
 
   const LayerSchedule& sched = model->schedule;
   nlohmann::ordered_json job = nlohmann::ordered_json::object();
-  job["checkpoint"] = {{"folder", identity.folder}, {"name", identity.name}, {"config_sha256", identity.config_sha256},
+  job["checkpoint"] = {{"folder", identity.folder},
+                       {"name", identity.name},
+                       {"config_sha256", identity.config_sha256},
                        {"weights_hash", identity.weights_hash}};
   job["adapter"] = a.has("adapter") ? adapter_identity(a.get("adapter")) : "";
   job["prompts_file"] = {{"sha256", promptsSha}, {"prompts", prompts.size()}};
@@ -214,7 +225,8 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& comm) {
       throw Error(partial + ": not a progress file (storage is not f64-bits)");
     stats.merge(was.stats);  // shapes checked; the aggregate continues exactly
     finished = was.finished;
-    std::fprintf(stderr, "hybridlens sweep: %s: continuing after %zu finished prompts\n", partial.c_str(), finished.size());
+    std::fprintf(stderr, "hybridlens sweep: %s: continuing after %zu finished prompts\n", partial.c_str(),
+                 finished.size());
   }
   std::set<int64_t> done(finished.begin(), finished.end());
   for (int64_t i : finished)
@@ -248,15 +260,17 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& comm) {
   }
 
   // Rank 0 merges the ranks' aggregates in rank order and writes the file.
-  const std::vector<uint8_t> mine = comm.size > 1 ? serialize_sweep_stats(stats, progressExtra, true, &finished)
-                                                  : std::vector<uint8_t>{};
-  const std::vector<std::vector<uint8_t>> all = comm.size > 1 ? sweepGather(comm, mine) : std::vector<std::vector<uint8_t>>{};
+  const std::vector<uint8_t> mine =
+      comm.size > 1 ? serialize_sweep_stats(stats, progressExtra, true, &finished) : std::vector<uint8_t>{};
+  const std::vector<std::vector<uint8_t>> all =
+      comm.size > 1 ? sweepGather(comm, mine) : std::vector<std::vector<uint8_t>>{};
   if (comm.rank == 0) {
     SweepStats total = comm.size > 1 ? SweepStats::for_schedule(sched, sp) : stats;
     for (size_t r = 0; r < all.size(); ++r)
       total.merge(parse_sweep_stats(all[r].data(), all[r].size(), "rank " + std::to_string(r)).stats);
     if (total.prompts != static_cast<int64_t>(prompts.size()))
-      throw Error("sweep: " + std::to_string(total.prompts) + " of " + std::to_string(prompts.size()) + " prompts aggregated");
+      throw Error("sweep: " + std::to_string(total.prompts) + " of " + std::to_string(prompts.size()) +
+                  " prompts aggregated");
     save_sweep_stats(out, total, extra, false);
     std::printf("wrote %s: %lld prompts, %lld tokens, %d rank%s\n", out.c_str(), static_cast<long long>(total.prompts),
                 static_cast<long long>(total.tokens), comm.size, comm.size > 1 ? "s" : "");

@@ -20,10 +20,12 @@ SweepPrompt parsePromptLine(const std::string& line, const std::string& where) {
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(where + ": not valid JSON (at byte " + std::to_string(e.byte) + ")");
   }
-  if (!j.is_object()) throw Error(where + ": expected an object {\"text\": ...}, {\"messages\": [...]} or {\"ids\": [...]}");
+  if (!j.is_object())
+    throw Error(where + ": expected an object {\"text\": ...}, {\"messages\": [...]} or {\"ids\": [...]}");
   for (auto it = j.begin(); it != j.end(); ++it)
     if (it.key() != "text" && it.key() != "messages" && it.key() != "ids" && it.key() != "add_generation_prompt")
-      throw Error(where + ": unknown field " + quote_name(it.key()) + " (allowed: text, messages, add_generation_prompt, ids)");
+      throw Error(where + ": unknown field " + quote_name(it.key()) +
+                  " (allowed: text, messages, add_generation_prompt, ids)");
   const int given = static_cast<int>(j.contains("text")) + static_cast<int>(j.contains("messages")) +
                     static_cast<int>(j.contains("ids"));
   if (given != 1) throw Error(where + ": give exactly one of \"text\", \"messages\" and \"ids\"");
@@ -58,7 +60,8 @@ SweepPrompt parsePromptLine(const std::string& line, const std::string& where) {
 std::vector<SweepPrompt> readPromptsFile(const std::string& path, std::string* sha256) {
   std::ifstream f(path, std::ios::binary);
   struct stat st {};
-  if (!f || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) throw Error("--prompts: cannot read '" + path + "'");
+  if (!f || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    throw Error("--prompts: cannot read '" + path + "'");
   if (static_cast<uint64_t>(st.st_size) > kMaxPromptsFileBytes)
     throw Error(path + ": " + std::to_string(st.st_size) + " bytes, allowed at most 4 GiB");
   const std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -14,9 +14,9 @@ namespace hl::cli {
 struct SweepPrompt {
   enum class Kind { Text, Chat, Ids };
   Kind kind = Kind::Text;
-  int64_t line = 0;  // 1-based line in the file
-  std::string text;  // Text
-  ChatRequest chat;  // Chat
+  int64_t line = 0;          // 1-based line in the file
+  std::string text;          // Text
+  ChatRequest chat;          // Chat
   std::vector<int32_t> ids;  // Ids
 };
 

@@ -92,10 +92,9 @@ Result hybridlens(std::vector<std::string> args, const std::vector<std::string>&
 
 const std::string kModel = std::string(HL_SOURCE_DIR) + "/resources/models/baseline";
 // Five short prompts: text, ids, text, ids, text.
-const std::vector<std::string> kPrompts = {
-    R"({"text": "The grep command searches"})", R"({"ids": [1, 17, 400, 9, 33]})",
-    R"({"text": "Emacs is a text editor"})",   R"({"ids": [1, 250, 12]})",
-    R"({"text": "a 3 b 7 -> b"})"};
+const std::vector<std::string> kPrompts = {R"({"text": "The grep command searches"})",
+                                           R"({"ids": [1, 17, 400, 9, 33]})", R"({"text": "Emacs is a text editor"})",
+                                           R"({"ids": [1, 250, 12]})", R"({"text": "a 3 b 7 -> b"})"};
 
 std::string promptsFile(const std::string& name, size_t lo, size_t hi) {
   std::string text;
@@ -106,8 +105,8 @@ std::string promptsFile(const std::string& name, size_t lo, size_t hi) {
 }
 
 std::vector<std::string> sweepArgs(const std::string& prompts, const std::string& out) {
-  return {"sweep", "--checkpoint", kModel, "--prompts", prompts, "--generate", "2", "--ignore-eos", "--backend", "cpu",
-          "--out", out};
+  return {"sweep", "--checkpoint", kModel,      "--prompts", prompts, "--generate",
+          "2",     "--ignore-eos", "--backend", "cpu",       "--out", out};
 }
 
 // Counts and sketches bit-identical, the rest within `rel` relative.
@@ -115,7 +114,9 @@ void expectSameStats(const hl::SweepStats& a, const hl::SweepStats& b, double re
   ASSERT_EQ(a.dists.size(), b.dists.size()) << what;
   EXPECT_EQ(a.prompts, b.prompts) << what;
   EXPECT_EQ(a.tokens, b.tokens) << what;
-  auto near = [&](double x, double y) { return x == y || std::fabs(x - y) <= rel * std::max(std::fabs(x), std::fabs(y)) + 1e-30; };
+  auto near = [&](double x, double y) {
+    return x == y || std::fabs(x - y) <= rel * std::max(std::fabs(x), std::fabs(y)) + 1e-30;
+  };
   for (size_t i = 0; i < a.dists.size(); ++i) {
     const hl::Distribution &x = a.dists[i], &y = b.dists[i];
     const std::string n = what + " " + hl::sweep_instruments()[i].name;
@@ -132,7 +133,8 @@ void expectSameStats(const hl::SweepStats& a, const hl::SweepStats& b, double re
   }
   EXPECT_EQ(a.router.topk_count, b.router.topk_count) << what;
   EXPECT_EQ(a.router.tokens, b.router.tokens) << what;
-  for (size_t i = 0; i < a.router.prob_sum.size(); ++i) EXPECT_TRUE(near(a.router.prob_sum[i], b.router.prob_sum[i])) << what;
+  for (size_t i = 0; i < a.router.prob_sum.size(); ++i)
+    EXPECT_TRUE(near(a.router.prob_sum[i], b.router.prob_sum[i])) << what;
 }
 
 class SweepCli : public ::testing::Test {
@@ -163,8 +165,8 @@ TEST_F(SweepCli, EqualsTheStatsOfRecordSessionsOfTheSamePrompts) {
   for (size_t i = 0; i < kPrompts.size(); ++i) {
     const nlohmann::json j = nlohmann::json::parse(kPrompts[i]);
     const std::string session = scratch() + "/p" + std::to_string(i) + ".hlsession";
-    std::vector<std::string> rec = {"record", "--checkpoint", kModel, "--generate", "2", "--ignore-eos", "--backend", "cpu",
-                                    "--full-dtype", "f32", "--out", session};
+    std::vector<std::string> rec = {"record",    "--checkpoint", kModel,         "--generate", "2",     "--ignore-eos",
+                                    "--backend", "cpu",          "--full-dtype", "f32",        "--out", session};
     if (j.contains("text")) {
       rec.insert(rec.end(), {"--prompt", j["text"].get<std::string>()});
     } else {
@@ -362,7 +364,8 @@ TEST_F(SweepCli, Mpi_KilledRankStopsTheOthersAndTheSweepContinues) {
   EXPECT_EQ(hl::load_sweep_stats(out + ".partial.1-of-3").finished, (std::vector<int64_t>{1}));
   for (int r = 0; r < 3; r += 2)
     if (exists(out + ".partial." + std::to_string(r) + "-of-3"))
-      for (int64_t i : hl::load_sweep_stats(out + ".partial." + std::to_string(r) + "-of-3").finished) EXPECT_EQ(i % 3, r);
+      for (int64_t i : hl::load_sweep_stats(out + ".partial." + std::to_string(r) + "-of-3").finished)
+        EXPECT_EQ(i % 3, r);
   // Another rank count is refused; the same command continues and equals one process.
   Result o = mpirun(2, sweepArgs(prompts, out));
   EXPECT_NE(o.status, 0);

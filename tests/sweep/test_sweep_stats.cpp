@@ -154,7 +154,8 @@ std::vector<uint8_t> edited(const std::vector<uint8_t>& bytes, const Edit& edit)
   const hl::SafetensorsFile f = hl::SafetensorsFile::parse(bytes.data(), bytes.size(), "orig");
   nlohmann::ordered_json m = nlohmann::ordered_json::parse(f.metadata().at(hl::kStatsMetadataKey));
   std::map<std::string, Tensor> ts;
-  for (const hl::TensorInfo& t : f.tensors()) ts[t.name] = {t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes())};
+  for (const hl::TensorInfo& t : f.tensors())
+    ts[t.name] = {t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes())};
   edit(m, ts);
   hl::SafetensorsWriter w;
   w.set_metadata(hl::kStatsMetadataKey, m.dump());
@@ -179,35 +180,55 @@ TEST(SweepFile, CorruptionTable) {
       {"no manifest", [](auto& m, auto&) { m = "x"; }, "not a JSON object"},
       {"other format", [](auto& m, auto&) { m["format"] = "hybridlens-session"; }, "format is not"},
       {"format a number", [](auto& m, auto&) { m["format"] = 3; }, "manifest: "},
-      {"instrument not an object", [](auto& m, auto&) { m["instruments"][2] = 5; }, "instrument 2 must be 'attn_first_mass'"},
+      {"instrument not an object", [](auto& m, auto&) { m["instruments"][2] = 5; },
+       "instrument 2 must be 'attn_first_mass'"},
       {"storage", [](auto& m, auto&) { m["storage"] = "f16"; }, "allowed 'f32' or 'f64-bits'"},
-      {"version", [](auto& m, auto&) { m["format_version"] = 99; }, "format_version is 99, allowed an integer in [1, 1]"},
-      {"accuracy", [](auto& m, auto&) { m["sketch"]["relative_accuracy"] = 0.9; }, "relative_accuracy is 0.9, allowed [0.001, 0.5]"},
+      {"version", [](auto& m, auto&) { m["format_version"] = 99; },
+       "format_version is 99, allowed an integer in [1, 1]"},
+      {"accuracy", [](auto& m, auto&) { m["sketch"]["relative_accuracy"] = 0.9; },
+       "relative_accuracy is 0.9, allowed [0.001, 0.5]"},
       {"instrument list", [](auto& m, auto&) { m["instruments"].erase(0); }, "instruments must list 9"},
-      {"huge shape", [](auto& m, auto&) { m["instruments"][0]["shape"] = {60000, 60000}; }, "cells, allowed at most"},
-      {"shape vs tensor", [](auto& m, auto&) { m["instruments"][4]["shape"] = {5}; }, "tensor 'ssm_delta_mean.count': shape (4,), expected (5,)"},
-      {"negative count", [](auto&, auto& t) { poke<int64_t>(t["rank1_distance.count"], 2, -3); }, "element 2 is -3, allowed [0, 2^63)"},
-      {"offsets past the keys", [](auto&, auto& t) { poke<int64_t>(t["attn_mass.sketch_offsets"], 1, 1 << 30); }, "attn_mass.sketch_offsets"},
-      {"too many buckets", [](auto&, auto& t) {
+      {"huge shape",
+       [](auto& m, auto&) {
+         m["instruments"][0]["shape"] = {60000, 60000};
+       },
+       "cells, allowed at most"},
+      {"shape vs tensor", [](auto& m, auto&) { m["instruments"][4]["shape"] = {5}; },
+       "tensor 'ssm_delta_mean.count': shape (4,), expected (5,)"},
+      {"negative count", [](auto&, auto& t) { poke<int64_t>(t["rank1_distance.count"], 2, -3); },
+       "element 2 is -3, allowed [0, 2^63)"},
+      {"offsets past the keys", [](auto&, auto& t) { poke<int64_t>(t["attn_mass.sketch_offsets"], 1, 1 << 30); },
+       "attn_mass.sketch_offsets"},
+      {"too many buckets",
+       [](auto&, auto& t) {
          Tensor& o = t["logit_entropy.sketch_offsets"];
          poke<int64_t>(o, 1, int64_t{1} << 40);
-       }, "buckets per cell"},
-      {"key out of range", [](auto&, auto& t) { poke<int32_t>(t["router_probs.sketch_keys"], 0, 250000); }, "router_probs.sketch_keys': element 0 is 250000"},
-      {"keys not increasing", [](auto&, auto& t) {
+       },
+       "buckets per cell"},
+      {"key out of range", [](auto&, auto& t) { poke<int32_t>(t["router_probs.sketch_keys"], 0, 250000); },
+       "router_probs.sketch_keys': element 0 is 250000"},
+      {"keys not increasing",
+       [](auto&, auto& t) {
          Tensor& k = t["resid_max_abs.sketch_keys"];
          int32_t a;
          std::memcpy(&a, k.bytes.data(), 4);
          poke<int32_t>(k, 1, a);
-       }, "increasing within a cell"},
-      {"sketch sum", [](auto&, auto& t) { poke<int64_t>(t["attn_entropy.sketch_counts"], 0, 1000); }, "counts 20 values, its sketch"},
-      {"zero bucket count", [](auto&, auto& t) { poke<int64_t>(t["attn_entropy.sketch_counts"], 0, 0); }, "allowed [1, 2^63)"},
+       },
+       "increasing within a cell"},
+      {"sketch sum", [](auto&, auto& t) { poke<int64_t>(t["attn_entropy.sketch_counts"], 0, 1000); },
+       "counts 20 values, its sketch"},
+      {"zero bucket count", [](auto&, auto& t) { poke<int64_t>(t["attn_entropy.sketch_counts"], 0, 0); },
+       "allowed [1, 2^63)"},
       {"histogram sum", [](auto&, auto& t) { poke<int64_t>(t["ssm_delta_mean.hist"], 3, 99); }, "and its histogram"},
       {"missing tensor", [](auto&, auto& t) { t.erase("router.tokens"); }, "missing tensor 'router.tokens'"},
       {"wrong dtype", [](auto&, auto& t) { t["attn_mass.mean"].dtype = hl::DType::I32; }, "dtype I32, expected F32"},
-      {"router top_k", [](auto& m, auto&) { m["router"]["top_k"] = 9; }, "router top_k is 9, allowed an integer in [0, 4]"},
-      {"finished past prompts", [](auto&, auto& t) {
+      {"router top_k", [](auto& m, auto&) { m["router"]["top_k"] = 9; },
+       "router top_k is 9, allowed an integer in [0, 4]"},
+      {"finished past prompts",
+       [](auto&, auto& t) {
          t["progress.finished"] = {hl::DType::I64, {9}, std::vector<uint8_t>(72, 0)};
-       }, "allowed (n) with n <= prompts 3"},
+       },
+       "allowed (n) with n <= prompts 3"},
   };
   for (const Case& c : cases) {
     const std::vector<uint8_t> bad = edited(good, c.edit);
