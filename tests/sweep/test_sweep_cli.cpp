@@ -314,7 +314,10 @@ TEST_F(SweepCli, PythonReaderChecksTheFile) {
 #ifdef HL_MPIEXEC
 // mpirun as root (CI) needs the first two; --oversubscribe lets 3 ranks share 2 cores.
 const std::vector<std::string> kMpiEnv = [] {
-  std::vector<std::string> e = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+  // vader's single-copy (CMA, process_vm_readv) is refused in containers without CAP_SYS_PTRACE: the
+  // ranks' messages (tens of kB) go through shared memory copies instead.
+  std::vector<std::string> e = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                                "OMPI_MCA_btl_vader_single_copy_mechanism=none"};
 #ifdef HL_SANITIZED
   // Open MPI leaves allocations of its plugins (unloaded by MPI_Finalize, so LeakSanitizer cannot
   // even name them) that the leak check reports in any MPI program: off for the ranks only.
