@@ -73,41 +73,23 @@ RunStats::Layer& RunStats::layer(int ord) {
       l = r.router_lse.size() > static_cast<size_t>(ord) ? r.router_lse[static_cast<size_t>(ord)] : 0.0;
     }
     L.z.push_back(L.z.back() + l * l);
-    const double tokens = static_cast<double>(t + 1), assignments = tokens * static_cast<double>(k);
-    double bal = 0, mx = 0;
-    for (size_t e = 0; e < E; ++e) {
-      bal += (L.count[at + e] / assignments) * (L.psum[at + e] / tokens);
-      mx = std::max(mx, L.count[at + e] / assignments);
-    }
-    L.balance.push_back(static_cast<double>(E) * bal);
-    L.zloss.push_back(L.z.back() / tokens);
-    L.max_load.push_back(mx);
+    const RouterWindowStats w = router_stats_from_sums(L.count.data() + at, L.psum.data() + at, L.z.back(), t + 1,
+                                                       shape_.E, shape_.k);
+    L.balance.push_back(w.balance_loss);
+    L.zloss.push_back(w.z_loss);
+    L.max_load.push_back(w.max_load);
   }
   L.n = n_;
   return L;
 }
 
 RouterWindowStats RunStats::window(int ord, int64_t n) {
-  RouterWindowStats s;
-  const size_t E = static_cast<size_t>(shape_.E);
-  s.load.assign(E, 0.0);
-  s.importance.assign(E, 0.0);
   n = std::clamp<int64_t>(n, 0, n_);
-  s.tokens = n;
-  if (n <= 0 || E == 0) return s;
+  if (n <= 0 || shape_.E == 0) return router_stats_from_sums(nullptr, nullptr, 0.0, n, shape_.E, shape_.k);
   const Layer& L = layer(ord);
-  const double* count = L.count.data() + static_cast<size_t>(n) * E;
-  const double* psum = L.psum.data() + static_cast<size_t>(n) * E;
-  const double assignments = static_cast<double>(n * shape_.k);
-  for (size_t e = 0; e < E; ++e) {
-    s.load[e] = count[e] / assignments;
-    s.importance[e] = psum[e] / static_cast<double>(n);
-    s.balance_loss += s.load[e] * s.importance[e];
-    s.max_load = std::max(s.max_load, s.load[e]);
-  }
-  s.balance_loss *= static_cast<double>(E);
-  s.z_loss = L.z[static_cast<size_t>(n)] / static_cast<double>(n);
-  return s;
+  const size_t E = static_cast<size_t>(shape_.E);
+  return router_stats_from_sums(L.count.data() + static_cast<size_t>(n) * E, L.psum.data() + static_cast<size_t>(n) * E,
+                                L.z[static_cast<size_t>(n)], n, shape_.E, shape_.k);
 }
 
 double RunStats::step_percentile(double p) const {

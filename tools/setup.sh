@@ -13,8 +13,8 @@ DEMO_DIR="$ROOT/resources/demo-random"
 RUN_DIR="$ROOT/resources/models/baseline"
 [[ -f "$RUN_DIR/config.json" ]] || RUN_DIR="$DEMO_DIR"
 
-# Everything the build, the tests (GUI offscreen, Vulkan on lavapipe, fuzzers with clang 14) and
-# the Python reference implementation use.
+# Everything the build, the tests (GUI offscreen, Vulkan on lavapipe, fuzzers with clang 14, sweep
+# under mpirun) and the Python reference implementation use.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   qt6-base-dev qt6-svg-dev libqcustomplot-dev
@@ -22,6 +22,7 @@ PACKAGES=(
   libsentencepiece-dev sentencepiece nlohmann-json3-dev libxxhash-dev libpcre2-dev libicu-dev
   libopenblas-dev libopenblas0-pthread
   libgtest-dev libgmock-dev googletest libbenchmark-dev
+  openmpi-bin libopenmpi-dev
   python3-numpy python3-torch
   clang-14 libclang-rt-14-dev
 )

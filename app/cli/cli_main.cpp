@@ -22,6 +22,7 @@ const std::vector<Command>& commands() {
       {"memory", "KV-cache and Mamba-state bytes at a context length (model, all-attention, all-Mamba)", runMemory},
       {"bench", "decode and prefill speed with the instruments on and off", runBench},
       {"record", "run a checkpoint on tokens and write a session file (A, and B with a toggle changed)", runRecord},
+      {"sweep", "run every prompt of a JSONL file and write the instruments' distributions over them (stats file)", runSweep},
       {"compare", "per-instrument differences of two runs, token-aligned (two sessions, or A/B of one)", runCompare},
       {"hidden-attention", "the hidden attention of a Mamba-2 layer at one token: each head's row, statistics and strongest keys", runHiddenAttention},
       {"tokenize", "ids and pieces of a text with a checkpoint's tokenizer (tokenizer.json or .model), or decode ids", runTokenize},

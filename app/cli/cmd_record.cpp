@@ -40,9 +40,7 @@ ArgParser recordParser() {
               "--compare-normalizer / --compare-registers add a run B over the same tokens with that toggle\n"
               "changed (see `hybridlens compare`).");
   addInputOptions(p, "append up to N generated tokens (stops after an EOS)");
-  p.option("temperature", "T", "with --generate: sampling temperature (default 0: greedy)")
-      .option("top-p", "P", "with --temperature: nucleus sampling mass in (0, 1] (default 1)")
-      .option("seed", "S", "with --temperature: random seed (default 0)");
+  addSamplingOptions(p);
   addModelOptions(p);
   addLimitOptions(p);
   p.option("compare-normalizer", "NAME", "also record run B with this normalizer over the same tokens")
@@ -63,18 +61,6 @@ DType dtypeOption(const ParsedArgs& a, const std::string& name, DType fallback) 
   throw UsageError("--" + name + ": expected f32, f16 or bf16, got '" + v + "'");
 }
 
-double realOption(const ParsedArgs& a, const std::string& name, double fallback, double lo, double hi) {
-  if (!a.has(name)) return fallback;
-  const std::string v = a.get(name);
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || end != v.c_str() + v.size() || !(x >= lo && x <= hi)) {
-    throw UsageError("--" + name + ": expected a number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                     "], got '" + v + "'");
-  }
-  return x;
-}
-
 }  // namespace
 
 int runRecord(const std::vector<std::string>& args) {
@@ -86,9 +72,7 @@ int runRecord(const std::vector<std::string>& args) {
   }
   // Everything that can be checked without the model, before loading it.
   checkInputOptions(a);
-  if ((a.has("top-p") || a.has("seed")) && !a.has("temperature")) {
-    throw UsageError("--top-p and --seed apply to sampling: give --temperature too");
-  }
+  const SamplingOptions sampling = samplingOptions(a);
   if (a.has("compare-normalizer") && a.has("compare-registers")) {
     throw UsageError("--compare-normalizer and --compare-registers exclude each other (one toggle per B run)");
   }
@@ -107,12 +91,6 @@ int runRecord(const std::vector<std::string>& args) {
   if (a.has("compare-registers")) {
     optsB.registers = static_cast<int>(a.getInt("compare-registers", 0, kSessionMaxRegisters));
   }
-  SamplingOptions sampling;
-  sampling.temperature = static_cast<float>(realOption(a, "temperature", 0.0, 0.0, 1e6));
-  sampling.top_p = static_cast<float>(realOption(a, "top-p", 1.0, 0.0, 1.0));
-  if (a.has("top-p") && !(sampling.top_p > 0.0f)) throw UsageError("--top-p: expected a number in (0, 1]");
-  sampling.seed = static_cast<uint64_t>(a.getIntOr("seed", 0, 0, INT64_MAX));
-  sampling.ignore_eos = a.has("ignore-eos");
   SessionSaveOptions save;
   save.logits_dtype = dtypeOption(a, "logits-dtype", DType::F32);
   save.full_dtype = dtypeOption(a, "full-dtype", DType::F16);

@@ -34,6 +34,7 @@ int runRecord(const std::vector<std::string>& args);
 int runCompare(const std::vector<std::string>& args);
 int runTokenize(const std::vector<std::string>& args);
 int runHiddenAttention(const std::vector<std::string>& args);
+int runSweep(const std::vector<std::string>& args);
 int runExport(const std::vector<std::string>& args);  // app/gui_cli/cmd_export.cpp, with HL_HAVE_EXPORT
 
 }  // namespace hl::cli

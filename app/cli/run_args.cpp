@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "engine/backend/backend_registry.h"
 #include "engine/core/error.h"
@@ -38,6 +39,37 @@ void addModelOptions(ArgParser& p) {
                   "; +head quantises the LM head too, e.g. q8_0+head (default as-stored). The CPU rounds x to 8 bits "
                   "per block in decode products with Q8_0, Q4_K, Q6_K weights, as llama.cpp; a last "
                   "+fp32-activations keeps it in fp32, e.g. q4_k+fp32-activations");
+}
+
+void addSamplingOptions(ArgParser& p) {
+  p.option("temperature", "T", "with --generate: sampling temperature (default 0: greedy)")
+      .option("top-p", "P", "with --temperature: nucleus sampling mass in (0, 1] (default 1)")
+      .option("seed", "S", "with --temperature: random seed (default 0)");
+}
+
+double realOption(const ParsedArgs& a, const std::string& name, double fallback, double lo, double hi) {
+  if (!a.has(name)) return fallback;
+  const std::string v = a.get(name);
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || !(x >= lo && x <= hi)) {
+    throw UsageError("--" + name + ": expected a number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                     "], got '" + v + "'");
+  }
+  return x;
+}
+
+SamplingOptions samplingOptions(const ParsedArgs& a) {
+  if ((a.has("top-p") || a.has("seed")) && !a.has("temperature")) {
+    throw UsageError("--top-p and --seed apply to sampling: give --temperature too");
+  }
+  SamplingOptions sampling;
+  sampling.temperature = static_cast<float>(realOption(a, "temperature", 0.0, 0.0, 1e6));
+  sampling.top_p = static_cast<float>(realOption(a, "top-p", 1.0, 0.0, 1.0));
+  if (a.has("top-p") && !(sampling.top_p > 0.0f)) throw UsageError("--top-p: expected a number in (0, 1]");
+  sampling.seed = static_cast<uint64_t>(a.getIntOr("seed", 0, 0, INT64_MAX));
+  sampling.ignore_eos = a.has("ignore-eos");
+  return sampling;
 }
 
 void addLimitOptions(ArgParser& p) {
@@ -146,16 +178,47 @@ std::string chatText(const ParsedArgs& a, const std::string& checkpointDir) {
   } catch (const LoadError& e) {
     throw Error(std::string("--chat: ") + e.what());
   }
+  return renderChat(req, checkpointDir, "--chat");
+}
+
+std::string renderChat(const ChatRequest& req, const std::string& checkpointDir, const std::string& what) {
   const std::optional<ChatTemplateSource> tpl = find_chat_template(checkpointDir);
   if (!tpl)
-    throw Error("--chat: " + checkpointDir +
+    throw Error(what + ": " + checkpointDir +
                 " has no chat template (chat_template in tokenizer_config.json, chat_template.jinja, "
                 "chat_template.json, or tokenizer.chat_template in a GGUF file); use --prompt with the text");
   return apply_chat_template(*tpl, req.messages, req.add_generation_prompt);
 }
 
+void checkVocabulary(const std::vector<int32_t>& ids, int64_t V, const std::string& what) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= V) {
+      throw Error(what + ": token id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                  " is outside the vocabulary [0, " + std::to_string(V) + ") of config.json");
+    }
+  }
+}
+
+std::vector<int32_t> chatTokens(const Model& model, const Tokenizer* tok, const std::string& rendered,
+                                const std::string& what) {
+  // As apply_chat_template(tokenize=True): the template writes the special tokens (BOS
+  // included) itself, so nothing is prepended (add_special_tokens=False).
+  std::vector<int32_t> ids = tok->encode(rendered);
+  if (ids.empty()) throw Error(what + ": the rendered chat gives no tokens");
+  checkVocabulary(ids, model.config.vocab_size, what + " (" + tok->kind() + ")");
+  return ids;
+}
+
+std::vector<int32_t> textTokens(const Model& model, const Tokenizer* tok, const std::string& text, bool bos,
+                                const std::string& what) {
+  if (!tok) throw Error(what + " needs a tokenizer, but " + model.dir + " has no tokenizer.json or tokenizer.model (use --ids)");
+  std::vector<int32_t> ids = encode_prompt(*tok, text, bos, model.config.bos_token_id);
+  if (ids.empty()) throw Error(what + ": the text gives no tokens (and --no-bos adds none)");
+  checkVocabulary(ids, model.config.vocab_size, what + " (" + tok->kind() + ")");
+  return ids;
+}
+
 std::vector<int32_t> inputTokens(const ParsedArgs& a, const Model& model, const Tokenizer* tok, std::string* text) {
-  const int64_t V = model.config.vocab_size;
   std::vector<int32_t> ids;
   if (a.has("ids")) {
     try {
@@ -164,25 +227,14 @@ std::vector<int32_t> inputTokens(const ParsedArgs& a, const Model& model, const 
       throw UsageError(std::string("--ids: ") + e.what());
     }
     if (ids.empty()) throw UsageError("--ids: no token ids given");
+    checkVocabulary(ids, model.config.vocab_size, "--ids");
   } else if (a.has("chat")) {
-    // As apply_chat_template(tokenize=True): the template writes the special tokens (BOS
-    // included) itself, so nothing is prepended (add_special_tokens=False).
     if (!tok) throw Error("--chat needs a tokenizer, but " + model.dir + " has no tokenizer.json or tokenizer.model (use --ids)");
     const std::string rendered = chatText(a, model.dir);
-    ids = tok->encode(rendered);
-    if (ids.empty()) throw Error("--chat: the rendered chat gives no tokens");
+    ids = chatTokens(model, tok, rendered, "--chat");
     if (text) *text = rendered;
   } else {
-    if (!tok) throw Error("--prompt needs a tokenizer, but " + model.dir + " has no tokenizer.json or tokenizer.model (use --ids)");
-    ids = encode_prompt(*tok, a.get("prompt"), !a.has("no-bos"), model.config.bos_token_id);
-    if (ids.empty()) throw Error("--prompt: the text gives no tokens (and --no-bos adds none)");
-  }
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= V) {
-      throw Error(std::string(a.has("ids") ? "--ids" : std::string(a.has("chat") ? "--chat (" : "--prompt (") + tok->kind() + ")") + ": token id " +
-                  std::to_string(ids[i]) + " at position " + std::to_string(i) + " is outside the vocabulary [0, " +
-                  std::to_string(V) + ") of config.json");
-    }
+    ids = textTokens(model, tok, a.get("prompt"), !a.has("no-bos"), "--prompt");
   }
   return ids;
 }

@@ -13,6 +13,8 @@
 #include "app/cli/args.h"
 #include "engine/backend/backend.h"
 #include "engine/model/loader.h"
+#include "engine/model/sampling.h"
+#include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace hl::cli {
@@ -26,6 +28,13 @@ void addInputOptions(ArgParser& p, const std::string& generateHelp);
 void addTokenOptions(ArgParser& p);
 // --normalizer, --registers, --adapter, --backend, --weights.
 void addModelOptions(ArgParser& p);
+
+// --temperature T, --top-p P, --seed S (record, sweep).
+void addSamplingOptions(ArgParser& p);
+// Those and --ignore-eos; --top-p and --seed need --temperature. Throws UsageError.
+SamplingOptions samplingOptions(const ParsedArgs& a);
+// A number in [lo, hi] given as --`name`, else `fallback`. Throws UsageError.
+double realOption(const ParsedArgs& a, const std::string& name, double fallback, double lo, double hi);
 
 // --memory-budget SIZE and --max-context N (trace and record).
 void addLimitOptions(ArgParser& p);
@@ -68,5 +77,17 @@ std::vector<int32_t> inputTokens(const ParsedArgs& a, const Model& model, const 
                                  std::string* text = nullptr);
 // --chat FILE rendered with the chat template of checkpointDir (chat_template.h). Throws Error.
 std::string chatText(const ParsedArgs& a, const std::string& checkpointDir);
+// The pieces of inputTokens, for commands that read their prompts elsewhere (`sweep`); `what` starts
+// each message ("--prompt", "prompts.jsonl:3"). Each throws Error.
+// Messages rendered with checkpointDir's chat template.
+std::string renderChat(const ChatRequest& req, const std::string& checkpointDir, const std::string& what);
+// A rendered chat encoded as it is (the template writes BOS); `tok` must not be null.
+std::vector<int32_t> chatTokens(const Model& model, const Tokenizer* tok, const std::string& rendered,
+                                const std::string& what);
+// Text through `tok` (null: an error) with BOS when `bos` and config.json has one.
+std::vector<int32_t> textTokens(const Model& model, const Tokenizer* tok, const std::string& text, bool bos,
+                                const std::string& what);
+// Every id in [0, V), else an error naming the first outside.
+void checkVocabulary(const std::vector<int32_t>& ids, int64_t V, const std::string& what);
 
 }  // namespace hl::cli

@@ -83,30 +83,37 @@ float route_sigmoid(const float* logits, const float* bias, int64_t E, int64_t k
 
 RouterWindowStats router_window(const float* probs, int64_t probs_stride, const int32_t* topk, int64_t topk_stride,
                                 const float* lse, int64_t lse_stride, int64_t T, int64_t E, int64_t k) {
-  RouterWindowStats s;
-  s.load.assign(static_cast<size_t>(E), 0.0);
-  s.importance.assign(static_cast<size_t>(E), 0.0);
-  s.tokens = T;
-  if (T <= 0 || E <= 0) return s;
+  if (T <= 0 || E <= 0) return router_stats_from_sums(nullptr, nullptr, 0.0, T, E, k);
+  std::vector<double> count(static_cast<size_t>(E), 0.0), psum(static_cast<size_t>(E), 0.0);
   double z = 0;
   for (int64_t t = 0; t < T; ++t) {
-    for (int64_t e = 0; e < E; ++e) s.importance[e] += probs[t * probs_stride + e];
+    for (int64_t e = 0; e < E; ++e) psum[e] += probs[t * probs_stride + e];
     for (int64_t r = 0; r < k; ++r) {
       const int32_t e = topk[t * topk_stride + r];
-      if (e >= 0 && e < E) s.load[e] += 1.0;
+      if (e >= 0 && e < E) count[e] += 1.0;
     }
     const double l = lse[t * lse_stride];
     z += l * l;
   }
+  return router_stats_from_sums(count.data(), psum.data(), z, T, E, k);
+}
+
+RouterWindowStats router_stats_from_sums(const double* count, const double* psum, double zsum, int64_t T, int64_t E,
+                                         int64_t k) {
+  RouterWindowStats s;
+  s.load.assign(static_cast<size_t>(std::max<int64_t>(E, 0)), 0.0);
+  s.importance.assign(static_cast<size_t>(std::max<int64_t>(E, 0)), 0.0);
+  s.tokens = T;
+  if (T <= 0 || E <= 0) return s;
   const double assignments = static_cast<double>(T * k);
   for (int64_t e = 0; e < E; ++e) {
-    s.load[e] /= assignments;
-    s.importance[e] /= static_cast<double>(T);
+    s.load[e] = count[e] / assignments;
+    s.importance[e] = psum[e] / static_cast<double>(T);
     s.balance_loss += s.load[e] * s.importance[e];
     s.max_load = std::max(s.max_load, s.load[e]);
   }
   s.balance_loss *= static_cast<double>(E);
-  s.z_loss = z / static_cast<double>(T);
+  s.z_loss = zsum / static_cast<double>(T);
   return s;
 }
 

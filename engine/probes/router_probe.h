@@ -34,6 +34,12 @@ struct RouterWindowStats {
 RouterWindowStats router_window(const float* probs, int64_t probs_stride, const int32_t* topk, int64_t topk_stride,
                                 const float* lse, int64_t lse_stride, int64_t T, int64_t E, int64_t k);
 
+// The same statistics from the window's sums: count (E,) top-k selections of each expert, psum (E,)
+// its summed probabilities, zsum Σ lse², over T tokens routed to k experts each. router_window, the
+// app's windows (sessions/run_stats.h) and sweep files (sessions/sweep_file.h) all end here.
+RouterWindowStats router_stats_from_sums(const double* count, const double* psum, double zsum, int64_t T, int64_t E,
+                                         int64_t k);
+
 // Largest max_i f_i over every contiguous window of `window` tokens (the worst burst of imbalance).
 double router_max_window_load(const int32_t* topk, int64_t topk_stride, int64_t T, int64_t E, int64_t k,
                               int64_t window);

@@ -244,6 +244,39 @@ Cases cases(const std::string& cmd) {
     }
     return c;
   }
+  if (cmd == "sweep") {
+    // Text, ids and chat lines on the bundled model with a chat template beside it.
+    const std::string prompts = (scratch() / "prompts.jsonl").string(), file = out + ".hlstats";
+    std::ofstream(prompts) << "{\"text\": \"The grep command\"}\n{\"ids\": [1, 5, 9]}\n"
+                              "{\"messages\": [{\"role\": \"user\", \"content\": \"a b\"}]}\n";
+    const std::string keep = (scratch() / "kept").string();
+    fs::create_directories(keep);
+    const std::vector<std::string> b = {cmd, "--checkpoint", chatModel(), "--prompts", prompts, "--out", file};
+    auto with = [&](std::vector<std::string> extra) {
+      std::vector<std::string> v = b;
+      v.insert(v.end(), extra.begin(), extra.end());
+      return v;
+    };
+    return {{"checkpoint", b},
+            {"prompts", b},
+            {"out", b},
+            {"no-bos", with({"--no-bos"})},
+            {"generate", with({"--generate", "2"})},
+            {"ignore-eos", with({"--generate", "2", "--ignore-eos"})},
+            {"temperature", with({"--generate", "2", "--temperature", "0.8"})},
+            {"top-p", with({"--generate", "2", "--temperature", "0.8", "--top-p", "0.9"})},
+            {"seed", with({"--generate", "2", "--temperature", "0.8", "--seed", "7"})},
+            {"normalizer", with({"--normalizer", "softmax1"})},
+            {"registers", with({"--registers", "2"})},
+            {"adapter", with({"--adapter", finetune("dora/step-7")})},
+            {"backend", with({"--backend", "cpu"})},
+            {"weights", with({"--weights", "q8_0"})},
+            {"memory-budget", with({"--memory-budget", "4G"})},
+            {"max-context", with({"--max-context", "64"})},
+            {"sketch-accuracy", with({"--sketch-accuracy", "0.05"})},
+            {"no-full", with({"--no-full"})},
+            {"keep-sessions", with({"--keep-sessions", keep})}};
+  }
   if (cmd == "tokenize") {
     return {{"tokenizer", {"tokenize", "--tokenizer", m, "--text", "The grep command"}},
             {"text", {"tokenize", "--tokenizer", m, "--text", "a b"}},
@@ -313,7 +346,7 @@ TEST_P(EveryHelpOption, RunsWithAValidValue_AndIsInTheSynopsis) {
 
 INSTANTIATE_TEST_SUITE_P(Commands, EveryHelpOption,
                          ::testing::Values("info", "trace", "memory", "dora", "bench", "record", "tokenize", "compare", "export",
-                                           "hidden-attention"),
+                                           "hidden-attention", "sweep"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            std::string n = i.param;
                            for (char& ch : n)
@@ -328,7 +361,7 @@ TEST(Readme, HeadlessCommandsTable_MatchesEachCommandsHelp) {
   ASSERT_NE(at, std::string::npos);
   const std::string section = readme.substr(at, readme.find("\n## ", at + 1) - at);
   for (const std::string cmd :
-       {"info", "trace", "memory", "dora", "bench", "record", "tokenize", "compare", "export", "hidden-attention"}) {
+       {"info", "trace", "memory", "dora", "bench", "record", "tokenize", "compare", "export", "hidden-attention", "sweep"}) {
     if (cmd == "export" && !HL_HAVE_EXPORT) continue;  // drawn with Qt: not in a build without the GUI
     const std::string key = "| `hybridlens " + cmd + " ";
     const size_t row = section.find(key);

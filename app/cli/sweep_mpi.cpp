@@ -1,0 +1,103 @@
+// The MPI side of `hybridlens sweep` (see sweep_mpi.h): MPI_Init on request of the launcher, the
+// gather of the ranks' aggregates on rank 0, MPI_Abort. Open MPI's default error handler and its
+// runtime end the job when a rank dies, so no call here waits forever on a dead rank.
+#include "app/cli/sweep_mpi.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "engine/core/error.h"
+
+#ifdef HL_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace hl::cli {
+
+#ifndef HL_HAVE_MPI
+namespace {
+
+int envInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+}  // namespace
+#endif
+
+SweepComm sweepCommInit() {
+  SweepComm c;
+  const bool launched = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_RANK");
+  if (!launched) return c;
+#ifdef HL_HAVE_MPI
+  MPI_Init(nullptr, nullptr);
+  MPI_Comm_rank(MPI_COMM_WORLD, &c.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &c.size);
+  c.mpi = true;
+#else
+  const int size = envInt("OMPI_COMM_WORLD_SIZE", envInt("PMI_SIZE", envInt("SLURM_NTASKS", 1)));
+  if (size > 1)
+    throw Error("started by mpirun/srun with " + std::to_string(size) +
+                " ranks, but this build has no MPI (configure with Open MPI installed: libopenmpi-dev)");
+#endif
+  return c;
+}
+
+std::vector<std::vector<uint8_t>> sweepGather(const SweepComm& c, const std::vector<uint8_t>& mine) {
+  std::vector<std::vector<uint8_t>> out;
+  if (!c.mpi) {
+    out.push_back(mine);
+    return out;
+  }
+#ifdef HL_HAVE_MPI
+  // Sizes first, then each rank's bytes from rank 0 in order (point to point: no 2 GiB displacement
+  // limit of MPI_Gatherv's int offsets over the sum).
+  const long long n = static_cast<long long>(mine.size());
+  std::vector<long long> sizes(static_cast<size_t>(c.size), 0);
+  MPI_Gather(&n, 1, MPI_LONG_LONG, sizes.data(), 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  constexpr long long kChunk = 1 << 30;
+  if (c.rank != 0) {
+    for (long long at = 0; at < n; at += kChunk)
+      MPI_Send(mine.data() + at, static_cast<int>(std::min(kChunk, n - at)), MPI_BYTE, 0, 21, MPI_COMM_WORLD);
+    return out;
+  }
+  out.push_back(mine);
+  for (int r = 1; r < c.size; ++r) {
+    std::vector<uint8_t> b(static_cast<size_t>(sizes[static_cast<size_t>(r)]));
+    const long long m = static_cast<long long>(b.size());
+    for (long long at = 0; at < m; at += kChunk)
+      MPI_Recv(b.data() + at, static_cast<int>(std::min(kChunk, m - at)), MPI_BYTE, r, 21, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+    out.push_back(std::move(b));
+  }
+#endif
+  return out;
+}
+
+void sweepBarrier(const SweepComm& c) {
+#ifdef HL_HAVE_MPI
+  if (c.mpi) MPI_Barrier(MPI_COMM_WORLD);
+#else
+  (void)c;
+#endif
+}
+
+void sweepAbort(const SweepComm& c, int code) {
+#ifdef HL_HAVE_MPI
+  if (c.mpi) MPI_Abort(MPI_COMM_WORLD, code);
+#else
+  (void)c;
+#endif
+  std::exit(code);
+}
+
+void sweepFinalize(const SweepComm& c) {
+#ifdef HL_HAVE_MPI
+  if (c.mpi) MPI_Finalize();
+#else
+  (void)c;
+#endif
+}
+
+}  // namespace hl::cli

@@ -1,0 +1,27 @@
+// The MPI side of `hybridlens sweep` (stats-format.md): the only code that includes <mpi.h>.
+// MPI is initialised only when the process was started by mpirun or srun (their environment
+// variables), so a plain `hybridlens` never calls MPI_Init; without HL_HAVE_MPI (no MPI found at
+// configure time) a launch by mpirun with more than one rank is refused.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hl::cli {
+
+struct SweepComm {
+  int rank = 0, size = 1;
+  bool mpi = false;  // MPI_Init was called
+};
+
+// Rank and size from OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_RANK/PMI_SIZE; {0, 1} without them.
+// Calls MPI_Init when launched so. Throws Error when launched with several ranks by a build without MPI.
+SweepComm sweepCommInit();
+// Every rank's bytes on rank 0, in rank order (rank 0's first); the other ranks get nothing.
+std::vector<std::vector<uint8_t>> sweepGather(const SweepComm& c, const std::vector<uint8_t>& mine);
+void sweepBarrier(const SweepComm& c);
+// Ends the whole job (MPI_Abort) after a rank failed; without MPI, exits.
+[[noreturn]] void sweepAbort(const SweepComm& c, int code);
+void sweepFinalize(const SweepComm& c);
+
+}  // namespace hl::cli
