@@ -32,7 +32,7 @@ class Writer {
   void real(const std::string& name, const std::vector<int64_t>& shape, const std::vector<double>& v) {
     if (exact_) {
       std::vector<int64_t> bits(v.size());
-      std::memcpy(bits.data(), v.data(), v.size() * 8);
+      if (!v.empty()) std::memcpy(bits.data(), v.data(), v.size() * 8);  // an empty axis: no data pointer
       w_.add(name, DType::I64, shape, bits.data(), bits.size() * 8);
     } else {
       std::vector<float> f(v.begin(), v.end());
