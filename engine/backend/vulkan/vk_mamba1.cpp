@@ -89,11 +89,7 @@ class VkMamba1 final : public VkMixer {
       r.dispatch(Kernel::ScanPrefill, st, pc, Di);
     }
     r.barrier();
-    r.observe("ssm_delta", layer_, al.dt, Di, Di, S);  // the scans write Δ = softplus(·) back into dt
-    r.observe("ssm_y", layer_, al.gated, Di, Di, S);
-    if (instr) r.dispatch(Kernel::RowMean, r.binds(), RowMeanPC{Di, al.dt, Di, rl.stride, rl.dmean + u32(m_)}, u32(S));
-    r.linear(d.out_proj, al.gated, Di, S, al.h, H, true, d.out_bias);  // h += out Woutᵀ
-    r.barrier();
+    r.ssm_output(d, layer_, m_, Di, Di, S, instr);  // the scans write Δ = softplus(·) back into dt
   }
 
  private:

@@ -73,11 +73,7 @@ class VkMamba2 final : public VkMixer {
                GatedNormPC{Di, group, al.gated, al.xz, proj, u32(d.gate_norm), static_cast<float>(cfg.rms_norm_eps)},
                Di / group, u32(S));
     r.barrier();
-    r.observe("ssm_delta", layer_, al.dt, nh, nh, S);
-    r.observe("ssm_y", layer_, al.gated, Di, Di, S);
-    if (instr) r.dispatch(Kernel::RowMean, r.binds(), RowMeanPC{nh, al.dt, nh, rl.stride, rl.dmean + u32(m_)}, u32(S));
-    r.linear(d.out_proj, al.gated, Di, S, al.h, H, true, d.out_bias);  // h += out Woutᵀ
-    r.barrier();
+    r.ssm_output(d, layer_, m_, nh, Di, S, instr);  // Δ per head
   }
 
  private:

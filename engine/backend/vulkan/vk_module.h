@@ -91,6 +91,11 @@ class VkRecorder {
   // (model/intermediates.h; −1: model-level). Records nothing without an observer.
   void observe(const char* name, int64_t layer, uint32_t off, uint32_t stride, uint32_t cols, int64_t S,
                From from = From::Act);
+  // The end of an SSM unit (Mamba-1 and Mamba-2): observes Δ (S, delta_cols, in act().dt) and the
+  // gated y (S, Di, in act().gated), writes Δ's row mean as SSM layer m's ssm_delta_mean when
+  // `instruments`, then h += y Woutᵀ.
+  void ssm_output(const DLayer& d, int64_t layer, int64_t m, uint32_t delta_cols, uint32_t Di, int64_t S,
+                  bool instruments);
 
   const JambaConfig& config() const;
   const RunOptions& options() const;

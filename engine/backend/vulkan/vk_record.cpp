@@ -126,6 +126,18 @@ VkCommandBuffer VulkanBackend::commands(int64_t S, bool records) {
   return slot.cmd;
 }
 
+void VkRecorder::ssm_output(const DLayer& d, int64_t layer, int64_t m, uint32_t delta_cols, uint32_t Di, int64_t S,
+                            bool instruments) {
+  const ActLayout& al = act();
+  const RecLayout& rl = rec();
+  observe("ssm_delta", layer, al.dt, delta_cols, delta_cols, S);
+  observe("ssm_y", layer, al.gated, Di, Di, S);
+  if (instruments)
+    dispatch(Kernel::RowMean, binds(), RowMeanPC{delta_cols, al.dt, delta_cols, rl.stride, rl.dmean + u32(m)}, u32(S));
+  linear(d.out_proj, al.gated, Di, S, al.h, u32(config().hidden_size), true, d.out_bias);  // h += out Woutᵀ
+  barrier();
+}
+
 void VkRecorder::observe(const char* name, int64_t layer, uint32_t off, uint32_t stride, uint32_t cols, int64_t S,
                          From from) {
   if (!b_.observer_ || !b_.recording_) return;
