@@ -20,6 +20,9 @@ namespace {
 constexpr double kMinAlpha = 1e-3, kMaxAlpha = 0.5;
 constexpr int32_t kMaxKeySpan = SketchParams::kKeyOffset - 1;
 constexpr int64_t kMaxCells = int64_t{1} << 24;
+// Every count a file holds (values, prompts, tokens, router selections): at most 2^53, exact in a
+// double, so that merging up to 1024 aggregates (MPI ranks, resumed runs) cannot overflow an int64.
+constexpr int64_t kMaxCount = int64_t{1} << 53;
 
 std::vector<int64_t> with(std::vector<int64_t> s, int64_t last) {
   s.push_back(last);
@@ -183,9 +186,9 @@ class Reader {
     std::vector<int64_t> v(static_cast<size_t>(ti.numel()));
     if (!v.empty()) std::memcpy(v.data(), ti.data, v.size() * 8);
     for (size_t i = 0; i < v.size(); ++i)
-      if (v[i] < lo)
+      if (v[i] < lo || v[i] > kMaxCount)
         fail("tensor " + quote_name(t) + ": element " + std::to_string(i) + " is " + std::to_string(v[i]) +
-             ", allowed [" + std::to_string(lo) + ", 2^63)");
+             ", allowed [" + std::to_string(lo) + ", 2^53]");
     return v;
   }
   std::vector<double> real(const std::string& t, const std::vector<int64_t>& shape) const {
@@ -258,6 +261,13 @@ void read_distribution(const Reader& rd, const std::string& p, Distribution& d) 
     for (int b = 0; b < kHistBins; ++b)
       if (__builtin_add_overflow(hsum, d.hist[cc * kHistBins + static_cast<size_t>(b)], &hsum))
         rd.fail("histogram overflow");
+    // A cell with values has finite extremes in order, a finite mean and M2 >= 0 (what quantile's
+    // clamp and the views' variance rely on); an empty cell's are not read.
+    if (d.count[cc] > 0 && !(std::isfinite(d.min[cc]) && std::isfinite(d.max[cc]) && d.min[cc] <= d.max[cc] &&
+                             std::isfinite(d.mean[cc]) && std::isfinite(d.m2[cc]) && d.m2[cc] >= 0))
+      rd.fail("instrument " + quote_name(p) + ": cell " + std::to_string(c) + " has min " + std::to_string(d.min[cc]) +
+              ", max " + std::to_string(d.max[cc]) + ", mean " + std::to_string(d.mean[cc]) + ", m2 " +
+              std::to_string(d.m2[cc]) + " (allowed: finite, min <= max, m2 >= 0)");
     if (sum != d.count[cc] || hsum != d.count[cc])
       rd.fail("instrument " + quote_name(p) + ": cell " + std::to_string(c) + " counts " + std::to_string(d.count[cc]) +
               " values, its sketch " + std::to_string(sum) + " and its histogram " + std::to_string(hsum) +
@@ -293,8 +303,8 @@ SweepFile parse_checked(const uint8_t* bytes, uint64_t size, const std::string& 
   if (!alpha.is_number() || !(alpha.get<double>() >= kMinAlpha && alpha.get<double>() <= kMaxAlpha))
     rd.fail("manifest: sketch relative_accuracy is " + alpha.dump().substr(0, 40) + ", allowed [0.001, 0.5]");
   st.sketch.alpha = alpha.get<double>();
-  st.prompts = bounded(rd, m.value("prompts", nlohmann::json()), "prompts", 0, INT64_MAX);
-  st.tokens = bounded(rd, m.value("tokens", nlohmann::json()), "tokens", 0, INT64_MAX);
+  st.prompts = bounded(rd, m.value("prompts", nlohmann::json()), "prompts", 0, kMaxCount);
+  st.tokens = bounded(rd, m.value("tokens", nlohmann::json()), "tokens", 0, kMaxCount);
   const std::vector<InstrumentInfo>& ins = sweep_instruments();
   const nlohmann::json list = m.value("instruments", nlohmann::json());
   if (!list.is_array() || list.size() != ins.size())
