@@ -15,47 +15,19 @@
 #include <vector>
 
 #include "engine/model/generator.h"
+#include "tests/app/cli_test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out, err;
-};
+using hl::test::read_text;
+using Result = hl::test::CliResult;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+fs::path scratch() { return hl::test::cli_scratch(); }
 
-fs::path scratch() {
-  static const fs::path d = [] {
-    const fs::path p = fs::temp_directory_path() / ("hl_cli_help_" + std::to_string(::getpid()));
-    fs::remove_all(p);
-    fs::create_directories(p);
-    return p;
-  }();
-  return d;
-}
-
-// Runs hybridlens through the shell with single-quoted arguments (none of ours holds a quote).
-Result run(const std::vector<std::string>& args) {
-  static int n = 0;
-  const fs::path out = scratch() / ("o" + std::to_string(n)), err = scratch() / ("e" + std::to_string(n++));
-  std::string cmd = "QT_QPA_PLATFORM=offscreen '" HL_HYBRIDLENS "'";
-  for (const std::string& a : args) cmd += " '" + a + "'";
-  cmd += " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
-  const int st = std::system(cmd.c_str());
-  Result r;
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+// `hybridlens ARGS` as the user runs it, on the offscreen Qt platform (export and the GUI commands).
+Result run(const std::vector<std::string>& args) { return hl::test::hybridlens(args, {"QT_QPA_PLATFORM=offscreen"}); }
 
 // The options of `hybridlens CMD --help` ("  --name VALUE  text" lines), without --help.
 std::set<std::string> helpOptions(const std::string& help) {
@@ -356,7 +328,7 @@ INSTANTIATE_TEST_SUITE_P(Commands, EveryHelpOption,
 
 // The README's "Headless commands" table: each command's row names exactly its --help options.
 TEST(Readme, HeadlessCommandsTable_MatchesEachCommandsHelp) {
-  const std::string readme = slurp(std::string(HL_SOURCE_DIR) + "/README.md");
+  const std::string readme = read_text(std::string(HL_SOURCE_DIR) + "/README.md");
   const size_t at = readme.find("## Headless commands");
   ASSERT_NE(at, std::string::npos);
   const std::string section = readme.substr(at, readme.find("\n## ", at + 1) - at);

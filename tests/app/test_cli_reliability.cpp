@@ -20,6 +20,7 @@
 #include "engine/backend/backend.h"
 #include "engine/model/generator.h"
 #include "sessions/session_file.h"
+#include "tests/app/cli_test_util.h"
 #include "tests/engine/test_util.h"
 
 namespace fs = std::filesystem;
@@ -27,21 +28,9 @@ using namespace hl;
 
 namespace {
 
-struct Result {
-  int status = -1;  // exit code, or 128 + signal
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-int lines(const std::string& s) {
-  return static_cast<int>(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n');
-}
+using hl::test::count_lines;
+using hl::test::read_text;
+using Result = hl::test::CliResult;
 
 // A running `env ENV hybridlens ARGS`: the shell prints its pid, then execs the binary (same pid).
 struct Proc {
@@ -69,7 +58,7 @@ Result finish(Proc& p) {
   while ((k = std::fread(buf, 1, sizeof buf, p.pipe)) > 0) r.out.append(buf, k);
   const int st = ::pclose(p.pipe);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
-  r.err = slurp(p.errPath);
+  r.err = read_text(p.errPath);
   fs::remove(p.errPath);
   return r;
 }
@@ -84,7 +73,7 @@ void expectOneLine(const Result& r, const std::string& part) {
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_GT(r.status, 0) << r.err;
   EXPECT_LT(r.status, 128) << "died of a signal; stderr: " << r.err;
-  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
 }
 

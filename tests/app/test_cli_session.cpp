@@ -16,70 +16,21 @@
 #include "engine/io/checkpoint.h"
 #include "engine/model/generator.h"
 #include "sessions/session_file.h"
+#include "tests/app/cli_test_util.h"
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string scratch() {
-  static const std::string dir = [] {
-    std::string t = "/tmp/hl_cli_session_XXXXXX";
-    if (!::mkdtemp(t.data())) std::abort();
-    return t;
-  }();
-  return dir;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-int lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
-
-Result hybridlens(const std::vector<std::string>& args) {
-  static int counter = 0;
-  const std::string out = scratch() + "/out" + std::to_string(counter) + ".txt";
-  const std::string err = scratch() + "/err" + std::to_string(counter++) + ".txt";
-  std::vector<std::string> store = {HL_HYBRIDLENS};
-  store.insert(store.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : store) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int i = ::open("/dev/null", O_RDONLY), o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644),
-              e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (i < 0 || o < 0 || e < 0) ::_exit(126);
-    ::dup2(i, 0);
-    ::dup2(o, 1);
-    ::dup2(e, 2);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  Result r;
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+using hl::test::cli_scratch;
+using hl::test::count_lines;
+using hl::test::hybridlens;
+using hl::test::read_text;
+using Result = hl::test::CliResult;
 
 // A small generated checkpoint: V 64, 4 layers (attention at 1, MoE on odd layers).
 class RecordCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = scratch() + "/ckpt";
+    dir_ = cli_scratch() + "/ckpt";
     hl::GenerateOptions g;
     g.config = hl::preset_config("demo-random");
     g.config.vocab_size = 64;
@@ -96,7 +47,7 @@ class RecordCli : public ::testing::Test {
 std::string RecordCli::dir_;
 
 TEST_F(RecordCli, CompareNormalizer_WritesAnABSessionOverTheSameTokens) {
-  const std::string f = scratch() + "/ab.hlsession";
+  const std::string f = cli_scratch() + "/ab.hlsession";
   Result r = hybridlens({"record", "--checkpoint", dir_, "--ids", "1,5,9", "--generate", "4", "--ignore-eos",
                          "--compare-normalizer", "softmax1", "--out", f});
   ASSERT_EQ(r.status, 0) << r.err;
@@ -130,7 +81,7 @@ TEST_F(RecordCli, CompareNormalizer_WritesAnABSessionOverTheSameTokens) {
 }
 
 TEST_F(RecordCli, CompareRegisters_NoFullAndF16Logits) {
-  const std::string f = scratch() + "/reg.hlsession";
+  const std::string f = cli_scratch() + "/reg.hlsession";
   Result r = hybridlens({"record", "--checkpoint", dir_, "--ids", "1,2,3,4", "--compare-registers", "3", "--no-full",
                          "--logits-dtype", "f16", "--out", f});
   ASSERT_EQ(r.status, 0) << r.err;
@@ -146,7 +97,7 @@ TEST_F(RecordCli, CompareRegisters_NoFullAndF16Logits) {
 }
 
 TEST_F(RecordCli, SampledGeneration_SameSeedSameTokens) {
-  const std::string a = scratch() + "/s1.hlsession", b = scratch() + "/s2.hlsession";
+  const std::string a = cli_scratch() + "/s1.hlsession", b = cli_scratch() + "/s2.hlsession";
   for (const std::string& f : {a, b}) {
     Result r = hybridlens({"record", "--checkpoint", dir_, "--ids", "1", "--generate", "12", "--ignore-eos",
                            "--temperature", "1.2", "--top-p", "0.9", "--seed", "77", "--out", f});
@@ -162,12 +113,12 @@ TEST_F(RecordCli, SampledGeneration_SameSeedSameTokens) {
 
 TEST_F(RecordCli, CompareOfDifferentCheckpointsOrPrompts_Warns) {
   // Issue 17 finding 7: "settings: identical" with no word that the sessions are not comparable.
-  const std::string other = scratch() + "/ckpt_other";
+  const std::string other = cli_scratch() + "/ckpt_other";
   hl::GenerateOptions g;
   g.config = hl::Checkpoint::open(dir_).config();
   g.seed = 4;  // same shape, other weights
   hl::generate_checkpoint(other, g);
-  const std::string a = scratch() + "/w1.hlsession", b = scratch() + "/w2.hlsession", c = scratch() + "/w3.hlsession";
+  const std::string a = cli_scratch() + "/w1.hlsession", b = cli_scratch() + "/w2.hlsession", c = cli_scratch() + "/w3.hlsession";
   ASSERT_EQ(hybridlens({"record", "--checkpoint", dir_, "--ids", "1,2,3", "--out", a}).status, 0);
   ASSERT_EQ(hybridlens({"record", "--checkpoint", other, "--ids", "1,2,3", "--out", b}).status, 0);
   ASSERT_EQ(hybridlens({"record", "--checkpoint", dir_, "--ids", "1,2,7,8", "--out", c}).status, 0);
@@ -192,7 +143,7 @@ TEST_F(RecordCli, CompareOfDifferentCheckpointsOrPrompts_Warns) {
 }
 
 TEST_F(RecordCli, BadArgumentsAndFiles_OneLineErrors) {
-  const std::string f = scratch() + "/bad.hlsession";
+  const std::string f = cli_scratch() + "/bad.hlsession";
   const std::vector<std::vector<std::string>> usage = {
       {"record", "--checkpoint", dir_, "--ids", "1", "--compare-normalizer", "softmax1", "--compare-registers", "1",
        "--out", f},
@@ -206,14 +157,14 @@ TEST_F(RecordCli, BadArgumentsAndFiles_OneLineErrors) {
   for (const auto& args : usage) {
     Result r = hybridlens(args);
     EXPECT_EQ(r.status, 2) << args[0] << " " << args.back() << ": " << r.err;
-    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
   }
   Result vocab = hybridlens({"record", "--checkpoint", dir_, "--ids", "1,64", "--out", f});
   EXPECT_EQ(vocab.status, 1);
   EXPECT_NE(vocab.err.find("outside the vocabulary [0, 64)"), std::string::npos) << vocab.err;
   Result folder = hybridlens({"record", "--checkpoint", dir_, "--ids", "1", "--out", "/nonexistent/x.hlsession"});
   EXPECT_EQ(folder.status, 1);
-  EXPECT_EQ(lines(folder.err), 1) << folder.err;
+  EXPECT_EQ(count_lines(folder.err), 1) << folder.err;
 
   const std::string corpus = std::string(HL_SOURCE_DIR) + "/tests/fuzz/corpus/session/";
   Result version = hybridlens({"compare", corpus + "bad_version.hlsession"});
@@ -222,7 +173,7 @@ TEST_F(RecordCli, BadArgumentsAndFiles_OneLineErrors) {
                              "this build reads), got 2"),
             std::string::npos)
       << version.err;
-  EXPECT_EQ(lines(version.err), 1) << version.err;
+  EXPECT_EQ(count_lines(version.err), 1) << version.err;
   Result one = hybridlens({"compare", corpus + "valid_nofull_f16logits.hlsession"});
   EXPECT_EQ(one.status, 1);
   EXPECT_NE(one.err.find("needs two"), std::string::npos) << one.err;
@@ -234,7 +185,7 @@ TEST_F(RecordCli, BadArgumentsAndFiles_OneLineErrors) {
 TEST(RecordCliAdapter, Adapter_MergedAndIdentified) {
   const std::string base = std::string(HL_SOURCE_DIR) + "/tests/golden/gqa_basic";
   const std::string adapter = std::string(HL_SOURCE_DIR) + "/tests/golden/adapters/dora";
-  const std::string plain = scratch() + "/plain.hlsession", merged = scratch() + "/merged.hlsession";
+  const std::string plain = cli_scratch() + "/plain.hlsession", merged = cli_scratch() + "/merged.hlsession";
   ASSERT_EQ(hybridlens({"record", "--checkpoint", base, "--ids", "1,2,3", "--out", plain}).status, 0);
   Result r = hybridlens({"record", "--checkpoint", base, "--ids", "1,2,3", "--adapter", adapter, "--out", merged});
   ASSERT_EQ(r.status, 0) << r.err;

@@ -11,6 +11,7 @@
 
 #include "engine/core/error.h"
 #include "engine/tokenizer/chat_template.h"
+#include "tests/engine/test_util.h"
 
 namespace hl {
 namespace {
@@ -19,12 +20,7 @@ using oj = nlohmann::ordered_json;
 const std::string kDir = std::string(HL_SOURCE_DIR) + "/tests/data/chat_templates";
 constexpr int64_t kPinnedNow = 1721952000;  // 2024-07-26T00:00:00Z, as the generator pins the clock
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using test::read_text;
 
 std::string render(const std::string& src, const oj& ctx = oj::object(), ChatTemplateLimits lim = {}) {
   lim.now = kPinnedNow;

@@ -23,19 +23,12 @@ namespace {
 
 const std::string kGolden = HL_GOLDEN_DIR;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 bool close_rel(double got, double want, double rel) {
   return std::fabs(got - want) <= rel * std::fabs(want) + 1e-15;
 }
 
 void expect_rows(const std::vector<DoraRow>& got, const std::string& folder) {
-  const std::vector<DoraRow> want = parse_dora_csv(slurp(folder + "/expected.csv"), folder + "/expected.csv");
+  const std::vector<DoraRow> want = parse_dora_csv(read_text(folder + "/expected.csv"), folder + "/expected.csv");
   ASSERT_EQ(got.size(), want.size()) << folder;
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(got[i].layer, want[i].layer) << "row " << i;
@@ -45,7 +38,7 @@ void expect_rows(const std::vector<DoraRow>& got, const std::string& folder) {
     EXPECT_TRUE(close_rel(got[i].delta_d, want[i].delta_d, 1e-6))
         << want[i].module << " delta_d " << got[i].delta_d << " vs " << want[i].delta_d;
   }
-  const double want_slope = std::strtod(slurp(folder + "/expected_slope.txt").c_str(), nullptr);
+  const double want_slope = std::strtod(read_text(folder + "/expected_slope.txt").c_str(), nullptr);
   EXPECT_TRUE(close_rel(least_squares_slope(got), want_slope, 1e-6))
       << least_squares_slope(got) << " vs " << want_slope;
 }

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,12 @@ struct TempDir {
   ~TempDir() { remove_tree(path); }
   std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
+
+// The whole file; empty when it cannot be read.
+inline std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
 
 inline void write_text(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);

@@ -20,30 +20,15 @@
 #include "engine/model/generator.h"
 #include "sessions/session_file.h"
 #include "sessions/sweep_file.h"
+#include "tests/app/cli_test_util.h"
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out, err;
-  double seconds = 0;
-};
-
-std::string scratch() {
-  static const std::string dir = [] {
-    std::string t = "/tmp/hl_sweep_XXXXXX";
-    if (!::mkdtemp(t.data())) std::abort();
-    return t;
-  }();
-  return dir;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using hl::test::cli_scratch;
+using hl::test::hybridlens;
+using hl::test::run_command;
+using hl::test::read_text;
+using Result = hl::test::CliResult;
 
 bool exists(const std::string& p) {
   struct stat st {};
@@ -52,42 +37,6 @@ bool exists(const std::string& p) {
 
 void write(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
-}
-
-// Runs argv (argv[0] a path) with `env` added ("NAME=value").
-Result run(std::vector<std::string> argv, const std::vector<std::string>& env = {}) {
-  static int counter = 0;
-  const std::string out = scratch() + "/out" + std::to_string(counter) + ".txt";
-  const std::string err = scratch() + "/err" + std::to_string(counter++) + ".txt";
-  std::vector<char*> args;
-  for (std::string& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
-    const int i = ::open("/dev/null", O_RDONLY), o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644),
-              e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (i < 0 || o < 0 || e < 0) ::_exit(126);
-    ::dup2(i, 0);
-    ::dup2(o, 1);
-    ::dup2(e, 2);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  Result r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-Result hybridlens(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
-  args.insert(args.begin(), HL_HYBRIDLENS);
-  return run(args, env);
 }
 
 const std::string kModel = std::string(HL_SOURCE_DIR) + "/resources/models/baseline";
@@ -99,7 +48,7 @@ const std::vector<std::string> kPrompts = {R"({"text": "The grep command searche
 std::string promptsFile(const std::string& name, size_t lo, size_t hi) {
   std::string text;
   for (size_t i = lo; i < hi; ++i) text += kPrompts[i] + "\n" + (i == lo ? "\n" : "");  // a blank line too
-  const std::string path = scratch() + "/" + name;
+  const std::string path = cli_scratch() + "/" + name;
   write(path, text);
   return path;
 }
@@ -141,7 +90,7 @@ class SweepCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     all_ = promptsFile("all.jsonl", 0, kPrompts.size());
-    whole_ = scratch() + "/whole.hlstats";
+    whole_ = cli_scratch() + "/whole.hlstats";
     const Result r = hybridlens(sweepArgs(all_, whole_));
     ASSERT_EQ(r.status, 0) << r.err;
   }
@@ -150,9 +99,9 @@ class SweepCli : public ::testing::Test {
 std::string SweepCli::all_, SweepCli::whole_;
 
 TEST_F(SweepCli, EqualsTheStatsOfRecordSessionsOfTheSamePrompts) {
-  const std::string keep = scratch() + "/kept";
+  const std::string keep = cli_scratch() + "/kept";
   ::mkdir(keep.c_str(), 0755);
-  const std::string out = scratch() + "/kept.hlstats";
+  const std::string out = cli_scratch() + "/kept.hlstats";
   std::vector<std::string> args = sweepArgs(all_, out);
   args.insert(args.end(), {"--keep-sessions", keep});
   const Result r = hybridlens(args);
@@ -164,7 +113,7 @@ TEST_F(SweepCli, EqualsTheStatsOfRecordSessionsOfTheSamePrompts) {
   hl::SweepStats direct;
   for (size_t i = 0; i < kPrompts.size(); ++i) {
     const nlohmann::json j = nlohmann::json::parse(kPrompts[i]);
-    const std::string session = scratch() + "/p" + std::to_string(i) + ".hlsession";
+    const std::string session = cli_scratch() + "/p" + std::to_string(i) + ".hlsession";
     std::vector<std::string> rec = {"record",    "--checkpoint", kModel,         "--generate", "2",     "--ignore-eos",
                                     "--backend", "cpu",          "--full-dtype", "f32",        "--out", session};
     if (j.contains("text")) {
@@ -195,7 +144,7 @@ TEST_F(SweepCli, EqualsTheStatsOfRecordSessionsOfTheSamePrompts) {
 }
 
 TEST_F(SweepCli, SplitAndMergeEqualsOnePass) {
-  const std::string a = scratch() + "/a.hlstats", b = scratch() + "/b.hlstats";
+  const std::string a = cli_scratch() + "/a.hlstats", b = cli_scratch() + "/b.hlstats";
   ASSERT_EQ(hybridlens(sweepArgs(promptsFile("a.jsonl", 0, 2), a)).status, 0);
   ASSERT_EQ(hybridlens(sweepArgs(promptsFile("b.jsonl", 2, 5), b)).status, 0);
   hl::SweepStats merged = hl::load_sweep_stats(a).stats;
@@ -204,7 +153,7 @@ TEST_F(SweepCli, SplitAndMergeEqualsOnePass) {
 }
 
 TEST_F(SweepCli, KilledSweepContinuesToTheSameFile) {
-  const std::string out = scratch() + "/resumed.hlstats";
+  const std::string out = cli_scratch() + "/resumed.hlstats";
   const Result k = hybridlens(sweepArgs(all_, out), {"HL_SWEEP_KILL_AFTER=2"});
   EXPECT_EQ(k.status, 128 + 9) << k.err;
   ASSERT_TRUE(exists(out + ".partial"));
@@ -227,11 +176,11 @@ TEST_F(SweepCli, KilledSweepContinuesToTheSameFile) {
   ASSERT_EQ(c.status, 0) << c.err;
   EXPECT_NE(c.err.find("continuing after 2 finished prompts"), std::string::npos) << c.err;
   EXPECT_FALSE(exists(out + ".partial"));
-  EXPECT_EQ(slurp(out), slurp(whole_));  // byte for byte
+  EXPECT_EQ(read_text(out), read_text(whole_));  // byte for byte
 }
 
 TEST_F(SweepCli, NoFullLeavesOutTheFirstTokenMassOnly) {
-  const std::string out = scratch() + "/nofull.hlstats";
+  const std::string out = cli_scratch() + "/nofull.hlstats";
   std::vector<std::string> args = sweepArgs(promptsFile("one.jsonl", 0, 1), out);
   args.push_back("--no-full");
   ASSERT_EQ(hybridlens(args).status, 0);
@@ -250,12 +199,12 @@ TEST_F(SweepCli, ModelsWithEmptyAxes) {
   hl::GenerateOptions g;
   g.config = hl::preset_config("falcon-h1-tiny");
   g.seed = 2;
-  const std::string falcon = scratch() + "/falcon";
+  const std::string falcon = cli_scratch() + "/falcon";
   hl::generate_checkpoint(falcon, g);
-  const std::string ids = scratch() + "/ids.jsonl";
+  const std::string ids = cli_scratch() + "/ids.jsonl";
   write(ids, "{\"ids\": [1, 17, 40, 9]}\n{\"ids\": [3, 5]}\n");
   for (const std::string& model : {std::string(HL_SOURCE_DIR) + "/resources/models/no-attention", falcon}) {
-    const std::string out = scratch() + "/empty-axes.hlstats";
+    const std::string out = cli_scratch() + "/empty-axes.hlstats";
     std::vector<std::string> args = sweepArgs(ids, out);
     args[2] = model;
     const Result r = hybridlens(args);
@@ -265,7 +214,7 @@ TEST_F(SweepCli, ModelsWithEmptyAxes) {
     EXPECT_EQ(f.stats.dists[0].cells() == 0, noAttention) << model;
     EXPECT_EQ(f.stats.router.moe == 0, !noAttention) << model;
     EXPECT_EQ(f.stats.dists[6].count[0], (4 + 2) + (2 + 2)) << model;  // resid_max_abs, depth 0: fed + generated
-    const Result py = run({"/usr/bin/python3", std::string(HL_SOURCE_DIR) + "/tools/read_stats.py", "--check", out});
+    const Result py = run_command({"/usr/bin/python3", std::string(HL_SOURCE_DIR) + "/tools/read_stats.py", "--check", out});
     EXPECT_EQ(py.status, 0) << model << ": " << py.out << py.err;
   }
 }
@@ -286,9 +235,9 @@ TEST_F(SweepCli, BadLinesNameTheFileAndLine) {
       {R"({"ids": [1, 99999]})", "token id 99999 at position 1 is outside the vocabulary [0, 4096)"},
   };
   for (const Case& c : cases) {
-    const std::string f = scratch() + "/bad.jsonl";
+    const std::string f = cli_scratch() + "/bad.jsonl";
     write(f, kPrompts[0] + "\n\n" + c.line + "\n");
-    const Result r = hybridlens(sweepArgs(f, scratch() + "/bad.hlstats"));
+    const Result r = hybridlens(sweepArgs(f, cli_scratch() + "/bad.hlstats"));
     EXPECT_EQ(r.status, 1) << c.line;
     EXPECT_NE(r.err.find(f + ":3: "), std::string::npos) << c.line << ": " << r.err;
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.line << ": " << r.err;
@@ -297,16 +246,16 @@ TEST_F(SweepCli, BadLinesNameTheFileAndLine) {
 }
 
 TEST_F(SweepCli, PythonReaderChecksTheFile) {
-  const Result r = run({"/usr/bin/python3", std::string(HL_SOURCE_DIR) + "/tools/read_stats.py", "--check", whole_});
+  const Result r = run_command({"/usr/bin/python3", std::string(HL_SOURCE_DIR) + "/tools/read_stats.py", "--check", whole_});
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("attn_entropy"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("check: ok"), std::string::npos) << r.out;
   const std::string reader = std::string(HL_SOURCE_DIR) + "/tools/read_stats.py";
-  const Result same = run({"/usr/bin/python3", reader, "--compare", whole_, whole_});
+  const Result same = run_command({"/usr/bin/python3", reader, "--compare", whole_, whole_});
   EXPECT_EQ(same.status, 0) << same.out << same.err;
-  const std::string part = scratch() + "/first2.hlstats";
+  const std::string part = cli_scratch() + "/first2.hlstats";
   ASSERT_EQ(hybridlens(sweepArgs(promptsFile("first2.jsonl", 0, 2), part)).status, 0);
-  const Result differ = run({"/usr/bin/python3", reader, "--compare", whole_, part});
+  const Result differ = run_command({"/usr/bin/python3", reader, "--compare", whole_, part});
   EXPECT_EQ(differ.status, 1) << differ.out << differ.err;
   EXPECT_NE(differ.out.find("differs: attn_entropy.count: integers differ"), std::string::npos) << differ.out;
 }
@@ -333,12 +282,12 @@ Result mpirun(int np, const std::vector<std::string>& args, const std::vector<st
     if (e.rfind("HL_", 0) == 0) argv.insert(argv.end(), {"-x", e.substr(0, e.find('='))});
   argv.push_back(HL_HYBRIDLENS);
   argv.insert(argv.end(), args.begin(), args.end());
-  return run(argv, env);
+  return run_command(argv, env);
 }
 
 TEST_F(SweepCli, Mpi_TwoAndThreeRanksEqualOneProcess) {
   for (int np : {2, 3}) {
-    const std::string out = scratch() + "/np" + std::to_string(np) + ".hlstats";
+    const std::string out = cli_scratch() + "/np" + std::to_string(np) + ".hlstats";
     const Result r = mpirun(np, sweepArgs(all_, out));
     ASSERT_EQ(r.status, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("5 prompts, 39 tokens, " + std::to_string(np) + " ranks"), std::string::npos) << r.out;
@@ -354,7 +303,7 @@ TEST_F(SweepCli, Mpi_KilledRankStopsTheOthersAndTheSweepContinues) {
   std::string text;
   for (int k = 0; k < 2; ++k)
     for (const std::string& p : kPrompts) text += p + "\n";
-  const std::string prompts = scratch() + "/ten.jsonl", out = scratch() + "/killed.hlstats";
+  const std::string prompts = cli_scratch() + "/ten.jsonl", out = cli_scratch() + "/killed.hlstats";
   write(prompts, text);
   std::vector<std::string> env = kMpiEnv;
   env.push_back("HL_SWEEP_KILL_AFTER=1:1");  // rank 1 dies after its first prompt
@@ -378,7 +327,7 @@ TEST_F(SweepCli, Mpi_KilledRankStopsTheOthersAndTheSweepContinues) {
   const Result c = mpirun(3, sweepArgs(prompts, out));
   ASSERT_EQ(c.status, 0) << c.err;
   EXPECT_NE(c.err.find("partial.1-of-3: continuing after 1 finished prompts"), std::string::npos) << c.err;
-  const std::string one = scratch() + "/ten-one.hlstats";
+  const std::string one = cli_scratch() + "/ten-one.hlstats";
   ASSERT_EQ(hybridlens(sweepArgs(prompts, one)).status, 0);
   expectSameStats(hl::load_sweep_stats(out).stats, hl::load_sweep_stats(one).stats, 1e-6, "resumed -np 3");
   for (int r = 0; r < 3; ++r) EXPECT_FALSE(exists(out + ".partial." + std::to_string(r) + "-of-3"));

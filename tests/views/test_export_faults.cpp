@@ -17,16 +17,14 @@
 #include <string>
 
 #include "sessions/session_file.h"
+#include "tests/engine/test_util.h"
 #include "tests/views/view_test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
+using hl::test::read_text;
 
 struct Outcome {
   int status = -1;
@@ -43,7 +41,7 @@ Outcome runExport(const std::string& session, const std::string& out, int fsize_
   const std::string full = "bash -c \"" + cmd + "\"";
   Outcome o;
   o.status = std::system(full.c_str());
-  o.err = slurp(errf);
+  o.err = read_text(errf);
   return o;
 }
 
@@ -59,7 +57,7 @@ void expectWholeOrAbsent(const std::string& out, const std::string& ref, const O
   for (const auto& e : fs::directory_iterator(out)) {
     const std::string n = e.path().filename().string();
     ASSERT_TRUE(fs::exists(ref + "/" + n)) << "left behind: " << n;
-    EXPECT_EQ(slurp(e.path().string()), slurp(ref + "/" + n)) << n << " is not whole";
+    EXPECT_EQ(read_text(e.path().string()), read_text(ref + "/" + n)) << n << " is not whole";
     ++whole;
   }
   std::printf("export stopped after %d whole files: %s", whole, o.err.c_str());

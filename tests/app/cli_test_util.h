@@ -1,0 +1,82 @@
+// Shared helpers for the tests that run the `hybridlens` binary (HL_HYBRIDLENS) as a user would:
+// a scratch folder per test process, line counts and one way to run a command
+// with its stdout and stderr captured (fork + execv, no shell, so arguments need no quoting).
+#pragma once
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tests/engine/test_util.h"
+
+namespace hl::test {
+
+struct CliResult {
+  int status = -1;  // the exit code, or 128 + the signal that ended it
+  std::string out, err;
+  double seconds = 0;  // wall-clock time of the run
+};
+
+// Lines of `s`, a last line without '\n' included.
+inline int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n + (!s.empty() && s.back() != '\n');
+}
+
+// One folder under /tmp for this test process, made on first use (mkdtemp).
+inline const std::string& cli_scratch() {
+  static const std::string dir = [] {
+    std::string t = "/tmp/hl_cli_XXXXXX";
+    if (!::mkdtemp(t.data())) std::abort();
+    return t;
+  }();
+  return dir;
+}
+
+// Runs argv (argv[0] a path) with `env` added ("NAME=value"), stdin from /dev/null; stdout and
+// stderr go through files in cli_scratch() so a large output cannot block the child.
+inline CliResult run_command(std::vector<std::string> argv, const std::vector<std::string>& env = {}) {
+  static int counter = 0;
+  const std::string out = cli_scratch() + "/out" + std::to_string(counter) + ".txt";
+  const std::string err = cli_scratch() + "/err" + std::to_string(counter++) + ".txt";
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  std::vector<std::string> envs = env;  // putenv keeps the pointer: the strings outlive the exec
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (std::string& e : envs) ::putenv(e.data());
+    const int i = ::open("/dev/null", O_RDONLY), o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644),
+              e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (i < 0 || o < 0 || e < 0) ::_exit(126);
+    ::dup2(i, 0);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  CliResult r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = read_text(out);
+  r.err = read_text(err);
+  return r;
+}
+
+#ifdef HL_HYBRIDLENS
+// `hybridlens ARGS` (the binary this build made).
+inline CliResult hybridlens(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
+  args.insert(args.begin(), HL_HYBRIDLENS);
+  return run_command(std::move(args), env);
+}
+#endif
+
+}  // namespace hl::test
