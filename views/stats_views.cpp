@@ -36,14 +36,19 @@ void StatsView::setStats(const StatsState& s) {
 }
 
 bool StatsView::hasData() const {
-  return stats_.a && stats_.instrument >= 0 && static_cast<size_t>(stats_.instrument) < stats_.a->stats.dists.size() &&
-         static_cast<size_t>(stats_.instrument) < hl::sweep_instruments().size();
+  const hl::Distribution* d = dist(false);
+  return d && d->cells() > 0 && static_cast<size_t>(stats_.instrument) < hl::sweep_instruments().size();
 }
 
 const hl::Distribution* StatsView::dist(bool b) const {
   const hl::SweepFile* f = b ? stats_.b.get() : stats_.a.get();
   if (!f || stats_.instrument < 0 || static_cast<size_t>(stats_.instrument) >= f->stats.dists.size()) return nullptr;
   return &f->stats.dists[static_cast<size_t>(stats_.instrument)];
+}
+
+QString StatsView::noStatsReason() const {
+  return stats_.a ? tr("the sweep's model has no cells of this instrument")
+                  : tr("open a stats file (File > Open sweep statistics…)");
 }
 
 std::vector<StatsView::Sweep> StatsView::sweeps() const {
@@ -61,7 +66,7 @@ void StatsBoxView::rebuild() {
   cells_.clear();
   labels_.clear();
   drawn_.clear();
-  noDataReason_ = tr("open a stats file (File > Open sweep statistics…)");
+  noDataReason_ = noStatsReason();
   if (!hasData()) return;
   const hl::InstrumentInfo& info = hl::sweep_instruments()[static_cast<size_t>(stats_.instrument)];
   const hl::Distribution& da = *dist(false);
@@ -225,7 +230,7 @@ std::vector<Group> histGroups(const hl::Distribution& d, const hl::InstrumentInf
 void StatsHistView::rebuild() {
   clearPlot();
   styleAll();
-  noDataReason_ = tr("open a stats file (File > Open sweep statistics…)");
+  noDataReason_ = noStatsReason();
   if (!hasData()) return;
   const hl::InstrumentInfo& info = hl::sweep_instruments()[static_cast<size_t>(stats_.instrument)];
   const std::vector<Group> groups = histGroups(*dist(false), info, hl::sweep_axes(stats_.a->manifest), stats_.row);

@@ -45,6 +45,7 @@ class StatsView : public InstrumentView {
     bool isB;
   };
   std::vector<Sweep> sweeps() const;
+  QString noStatsReason() const;  // why nothing is drawn: no file, or no cells (a model without attention)
   StatsState stats_;
 };
 

@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <QComboBox>
+#include <QDropEvent>
 #include <QLabel>
+#include <QMimeData>
 #include <QPushButton>
-#include <QTimer>
+#include <QUrl>
 #include <cmath>
 
+#include "app/gui_main.h"
 #include "app/stats_window.h"
 #include "gui_test_util.h"
 #include "sessions/sweep_summary.h"
@@ -273,6 +276,39 @@ TEST(GuiStats, CompareMismatchAndCorruptFile) {
   sw->findChild<QPushButton*>("statsEndCompare")->click();
   EXPECT_EQ(findBox("B"), nullptr);
   EXPECT_EQ(sw->document()->state().b, nullptr);
+}
+
+TEST(GuiStats, DroppedOrGivenOnTheCommandLine) {
+  TempDir tmp("stats_drop");
+  const std::string path = (tmp.path / "dropped.hlstats").string();
+  writeStats(path, "softmax");
+  // `hybridlens FILE.hlstats` and `--stats FILE`: the stats file, not a checkpoint.
+  std::vector<std::string> args = {"hybridlens", path};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  hl::app::GuiArgs g = hl::app::parseGuiArgs(static_cast<int>(argv.size()), argv.data());
+  EXPECT_EQ(g.stats, path);
+  EXPECT_TRUE(g.checkpoint.empty());
+  args = {"hybridlens", "--stats", path + ".missing"};
+  argv.clear();
+  for (std::string& a : args) argv.push_back(a.data());
+  EXPECT_THROW(hl::app::parseGuiArgs(static_cast<int>(argv.size()), argv.data()), std::runtime_error);
+
+  // Dropped on the main window: accepted, opened in the statistics window.
+  Harness h;
+  QMimeData mime;
+  mime.setUrls({QUrl::fromLocalFile(QString::fromStdString(path))});
+  QDragEnterEvent enter(QPoint(20, 20), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QApplication::sendEvent(h.w.get(), &enter);
+  EXPECT_TRUE(enter.isAccepted());
+  QDropEvent drop(QPointF(20, 20), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QApplication::sendEvent(h.w.get(), &drop);
+  hl::app::StatsWindow* sw = h->statsWindow();
+  ASSERT_TRUE(waitFor([&] { return sw->document()->state().a != nullptr || !h.errors.isEmpty(); }));
+  EXPECT_TRUE(h.errors.isEmpty()) << h.errors.join('\n').toStdString();
+  EXPECT_EQ(sw->document()->state().nameA, "dropped.hlstats");
+  EXPECT_FALSE(h->hasModel());
+  EXPECT_FALSE(h->isLoading());
 }
 
 }  // namespace
