@@ -8,6 +8,7 @@
 #include <QTabWidget>
 #include <QVBoxLayout>
 
+#include "app/help_dialog.h"
 #include "sessions/sweep_summary.h"
 
 namespace hl::app {
@@ -32,6 +33,10 @@ StatsWindow::StatsWindow(QWidget* parent) : QWidget(parent, Qt::Window) {
                        "drawn beside A in the run B colour"));
   endCompare_ = button(tr("End compare"), "statsEndCompare", tr("Show sweep A alone"));
   export_ = button(tr("Export figure…"), "statsExport", tr("The figure of the tab shown, as PNG/SVG/PDF and CSV"));
+  QPushButton* help =
+      button(tr("Help"), "statsHelp",
+             tr("What each view shows and which quantiles the boxes and whiskers are (Help > Instruments)"));
+  connect(help, &QPushButton::clicked, this, [this] { showInstrumentsHelp(this); });
   connect(open, &QPushButton::clicked, this, [this] { emit openRequested(false); });
   connect(compare_, &QPushButton::clicked, this, [this] { emit openRequested(true); });
   connect(endCompare_, &QPushButton::clicked, doc_, &StatsDocument::clearB);

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "app/gui_main.h"
+#include "app/help_dialog.h"
 #include "app/stats_window.h"
 #include "gui_test_util.h"
 #include "sessions/sweep_summary.h"
@@ -195,6 +196,12 @@ TEST(GuiStats, OpensThroughTheMenuAndDrawsTheFile) {
     EXPECT_TRUE(router->exportFigure(tmp.q(std::string("router.") + f), f, 800, 600, 96, &err)) << err.toStdString();
   }
   EXPECT_TRUE(router->csv().contains("load,importance"));
+  // The help names the whiskers' quantiles.
+  sw->findChild<QPushButton*>("statsHelp")->click();
+  auto* help = sw->findChild<QDialog*>("instrumentsHelp");
+  ASSERT_NE(help, nullptr);
+  EXPECT_TRUE(hl::app::instrumentsHelpText().contains("q05 and q95"));
+  help->close();
   EXPECT_EQ(h->runA(), runBefore);
   EXPECT_EQ(h.records(), recordsBefore);
 }
