@@ -5,7 +5,8 @@
 // counters) is the RunController's (issue 17 item 1): the window builds its requests from the
 // controls and shows what it says. Split by feature: main_window.cpp (frame, views),
 // main_window_model.cpp (checkpoints, adapters, errors), main_window_run.cpp (the controls and the
-// strip wired to the controller), main_window_session.cpp (sessions, autosave).
+// strip wired to the controller), main_window_session.cpp (sessions, autosave), main_window_stats.cpp
+// (the sweep statistics window).
 #pragma once
 #include <QMainWindow>
 #include <QMessageBox>
