@@ -120,6 +120,11 @@ GuiArgs parseGuiArgs(int argc, char** argv) {
     if (!isFile(file)) throw std::runtime_error("--session: no such file '" + file + "'");
     g.session = file;
   };
+  auto setStats = [&](const std::string& file) {
+    if (!g.stats.empty()) throw std::runtime_error("more than one stats file given");
+    if (!isFile(file)) throw std::runtime_error("--stats: no such file '" + file + "'");
+    g.stats = file;
+  };
   auto value = [&](int& i, const std::string& name) -> std::string {
     const std::string a = argv[i];
     if (a.size() > name.size() && a.compare(0, name.size() + 1, name + "=") == 0) return a.substr(name.size() + 1);
@@ -136,6 +141,8 @@ GuiArgs parseGuiArgs(int argc, char** argv) {
       setCheckpoint(value(i, "--checkpoint"));
     } else if (is(a, "--session")) {
       setSession(value(i, "--session"));
+    } else if (is(a, "--stats")) {
+      setStats(value(i, "--stats"));
     } else if (is(a, "--adapter")) {
       g.adapter = value(i, "--adapter");
       if (!isDirectory(g.adapter)) throw std::runtime_error("--adapter: no such folder '" + g.adapter + "'");
@@ -168,6 +175,8 @@ GuiArgs parseGuiArgs(int argc, char** argv) {
       }
     } else if (endsWith(a, ".hlsession")) {
       setSession(a);
+    } else if (endsWith(a, ".hlstats")) {
+      setStats(a);
     } else {
       setCheckpoint(a);
     }
@@ -228,7 +237,9 @@ int guiMain(int argc, char** argv) {
   const QString session = QString::fromStdString(g.session);
   const QString adapter = QString::fromStdString(g.adapter);
   const bool screenshot = !g.screenshot.empty();
-  QTimer::singleShot(0, &window, [&window, checkpoint, session, adapter, screenshot] {
+  const QString stats = QString::fromStdString(g.stats);
+  QTimer::singleShot(0, &window, [&window, checkpoint, session, adapter, screenshot, stats] {
+    if (!stats.isEmpty()) window.openStats(stats);  // its own window: independent of the model and session
     if (!adapter.isEmpty()) {
       QObject::connect(
           &window, &MainWindow::modelLoaded, &window, [&window, adapter] { window.loadAdapter(adapter); },

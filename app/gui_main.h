@@ -1,4 +1,4 @@
-// The desktop app's entry: parses its own arguments (a checkpoint folder or session file, and the
+// The desktop app's entry: parses its own arguments (a checkpoint folder, session or stats file, and the
 // options below; Qt's single-dash options pass through) in plain C++ first, so a bad argument or a
 // missing display is one line on stderr and not a Qt abort; then creates the QApplication and the
 // main window. `--screenshot` drives the window and saves a picture of it (the README's).
@@ -11,6 +11,7 @@ namespace hl::app {
 struct GuiArgs {
   std::string checkpoint;           // folder to open at start, or empty
   std::string session;              // .hlsession to open at start, or empty
+  std::string stats;                // .hlstats to open at start in the sweep statistics window, or empty
   std::string adapter;              // PEFT adapter folder to load after the checkpoint
   std::string prompt;               // prompt text to start with
   std::string screenshot;           // PNG to write after stepping, then quit

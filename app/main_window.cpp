@@ -34,6 +34,7 @@
 #include "app/run_list.h"
 #include "app/run_panel.h"
 #include "app/session_io.h"
+#include "app/stats_window.h"
 #include "app/token_strip.h"
 #include "engine/core/sys_memory.h"
 #include "engine/model/quantize.h"
@@ -335,6 +336,8 @@ void MainWindow::createMenus() {
   compareAction_ = file->addAction(tr("&Compare with session…"), this, &MainWindow::chooseCompareSession);
   endCompareAction_ = file->addAction(tr("&End session compare"), this, &MainWindow::endSessionCompare);
   file->addSeparator();
+  file->addAction(tr("Open sweep s&tatistics…"), this, [this] { chooseStats(false); })->setObjectName("actionOpenStats");
+  file->addSeparator();
   exportAllAction_ = file->addAction(tr("&Export all figures…"), this,
                                      [this] { exportDialog(views_, tr("all %1 views").arg(views_.size())); });
   exportAllAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
@@ -545,6 +548,7 @@ void MainWindow::setDarkTheme(bool dark) {
   dark_ = dark;
   applyAppTheme(dark);
   for (hl::views::InstrumentView* v : views_) v->applyTheme(dark);
+  if (stats_) stats_->applyTheme(dark);
   if (darkAction_ && darkAction_->isChecked() != dark) darkAction_->setChecked(dark);
   QSettings().setValue("ui/dark", dark);
   strip_->update();

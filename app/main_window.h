@@ -5,7 +5,8 @@
 // counters) is the RunController's (issue 17 item 1): the window builds its requests from the
 // controls and shows what it says. Split by feature: main_window.cpp (frame, views),
 // main_window_model.cpp (checkpoints, adapters, errors), main_window_run.cpp (the controls and the
-// strip wired to the controller), main_window_session.cpp (sessions, autosave).
+// strip wired to the controller), main_window_session.cpp (sessions, autosave), main_window_stats.cpp
+// (the sweep statistics window).
 #pragma once
 #include <QMainWindow>
 #include <QMessageBox>
@@ -40,6 +41,7 @@ class RunList;
 struct PromptKey;
 class RunPanel;
 class SessionIo;
+class StatsWindow;
 class TokenStrip;
 
 class MainWindow : public QMainWindow {
@@ -99,6 +101,14 @@ class MainWindow : public QMainWindow {
   // True when the current work may be discarded (not dirty, saved, or the user said Discard).
   bool maybeDiscard();
 
+  // --- Sweep statistics (main_window_stats.cpp; issue 21 item 2) ---
+  // The "Sweep statistics" window (created on first use; the model, runs and session stay as they
+  // are). openStats reads `path` in the background as sweep A; compareStats as sweep B beside it.
+  // A file that cannot be read, or a B of another shape, is one line through reportError.
+  StatsWindow* statsWindow();
+  bool openStats(const QString& path);
+  bool compareStats(const QString& path);
+
   // --- Views and export (main_window.cpp) ---
   const hl::Recording* recording() const;
   InspectorContext* context() const { return ctx_; }
@@ -121,6 +131,10 @@ class MainWindow : public QMainWindow {
   using DiscardHook = std::function<QMessageBox::StandardButton()>;
   void setErrorHook(ErrorHook h) { errorHook_ = std::move(h); }
   void setDiscardHook(DiscardHook d) { discardHook_ = std::move(d); }
+  // Answers the sweep statistics' file choosers (File > Open sweep statistics…, Compare with…)
+  // instead of a file dialog: given the dialog's title, returns a path ("" cancels).
+  using FileHook = std::function<QString(const QString& title)>;
+  void setFileHook(FileHook f) { fileHook_ = std::move(f); }
   void reportError(const QString& title, const QString& message);
 
  signals:
@@ -199,6 +213,8 @@ class MainWindow : public QMainWindow {
   std::shared_ptr<const hl::Recording> snapshot() const;
   void autosaveTick();
   void clearAutosave();
+  // main_window_stats.cpp
+  void chooseStats(bool asB);
 
   EngineThread* engine_ = nullptr;
   SessionIo* io_ = nullptr;
@@ -220,6 +236,7 @@ class MainWindow : public QMainWindow {
   bool keepRecordingOnLoad_ = false;    // a session waits for its checkpoint: do not start a new run
 
   RunList* runList_ = nullptr;
+  StatsWindow* stats_ = nullptr;  // the sweep statistics window, once opened
   QString startNote_;  // why the remembered prompt was replaced, said when the run starts
   bool dark_ = false;
 
@@ -231,6 +248,7 @@ class MainWindow : public QMainWindow {
 
   ErrorHook errorHook_;
   DiscardHook discardHook_;
+  FileHook fileHook_;
 
   // Widgets of the status bar and menus that change.
   QLabel *backendLabel_ = nullptr, *speedLabel_ = nullptr, *memoryLabel_ = nullptr;

@@ -25,6 +25,7 @@
 #include "app/run_panel.h"
 #include "app/token_strip.h"
 #include "sessions/session_file.h"
+#include "sessions/sweep_file.h"
 #include "views/view_util.h"
 
 namespace hl::app {
@@ -330,7 +331,8 @@ void MainWindow::rebuildDemoMenu() {
 }
 
 namespace {
-// The first local path of a drag, classified: 'c' checkpoint (folder or GGUF file), 'a' adapter folder, 's' session.
+// The first local path of a drag, classified: 'c' checkpoint (folder or GGUF file), 'a' adapter folder, 's' session,
+// 't' sweep statistics.
 QPair<QString, char> droppedPath(const QMimeData* m) {
   if (!m || !m->hasUrls()) return {};
   for (const QUrl& u : m->urls()) {
@@ -340,6 +342,7 @@ QPair<QString, char> droppedPath(const QMimeData* m) {
     if (fi.isDir() && QFileInfo::exists(p + "/adapter_config.json")) return {p, 'a'};
     if (fi.isDir() && QFileInfo::exists(p + "/config.json")) return {p, 'c'};
     if (fi.isFile() && p.endsWith(QLatin1String(hl::kSessionExtension))) return {p, 's'};
+    if (fi.isFile() && p.endsWith(QLatin1String(hl::kStatsExtension))) return {p, 't'};
     if (fi.isFile() && fi.fileName() == QLatin1String("config.json")) return {fi.absolutePath(), 'c'};
     if (fi.isFile() && p.endsWith(QLatin1String(".gguf"), Qt::CaseInsensitive)) return {p, 'c'};
   }
@@ -359,6 +362,8 @@ void MainWindow::dropEvent(QDropEvent* e) {
     loadAdapter(path);
   else if (kind == 'c')
     openCheckpoint(path);
+  else if (kind == 't')
+    openStats(path);
   else
     openSession(path);
 }

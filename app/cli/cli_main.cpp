@@ -80,7 +80,7 @@ void printError(const std::string& where, const std::string& message) {
 
 void printHelp() {
   std::string s =
-      "usage: hybridlens [DIR | FILE.hlsession] [app options]   open the desktop app\n"
+      "usage: hybridlens [DIR | FILE.hlsession | FILE.hlstats] [app options]   open the desktop app\n"
       "       hybridlens COMMAND [options]            run a headless command (no display needed)\n"
       "       hybridlens COMMAND --help               options of a command\n"
       "       hybridlens --version\n\ncommands:\n";
@@ -92,6 +92,7 @@ void printHelp() {
       "\napp options:\n"
       "  --checkpoint DIR          open this checkpoint folder or GGUF file (same as giving it)\n"
       "  --session FILE            open a saved session (same as giving FILE.hlsession)\n"
+      "  --stats FILE              open a sweep stats file (same as giving FILE.hlstats)\n"
       "  --adapter DIR             load a PEFT LoRA/DoRA adapter with the checkpoint\n"
       "  --prompt TEXT             put TEXT in the prompt editor\n"
       "  --compare-normalizer N    run B with normalizer N (softmax, softmax1, sink)\n"
