@@ -230,6 +230,7 @@ Cases cases(const std::string& cmd) {
     c["weights"] = with({"--weights", "q8_0"});
     c["max-context"] = with({"--max-context", "64"});
     c["chat"] = {cmd, "--checkpoint", chatModel(), "--chat", chatFile(), "--out", file};
+    c["pipeline"] = with({"--pipeline"});  // without mpirun: one stage
     if (cmd == "trace") {
       c["full"] = with({"--full"});
     } else {
