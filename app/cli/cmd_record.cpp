@@ -153,6 +153,7 @@ int recordRun(const ParsedArgs& a, const RunOptions& opts, const RunOptions& opt
                     });
   }
   model->check_files();  // at the end of the runs too: a session never pairs an identity with other weights
+  if (pipe.on()) pipe.gatherPeakMemory();
   if (!pipe.writer()) return 0;  // rank 0 writes the merged records
   save_session(out, rec, save);
 

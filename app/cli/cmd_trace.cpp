@@ -104,6 +104,7 @@ int traceRun(const ParsedArgs& a, const RunOptions& opts, const LoadOptions& loa
   const std::unique_ptr<Backend> backend = pipe.run("trace", backendName, model, feed);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   model->check_files();  // the run's end: the trace names the checkpoint its weights came from
+  if (pipe.on()) pipe.gatherPeakMemory();
   if (!pipe.writer()) return 0;  // rank 0 writes the merged records
 
   TraceMeta meta;

@@ -3,6 +3,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 
 #include "app/cli/run_args.h"
 #include "engine/core/error.h"
@@ -45,10 +47,40 @@ std::unique_ptr<Backend> PipelineRun::run(const std::string& command, const std:
   return b;
 }
 
+namespace {
+
+// VmHWM of /proc/self/status in KiB (0 where it cannot be read).
+int64_t peakResidentKib() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6);
+  return 0;
+}
+
+}  // namespace
+
+void PipelineRun::gatherPeakMemory() {
+  const int64_t mine = peakResidentKib();
+  std::vector<uint8_t> bytes(sizeof mine);
+  std::memcpy(bytes.data(), &mine, sizeof mine);
+  peak_kib_.clear();
+  for (const std::vector<uint8_t>& b : sweepGather(comm_, bytes)) {
+    int64_t v = 0;
+    if (b.size() == sizeof v) std::memcpy(&v, b.data(), sizeof v);
+    peak_kib_.push_back(v);
+  }
+}
+
 std::string PipelineRun::describe() const {
   std::string s = "pipeline of " + std::to_string(comm_.size) + " ranks, layers";
   for (size_t r = 0; r < ranges_.size(); ++r)
     s += (r ? " | " : " ") + std::to_string(ranges_[r].begin) + "-" + std::to_string(ranges_[r].end - 1);
+  if (!peak_kib_.empty()) {
+    s += ", peak memory per rank";
+    for (size_t r = 0; r < peak_kib_.size(); ++r)
+      s += (r ? " | " : " ") + std::to_string((peak_kib_[r] + 512) / 1024);
+    s += " MiB";
+  }
   return s;
 }
 

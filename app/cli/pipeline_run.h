@@ -39,7 +39,10 @@ class PipelineRun {
   std::unique_ptr<Backend> run(const std::string& command, const std::string& backendName,
                                const std::shared_ptr<const Model>& model,
                                const std::function<void(std::unique_ptr<Backend>&)>& body);
-  // "layers [a, b) on each of N ranks" for the output line: "stages 0-3 | 4-7".
+  // Collective (every rank calls it after its run): each rank's peak resident memory (VmHWM of
+  // /proc/self/status) gathered on rank 0 for describe().
+  void gatherPeakMemory();
+  // For rank 0's output line: "pipeline of 2 ranks, layers 0-3 | 4-7, peak memory per rank 120 | 96 MiB".
   std::string describe() const;
   // Runs `body`; without a pipeline, just that. With one, an exception on this rank prints
   // "hybridlens COMMAND: rank R of N: MESSAGE" and ends the whole job (MPI_Abort), so no rank waits
@@ -51,6 +54,7 @@ class PipelineRun {
   SweepComm comm_;
   std::unique_ptr<StageLink> link_;
   std::vector<LayerRange> ranges_;
+  std::vector<int64_t> peak_kib_;  // (ranks,) on rank 0 after gatherPeakMemory
 };
 
 }  // namespace hl::cli

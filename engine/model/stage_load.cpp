@@ -5,8 +5,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <algorithm>
+#include <cstring>
 
 #include "engine/core/error.h"
 #include "engine/core/sys_memory.h"
@@ -91,18 +91,28 @@ std::shared_ptr<Model> load_stage(const std::string& dir, const LoadOptions& o, 
   if (!want_embed) w.embed = Mat{};
   if (!want_head) w.lm_head = Mat{};
   if (tied && !want_head) w.lm_head = Mat{};
-  // Copy what the stage keeps out of the mappings, dropping each matrix's mapped pages after it.
+  // Copy what the stage keeps out of the mappings a piece at a time, dropping each piece's mapped
+  // pages after its copy: the peak stays the stage's bytes plus one piece (not plus the largest matrix).
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  constexpr size_t kPiece = size_t{16} << 20;
+  const std::vector<std::shared_ptr<const MappedFile>> maps = ck->mappings();
+  auto mapped = [&](const uint8_t* p, size_t n) {
+    for (const auto& map : maps)
+      if (map && p >= map->data() && p + n <= map->data() + map->size()) return true;
+    return false;
+  };
   for (Mat* x : m->matrices()) {
     const size_t n = static_cast<size_t>(x->bytes());
+    const auto* src = static_cast<const uint8_t*>(x->data);
+    const bool drop = mapped(src, n);
     std::shared_ptr<uint8_t[]> buf(new uint8_t[n]);
-    std::memcpy(buf.get(), x->data, n);
-    const auto lo_addr = (reinterpret_cast<uintptr_t>(x->data) + page - 1) / page * page;
-    const auto hi_addr = (reinterpret_cast<uintptr_t>(x->data) + n) / page * page;
-    for (const auto& map : ck->mappings())
-      if (map && static_cast<const uint8_t*>(x->data) >= map->data() &&
-          static_cast<const uint8_t*>(x->data) + n <= map->data() + map->size() && hi_addr > lo_addr)
-        ::madvise(reinterpret_cast<void*>(lo_addr), hi_addr - lo_addr, MADV_DONTNEED);
+    for (size_t at = 0; at < n; at += kPiece) {
+      const size_t len = std::min(kPiece, n - at);
+      std::memcpy(buf.get() + at, src + at, len);
+      const uintptr_t lo = (reinterpret_cast<uintptr_t>(src + at) + page - 1) / page * page;
+      const uintptr_t hi = reinterpret_cast<uintptr_t>(src + at + len) / page * page;
+      if (drop && hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+    }
     x->data = buf.get();
     m->keep_alive.push_back(buf);
   }
