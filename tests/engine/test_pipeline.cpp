@@ -1,7 +1,7 @@
 // A model pipelined across stages (issue 21 item 3, engine/backend/pipeline.h): the byte-balanced
 // split, the loader's stage option (other layers unread and unbound), and N stages in threads over
 // an in-process StageLink whose records equal the one-process run's bit for bit — decode steps,
-// a prefill chunk, registers — on the bundled demo models and generated Nemotron-H / Bamba ones.
+// a prefill chunk, registers — on the bundled demo models and generated checkpoints of the other families.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -211,8 +211,8 @@ TEST(Pipeline, RecordsEqualOneProcess_DemoModels) {
   expect_pipeline_equals_one_process(kModels + "no-attention", lean, {2});
 }
 
-TEST(Pipeline, RecordsEqualOneProcess_Mamba2Families) {
-  for (const char* preset : {"nemotron-h-tiny", "bamba-tiny"}) {
+TEST(Pipeline, RecordsEqualOneProcess_OtherFamilies) {
+  for (const char* preset : {"nemotron-h-tiny", "nemotron-h-moe-tiny", "bamba-tiny", "granite-h-tiny", "falcon-h1-tiny"}) {
     hl::test::TempDir d;
     GenerateOptions g;
     g.config = preset_config(preset);
