@@ -18,16 +18,38 @@ void addPipelineOption(ArgParser& p) {
          "its stage's weights; rank 0 writes the output (CPU backend only, see resources/docs/cluster.md)");
 }
 
-PipelineRun::PipelineRun(const ParsedArgs& a, const std::string& backendName) {
-  if (!a.has("pipeline")) return;
+namespace {
+
+// What --pipeline does not support yet: one UsageError line.
+void refuseUnsupported(const ParsedArgs& a, const std::string& backendName) {
   if (backendName != "cpu" && backendName != "auto")
     throw UsageError("--pipeline: backend " + backendName + " is not supported yet (only cpu)");
   if (a.has("adapter")) throw UsageError("--pipeline with --adapter is not supported yet");
   if (weightsOption(a)) throw UsageError("--pipeline with --weights other than as-stored is not supported yet");
+}
+
+void noteWithoutLauncher() {
   const bool launched = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_RANK");
   if (!launched)  // as `sweep` without a launcher: one rank
     std::fprintf(stderr, "hybridlens: --pipeline without mpirun or srun: one stage, in this process\n");
+}
+
+}  // namespace
+
+PipelineRun::PipelineRun(const ParsedArgs& a, const std::string& backendName) {
+  if (!a.has("pipeline")) return;
+  refuseUnsupported(a, backendName);
+  noteWithoutLauncher();
   comm_ = sweepCommInit();
+  on_ = true;
+  link_ = mpiStageLink(comm_);
+}
+
+PipelineRun::PipelineRun(const ParsedArgs& a, const std::string& backendName, const SweepComm& comm) {
+  if (!a.has("pipeline")) return;
+  refuseUnsupported(a, backendName);
+  noteWithoutLauncher();
+  comm_ = comm;
   on_ = true;
   link_ = mpiStageLink(comm_);
 }

@@ -27,6 +27,8 @@ class PipelineRun {
   // mpirun / srun (without them, as `sweep`: one rank, saying so on stderr). Without --pipeline:
   // off (every call below then does what one process does).
   PipelineRun(const ParsedArgs& a, const std::string& backendName);
+  // The same on the ranks of `comm`, where MPI is already set up (`sweep`).
+  PipelineRun(const ParsedArgs& a, const std::string& backendName, const SweepComm& comm);
   bool on() const { return on_; }
   // Rank 0 (or no pipeline): the rank that writes the output and prints.
   bool writer() const { return comm_.rank == 0; }

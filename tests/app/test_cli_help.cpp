@@ -276,7 +276,8 @@ Cases cases(const std::string& cmd) {
             {"max-context", with({"--max-context", "64"})},
             {"sketch-accuracy", with({"--sketch-accuracy", "0.05"})},
             {"no-full", with({"--no-full"})},
-            {"keep-sessions", with({"--keep-sessions", keep})}};
+            {"keep-sessions", with({"--keep-sessions", keep})},
+            {"pipeline", with({"--pipeline"})}};  // without mpirun: one stage
   }
   if (cmd == "tokenize") {
     return {{"tokenizer", {"tokenize", "--tokenizer", m, "--text", "The grep command"}},

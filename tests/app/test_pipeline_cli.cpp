@@ -188,6 +188,39 @@ TEST(PipelineCli, Mpi_RecordEqualsOneProcess) {
   }
 }
 
+TEST(PipelineCli, Mpi_SweepEqualsOneProcess) {
+  const std::string prompts = scratch() + "/prompts.jsonl";
+  std::ofstream(prompts) << "{\"text\": \"The grep command searches\"}\n{\"ids\": [1, 17, 400, 9, 33]}\n"
+                            "{\"text\": \"Emacs is a text editor\"}\n";
+  auto args = [&](const std::string& out, bool pipeline) {
+    std::vector<std::string> a = {"sweep", "--checkpoint", kModel, "--prompts", prompts, "--generate", "2",
+                                  "--ignore-eos", "--backend", "cpu", "--out", out};
+    if (pipeline) a.push_back("--pipeline");
+    return a;
+  };
+  const std::string one = scratch() + "/one.hlstats";
+  const Result r1 = hybridlens(args(one, false));
+  ASSERT_EQ(r1.status, 0) << r1.err;
+  const size_t from = r1.out.find("3 prompts, "), to = r1.out.find(", 1 rank");
+  ASSERT_TRUE(from != std::string::npos && to != std::string::npos) << r1.out;
+  const std::string counts = r1.out.substr(from, to - from);  // "3 prompts, N tokens"
+  const std::string reader = std::string(HL_SOURCE_DIR) + "/tools/read_stats.py";
+  for (int np : {2, 3}) {
+    const std::string out = scratch() + "/np" + std::to_string(np) + ".hlstats";
+    const Result r = mpirun(np, args(out, true));
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find(counts + ", pipeline of " + std::to_string(np) + " ranks"), std::string::npos) << r.out;
+    const Result same = run({"/usr/bin/python3", reader, "--compare", one, out});
+    EXPECT_EQ(same.status, 0) << same.out << same.err;
+    EXPECT_FALSE(exists(out + ".partial"));
+  }
+  // And the reader tells a different sweep apart (the comparison can fail).
+  const std::string two = scratch() + "/two.hlstats";
+  std::ofstream(prompts) << "{\"ids\": [1, 17, 400, 9, 33]}\n";
+  ASSERT_EQ(hybridlens(args(two, false)).status, 0);
+  EXPECT_EQ(run({"/usr/bin/python3", reader, "--compare", one, two}).status, 1);
+}
+
 TEST(PipelineCli, Mpi_MoreRanksThanLayersRefused) {
   const Result r = mpirun(9, traceArgs(scratch() + "/nine.safetensors", true));
   EXPECT_NE(r.status, 0);
