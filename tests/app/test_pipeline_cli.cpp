@@ -1,7 +1,7 @@
-// `trace` / `record --pipeline` end to end (issue 21 item 3): mpirun --oversubscribe -np 2 and -np 3
-// against one process — the trace file byte for byte, the session's records field by field (a
-// sampled generation and a B run included) — the refusals, and a rank killed mid-run making the
-// others stop within seconds.
+// `trace` / `record` / `sweep --pipeline` end to end (issue 21 item 3): mpirun --oversubscribe -np 2
+// and -np 3 against one process — the trace file byte for byte, the session's records field by field
+// (a sampled generation and a B run included), the sweep's stats — the refusals, and a rank killed
+// or failing mid-run making the others stop within seconds.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -239,6 +239,17 @@ TEST(PipelineCli, Mpi_KilledRankStopsTheOthers) {
   EXPECT_LT(k.seconds, 15.0) << "the other ranks did not stop";
   EXPECT_NE(k.err.find("exited on signal 9"), std::string::npos) << k.err;
   EXPECT_FALSE(exists(scratch() + "/killed.safetensors"));
+}
+
+TEST(PipelineCli, Mpi_ARanksErrorEndsTheJobWithItsMessage) {
+  std::vector<std::string> a = traceArgs(scratch() + "/limit.safetensors", true);
+  a.insert(a.end(), {"--max-context", "6"});  // 5 fed + 4 generated pass it mid-run, on every rank
+  const Result r = mpirun(2, a);
+  EXPECT_NE(r.status, 0);
+  EXPECT_LT(r.seconds, 15.0);
+  EXPECT_NE(r.err.find(" of 2: context length limit reached"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("MPI_ABORT was invoked"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists(scratch() + "/limit.safetensors"));
 }
 #endif
 
