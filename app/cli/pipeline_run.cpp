@@ -107,7 +107,7 @@ std::string PipelineRun::describe() const {
 }
 
 int PipelineRun::guard(const std::string& command, const std::function<int()>& body) {
-  if (!on_) return body();
+  if (!on_ || !comm_.mpi) return body();  // one process: its errors end it as any command's
   int rc = 0;
   try {
     rc = body();
