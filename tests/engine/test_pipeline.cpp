@@ -174,7 +174,7 @@ TEST(Pipeline, StageLoad_BindsOnlyItsLayers) {
     const LayerWeights& l = m->w.layers[static_cast<size_t>(i)];
     EXPECT_EQ(l.input_norm.empty(), i < 3 || i >= 6) << i;
   }
-  // The stage's matrices are its own copies: no mapping of the checkpoint is kept.
+  // Its matrices are those of its layers only.
   for (Mat* x : m->matrices()) EXPECT_EQ(tensor_layer(x->name) / 3, 1) << x->name;
   const std::shared_ptr<Model> first = load_stage(dir, {}, LayerRange{0, 2});
   EXPECT_FALSE(first->w.embed.empty());
