@@ -13,6 +13,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/pipeline_run.h"
 #include "app/cli/run_args.h"
 #include "engine/backend/backend.h"
 #include "engine/core/error.h"
@@ -34,7 +35,7 @@ ArgParser recordParser() {
               "       [--registers N] [--adapter DIR] [--backend auto|cpu|vulkan|cuda]\n"
               "       [--weights as-stored|q8_0|q4_k|q6_k|...] [--memory-budget SIZE] [--max-context N]\n"
               "       [--compare-normalizer NAME | --compare-registers N] [--no-full]\n"
-              "       [--logits-dtype f32|f16|bf16] [--full-dtype f16|bf16|f32] --out FILE.hlsession",
+              "       [--logits-dtype f32|f16|bf16] [--full-dtype f16|bf16|f32] [--pipeline] --out FILE.hlsession",
               "Runs the model on the tokens, one at a time, and writes a session file: settings, checkpoint\n"
               "identity, tokens and every per-token record (attention rows and per-channel delta included).\n"
               "--compare-normalizer / --compare-registers add a run B over the same tokens with that toggle\n"
@@ -43,6 +44,7 @@ ArgParser recordParser() {
   addSamplingOptions(p);
   addModelOptions(p);
   addLimitOptions(p);
+  addPipelineOption(p);
   p.option("compare-normalizer", "NAME", "also record run B with this normalizer over the same tokens")
       .option("compare-registers", "N", "also record run B with N registers over the same tokens")
       .flag("no-full", "leave out attn_rows, ssm_delta and ssm_retained (much smaller files)")
@@ -60,6 +62,10 @@ DType dtypeOption(const ParsedArgs& a, const std::string& name, DType fallback) 
   if (v == "bf16") return DType::BF16;
   throw UsageError("--" + name + ": expected f32, f16 or bf16, got '" + v + "'");
 }
+
+int recordRun(const ParsedArgs& a, const RunOptions& opts, const RunOptions& optsB, bool hasB,
+              const LoadOptions& loadOptions, const SessionSaveOptions& save, const SamplingOptions& sampling,
+              int64_t generate, const std::string& backendName, const std::string& out, PipelineRun& pipe);
 
 }  // namespace
 
@@ -97,12 +103,23 @@ int runRecord(const std::vector<std::string>& args) {
   const std::string backendName = backendOption(a);
   const std::string out = a.get("out");
   checkOutputPath(out);
+  PipelineRun pipe(a, backendName);
+  return pipe.guard("record", [&] {
+    return recordRun(a, opts, optsB, hasB, loadOptions, save, sampling, generate, backendName, out, pipe);
+  });
+}
 
+namespace {
+
+int recordRun(const ParsedArgs& a, const RunOptions& opts, const RunOptions& optsB, bool hasB,
+              const LoadOptions& loadOptions, const SessionSaveOptions& save, const SamplingOptions& sampling,
+              int64_t generate, const std::string& backendName, const std::string& out, PipelineRun& pipe) {
   const std::string dir = a.get("checkpoint");
   const auto t0 = std::chrono::steady_clock::now();
-  std::shared_ptr<Model> model = loadModelOptions(a, loadOptions);
+  std::shared_ptr<Model> model = pipe.on() ? pipe.loadStage(a, loadOptions) : loadModelOptions(a, loadOptions);
   const double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const CheckpointIdentity identity = identify_checkpoint(dir);
+  // The session's checkpoint identity: only the rank that writes it reads the files for it.
+  const CheckpointIdentity identity = pipe.writer() ? identify_checkpoint(dir) : CheckpointIdentity{};
   model->check_files();  // the identity read the files the weights came from
   std::unique_ptr<Tokenizer> tok;
   if (!model->tokenizer_path.empty()) tok = Tokenizer::load(model->tokenizer_path);
@@ -112,7 +129,7 @@ int runRecord(const std::vector<std::string>& args) {
   // With `auto`, a GPU backend lost mid-run is replaced by the CPU and the run redone (as `trace`).
   Run runA;
   int64_t generated = 0;
-  runWithFallback("record", backendName, model, [&](std::unique_ptr<Backend>& b) {
+  pipe.run("record", backendName, model, [&](std::unique_ptr<Backend>& b) {
     Recorder recA(std::move(b), opts, sampling, "A");
     recA.feed(prompt);
     generated = generate > 0 ? recA.generate(generate) : 0;
@@ -128,7 +145,7 @@ int runRecord(const std::vector<std::string>& args) {
   if (hasB) {
     // B on the backend that finished A (the CPU after a fallback), so A and B compare alike.
     const bool aOnCpu = rec.runs[0].settings.backend == "cpu";
-    runWithFallback("record", backendName == "auto" && aOnCpu ? "cpu" : backendName, model,
+    pipe.run("record", backendName == "auto" && aOnCpu ? "cpu" : backendName, model,
                     [&](std::unique_ptr<Backend>& b) {
                       Recorder recB(std::move(b), optsB, sampling, "B");
                       recB.feed(tokens);
@@ -136,6 +153,8 @@ int runRecord(const std::vector<std::string>& args) {
                     });
   }
   model->check_files();  // at the end of the runs too: a session never pairs an identity with other weights
+  if (pipe.on()) pipe.gatherPeakMemory();
+  if (!pipe.writer()) return 0;  // rank 0 writes the merged records
   save_session(out, rec, save);
 
   struct stat st {};
@@ -149,10 +168,12 @@ int runRecord(const std::vector<std::string>& args) {
             (r.settings.normalizer_override ? normalizer_name(r.settings.normalizer) : "as-trained") + ", " +
             std::to_string(r.settings.registers_used) + " registers, " + ms + " ms/token)";
   }
-  std::printf("wrote %s: %.2f MB, %zu tokens (%zu fed, %lld generated), backend %s, runs %s\n", out.c_str(), mb,
+  std::printf("wrote %s: %.2f MB, %zu tokens (%zu fed, %lld generated), backend %s%s, runs %s\n", out.c_str(), mb,
               tokens.size(), prompt.size(), static_cast<long long>(generated), rec.runs[0].settings.backend.c_str(),
-              runs.c_str());
+              pipe.on() ? (", " + pipe.describe()).c_str() : "", runs.c_str());
   return 0;
 }
+
+}  // namespace
 
 }  // namespace hl::cli

@@ -17,6 +17,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/pipeline_run.h"
 #include "app/cli/run_args.h"
 #include "app/cli/sweep_mpi.h"
 #include "app/cli/sweep_prompts.h"
@@ -38,7 +39,7 @@ ArgParser sweepParser() {
       "       [--temperature T [--top-p P] [--seed S]] [--normalizer softmax|softmax1|sink]\n"
       "       [--registers N] [--adapter DIR] [--backend auto|cpu|vulkan|cuda] [--weights FORMAT]\n"
       "       [--memory-budget SIZE] [--max-context N] [--no-full] [--sketch-accuracy A] --out FILE.hlstats\n"
-      "       [--keep-sessions DIR]",
+      "       [--keep-sessions DIR] [--pipeline]",
       "Runs every prompt of a JSON Lines file ({\"text\": ...}, {\"messages\": [...]} or {\"ids\": [...]} a line)\n"
       "one token at a time, as `record` does, and writes the distributions of the instruments over all of\n"
       "them: count, mean, variance, min, max, quantiles and a histogram per head, layer, depth and expert,\n"
@@ -53,6 +54,7 @@ ArgParser sweepParser() {
   addSamplingOptions(p);
   addModelOptions(p);
   addLimitOptions(p);
+  addPipelineOption(p);
   p.flag("no-full",
          "leave out the attention rows (no attn_first_mass; kept sessions without them): memory O(T) per prompt")
       .option("sketch-accuracy", "A", "relative accuracy of the quantile sketch, in [0.001, 0.5] (default 0.01)")
@@ -132,11 +134,11 @@ void maybeKillSelf(int finishedHere, int rank) {
   if (finishedHere >= k) ::kill(::getpid(), SIGKILL);
 }
 
-int sweepBody(const std::vector<std::string>& args, const SweepComm& comm) {
+int sweepBody(const std::vector<std::string>& args, const SweepComm& mpi) {
   ArgParser p = sweepParser();
   ParsedArgs a = p.parse(args);
   if (a.helpRequested()) {
-    if (comm.rank == 0) std::fputs(p.usage().c_str(), stdout);
+    if (mpi.rank == 0) std::fputs(p.usage().c_str(), stdout);
     return 0;
   }
   if (a.has("ignore-eos") && !a.has("generate")) throw UsageError("--ignore-eos applies to --generate only");
@@ -152,6 +154,10 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& comm) {
   const std::string backendName = backendOption(a);
   const std::string out = a.get("out");
   checkOutputPath(out);
+  // --pipeline: every rank runs every prompt through its stage of the model (cluster.md) and rank 0
+  // alone keeps the progress and writes; otherwise the prompts are spread over the ranks.
+  PipelineRun pipe(a, backendName, mpi);
+  const SweepComm comm = pipe.on() ? SweepComm{} : mpi;  // the ranks the prompts are spread over
   const std::string keep = a.getOr("keep-sessions", "");
   if (a.has("keep-sessions")) {
     struct stat st {};
@@ -162,7 +168,7 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& comm) {
   const std::vector<SweepPrompt> prompts = readPromptsFile(a.get("prompts"), &promptsSha);
 
   const std::string dir = a.get("checkpoint");
-  std::shared_ptr<Model> model = loadModelOptions(a, loadOptions);
+  std::shared_ptr<Model> model = pipe.on() ? pipe.loadStage(a, loadOptions) : loadModelOptions(a, loadOptions);
   const CheckpointIdentity identity = identify_checkpoint(dir);
   model->check_files();
   std::unique_ptr<Tokenizer> tok;
@@ -237,7 +243,7 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& comm) {
   for (size_t i = static_cast<size_t>(comm.rank); i < prompts.size(); i += static_cast<size_t>(comm.size)) {
     if (done.count(static_cast<int64_t>(i))) continue;
     Run run;
-    runWithFallback("sweep", backendName, model, [&](std::unique_ptr<Backend>& b) {
+    pipe.run("sweep", backendName, model, [&](std::unique_ptr<Backend>& b) {
       Recorder rec(std::move(b), opts, sampling, "A");
       rec.feed(tokens[i]);
       if (generate > 0) rec.generate(generate);
@@ -245,7 +251,7 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& comm) {
     });
     model->check_files();
     stats.add_run(run);
-    if (!keep.empty()) {
+    if (!keep.empty() && pipe.writer()) {
       std::vector<int32_t> ids;
       for (const TokenTrace& r : run.records) ids.push_back(r.token_id);
       Recording rec = make_recording(*model, identity, texts[i], ids, tok.get());
@@ -255,7 +261,7 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& comm) {
       save_session(keep + name, rec);
     }
     finished.push_back(static_cast<int64_t>(i));
-    save_sweep_stats(partial, stats, progressExtra, true, &finished);
+    if (pipe.writer()) save_sweep_stats(partial, stats, progressExtra, true, &finished);
     maybeKillSelf(++finishedHere, comm.rank);
   }
 
@@ -264,7 +270,8 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& comm) {
       comm.size > 1 ? serialize_sweep_stats(stats, progressExtra, true, &finished) : std::vector<uint8_t>{};
   const std::vector<std::vector<uint8_t>> all =
       comm.size > 1 ? sweepGather(comm, mine) : std::vector<std::vector<uint8_t>>{};
-  if (comm.rank == 0) {
+  if (pipe.on()) pipe.gatherPeakMemory();
+  if (comm.rank == 0 && pipe.writer()) {
     SweepStats total = comm.size > 1 ? SweepStats::for_schedule(sched, sp) : stats;
     for (size_t r = 0; r < all.size(); ++r)
       total.merge(parse_sweep_stats(all[r].data(), all[r].size(), "rank " + std::to_string(r)).stats);
@@ -272,11 +279,12 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& comm) {
       throw Error("sweep: " + std::to_string(total.prompts) + " of " + std::to_string(prompts.size()) +
                   " prompts aggregated");
     save_sweep_stats(out, total, extra, false);
-    std::printf("wrote %s: %lld prompts, %lld tokens, %d rank%s\n", out.c_str(), static_cast<long long>(total.prompts),
-                static_cast<long long>(total.tokens), comm.size, comm.size > 1 ? "s" : "");
+    const std::string ranks = pipe.on() ? pipe.describe() : std::to_string(comm.size) + (comm.size > 1 ? " ranks" : " rank");
+    std::printf("wrote %s: %lld prompts, %lld tokens, %s\n", out.c_str(), static_cast<long long>(total.prompts),
+                static_cast<long long>(total.tokens), ranks.c_str());
   }
-  sweepBarrier(comm);  // the file is written: every rank's progress can go
-  std::remove(partial.c_str());
+  sweepBarrier(mpi);  // the file is written: every rank's progress can go
+  if (pipe.writer()) std::remove(partial.c_str());
   return 0;
 }
 

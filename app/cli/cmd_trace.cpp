@@ -9,6 +9,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/pipeline_run.h"
 #include "app/cli/run_args.h"
 #include "engine/backend/backend.h"
 #include "engine/core/error.h"
@@ -25,17 +26,21 @@ ArgParser traceParser() {
               "--checkpoint DIR|FILE.gguf (--ids 1,2,3 | --prompt TEXT [--no-bos] | --chat FILE.json) [--generate N [--ignore-eos]]\n"
               "       [--normalizer softmax|softmax1|sink] [--registers N] [--adapter DIR]\n"
               "       [--backend auto|cpu|vulkan|cuda] [--weights as-stored|q8_0|q4_k|q6_k|...] [--full]\n"
-              "       [--memory-budget SIZE] [--max-context N]\n"
+              "       [--memory-budget SIZE] [--max-context N] [--pipeline]\n"
               "       --out FILE.safetensors",
               "Runs the model on the tokens, one at a time, and writes every per-token instrument to a\n"
               "safetensors trace file (tensors and metadata as in trace-format.md section 3).");
   addInputOptions(p, "append up to N greedy tokens (stops after an EOS)");
   addModelOptions(p);
   addLimitOptions(p);
+  addPipelineOption(p);
   p.flag("full", "also write attn_rows, ssm_delta and ssm_retained (large)")
       .option("out", "FILE", "trace file to write (.safetensors)", true);
   return p;
 }
+
+int traceRun(const ParsedArgs& a, const RunOptions& opts, const LoadOptions& loadOptions, int64_t generate,
+             const std::string& backendName, const std::string& out, PipelineRun& pipe);
 
 }  // namespace
 
@@ -58,8 +63,15 @@ int runTrace(const std::vector<std::string>& args) {
   const std::string backendName = backendOption(a);
   const std::string out = a.get("out");
   checkOutputPath(out);
+  PipelineRun pipe(a, backendName);
+  return pipe.guard("trace", [&] { return traceRun(a, opts, loadOptions, generate, backendName, out, pipe); });
+}
 
-  std::shared_ptr<Model> model = loadModelOptions(a, loadOptions);
+namespace {
+
+int traceRun(const ParsedArgs& a, const RunOptions& opts, const LoadOptions& loadOptions, int64_t generate,
+             const std::string& backendName, const std::string& out, PipelineRun& pipe) {
+  std::shared_ptr<Model> model = pipe.on() ? pipe.loadStage(a, loadOptions) : loadModelOptions(a, loadOptions);
   std::unique_ptr<Tokenizer> tok;
   if ((a.has("prompt") || a.has("chat")) && !model->tokenizer_path.empty())
     tok = Tokenizer::load(model->tokenizer_path);
@@ -89,9 +101,11 @@ int runTrace(const std::vector<std::string>& args) {
   };
   const auto t0 = std::chrono::steady_clock::now();
   // A GPU backend that fails mid-run (device lost): with `auto`, the run is redone on the CPU.
-  const std::unique_ptr<Backend> backend = runWithFallback("trace", backendName, model, feed);
+  const std::unique_ptr<Backend> backend = pipe.run("trace", backendName, model, feed);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   model->check_files();  // the run's end: the trace names the checkpoint its weights came from
+  if (pipe.on()) pipe.gatherPeakMemory();
+  if (!pipe.writer()) return 0;  // rank 0 writes the merged records
 
   TraceMeta meta;
   meta.checkpoint = model->name;
@@ -110,8 +124,9 @@ int runTrace(const std::vector<std::string>& args) {
       break;
     }
   }
-  std::printf("wrote %s: %zu tokens (%zu fed, %lld generated), backend %s, %.2f ms/token%s\n", out.c_str(),
+  std::printf("wrote %s: %zu tokens (%zu fed, %lld generated), backend %s%s, %.2f ms/token%s\n", out.c_str(),
               records.size(), prompt.size(), static_cast<long long>(generated), backend->name().c_str(),
+              pipe.on() ? (", " + pipe.describe()).c_str() : "",
               records.empty() ? 0.0 : 1e3 * seconds / static_cast<double>(records.size()),
               firstBad < 0 ? ""
                            : (", non-finite values from token " + std::to_string(firstBad) + " at " +
@@ -119,5 +134,7 @@ int runTrace(const std::vector<std::string>& args) {
                                  .c_str());
   return 0;
 }
+
+}  // namespace
 
 }  // namespace hl::cli

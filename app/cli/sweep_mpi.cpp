@@ -3,10 +3,14 @@
 // runtime end the job when a rank dies, so no call here waits forever on a dead rank.
 #include "app/cli/sweep_mpi.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <string>
 
+#include "engine/backend/pipeline.h"
 #include "engine/core/error.h"
 
 #ifdef HL_HAVE_MPI
@@ -90,6 +94,66 @@ void sweepAbort(const SweepComm& c, int code) {
   (void)c;
 #endif
   std::exit(code);
+}
+
+namespace {
+
+class MpiStageLink final : public StageLink {
+ public:
+  explicit MpiStageLink(const SweepComm& c) : c_(c) {
+    const char* v = std::getenv("HL_PIPELINE_KILL_AFTER");
+    if (!v || !*v) return;
+    const std::string s = v;
+    const auto colon = s.find(':');
+    if (colon == std::string::npos || std::atoi(s.substr(colon + 1).c_str()) == c.rank)
+      kill_after_ = std::atoi(s.substr(0, colon).c_str());
+  }
+  int rank() const override { return c_.rank; }
+  int size() const override { return c_.size; }
+  void send(int to, const void* data, size_t bytes) override {
+    if (kill_after_ > 0 && ++sent_ >= kill_after_) ::kill(::getpid(), SIGKILL);
+#ifdef HL_HAVE_MPI
+    const auto* p = static_cast<const uint8_t*>(data);
+    for (size_t at = 0; at < bytes || at == 0; at += kChunk) {
+      MPI_Send(p + at, static_cast<int>(std::min(kChunk, bytes - at)), MPI_BYTE, to, kTag, MPI_COMM_WORLD);
+      if (bytes == 0) break;
+    }
+#else
+    (void)to, (void)data, (void)bytes;
+    throw Error("pipeline: this build has no MPI");
+#endif
+  }
+  void recv(int from, void* data, size_t bytes) override {
+#ifdef HL_HAVE_MPI
+    auto* p = static_cast<uint8_t*>(data);
+    for (size_t at = 0; at < bytes || at == 0; at += kChunk) {
+      const size_t want = std::min(kChunk, bytes - at);
+      MPI_Status st;
+      MPI_Recv(p + at, static_cast<int>(want), MPI_BYTE, from, kTag, MPI_COMM_WORLD, &st);
+      int got = 0;
+      MPI_Get_count(&st, MPI_BYTE, &got);
+      if (static_cast<size_t>(got) != want)
+        throw Error("pipeline: rank " + std::to_string(from) + " sent " + std::to_string(got) + " bytes, expected " +
+                    std::to_string(want));
+      if (bytes == 0) break;
+    }
+#else
+    (void)from, (void)data, (void)bytes;
+    throw Error("pipeline: this build has no MPI");
+#endif
+  }
+
+ private:
+  static constexpr size_t kChunk = size_t{1} << 30;
+  static constexpr int kTag = 22;
+  SweepComm c_;
+  int kill_after_ = 0, sent_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<StageLink> mpiStageLink(const SweepComm& c) {
+  return std::make_unique<MpiStageLink>(c);
 }
 
 void sweepFinalize(const SweepComm& c) {

@@ -1,11 +1,17 @@
-// The MPI side of `hybridlens sweep` (stats-format.md): the only code that includes <mpi.h>.
+// The MPI side of `hybridlens sweep` (stats-format.md) and of `trace` / `record --pipeline`
+// (cluster.md): the only code that includes <mpi.h>.
 // MPI is initialised only when the process was started by mpirun or srun (their environment
 // variables), so a plain `hybridlens` never calls MPI_Init; without HL_HAVE_MPI (no MPI found at
 // configure time) a launch by mpirun with more than one rank is refused.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace hl {
+class StageLink;
+}
 
 namespace hl::cli {
 
@@ -23,5 +29,11 @@ void sweepBarrier(const SweepComm& c);
 // Ends the whole job (MPI_Abort) after a rank failed; without MPI, exits.
 [[noreturn]] void sweepAbort(const SweepComm& c, int code);
 void sweepFinalize(const SweepComm& c);
+
+// The pipeline's transport (engine/backend/pipeline.h) over MPI_COMM_WORLD: blocking sends and
+// receives between the ranks of `c` (c.mpi; a one-rank link otherwise). Test hook
+// HL_PIPELINE_KILL_AFTER=K[:RANK]: that rank (default every rank) kills itself with SIGKILL at its
+// K-th send, as a rank that dies mid-run.
+std::unique_ptr<StageLink> mpiStageLink(const SweepComm& c);
 
 }  // namespace hl::cli

@@ -14,6 +14,7 @@
 #include "engine/core/sys_memory.h"
 #include "engine/model/mixer_ops.h"
 #include "engine/model/quantize.h"
+#include "engine/model/stage_load.h"
 #include "engine/model/weight_binder.h"
 
 namespace hl {
@@ -137,9 +138,23 @@ std::vector<float> mean_row(const Mat& m) {
   return out;
 }
 
+// bind_model, or with `stage` a pipeline stage's binding: every tensor checked, the embedding's mean
+// row (test-time registers, fed by stage 0 only) computed only where the stage keeps the embedding.
+std::shared_ptr<Model> bind(const Checkpoint& ck, const LoadOptions& opts, const LayerRange* stage);
+
 }  // namespace
 
 std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts) {
+  return bind(ck, opts, nullptr);
+}
+
+std::shared_ptr<Model> bind_model_stage(const Checkpoint& ck, const LoadOptions& opts, LayerRange range) {
+  return bind(ck, opts, &range);
+}
+
+namespace {
+
+std::shared_ptr<Model> bind(const Checkpoint& ck, const LoadOptions& opts, const LayerRange* stage) {
   const JambaConfig& c = ck.config();
   auto model = std::make_shared<Model>();
   Model& m = *model;
@@ -220,7 +235,7 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
     }
   }
   b.check_all_used();
-  w.mean_embedding = mean_row(w.embed);  // (H,)
+  if (!stage || stage->begin == 0) w.mean_embedding = mean_row(w.embed);  // (H,)
   if (opts.weights) {
     const WeightQuantization plan = plan_quantization(m, *opts.weights, opts.quantize_head);
     check_budget(static_cast<uint64_t>(plan.bytes_after), std::string("matrices as ") + dtype_name(*opts.weights));
@@ -254,6 +269,8 @@ std::shared_ptr<Model> bind_model(const Checkpoint& ck, const LoadOptions& opts)
   if (opts.progress.callback && !opts.progress.callback(L, L, "bound")) throw Cancelled();
   return model;
 }
+
+}  // namespace
 
 std::shared_ptr<Model> load_model(const std::string& dir, const LoadOptions& opts) {
   // Read, not Map: a run must not depend on the file after load (MappedFile::open_read). Quantising

@@ -202,6 +202,7 @@ Cases cases(const std::string& cmd) {
     c["weights"] = with({"--weights", "q8_0"});
     c["max-context"] = with({"--max-context", "64"});
     c["chat"] = {cmd, "--checkpoint", chatModel(), "--chat", chatFile(), "--out", file};
+    c["pipeline"] = with({"--pipeline"});  // without mpirun: one stage
     if (cmd == "trace") {
       c["full"] = with({"--full"});
     } else {
@@ -247,7 +248,8 @@ Cases cases(const std::string& cmd) {
             {"max-context", with({"--max-context", "64"})},
             {"sketch-accuracy", with({"--sketch-accuracy", "0.05"})},
             {"no-full", with({"--no-full"})},
-            {"keep-sessions", with({"--keep-sessions", keep})}};
+            {"keep-sessions", with({"--keep-sessions", keep})},
+            {"pipeline", with({"--pipeline"})}};  // without mpirun: one stage
   }
   if (cmd == "tokenize") {
     return {{"tokenizer", {"tokenize", "--tokenizer", m, "--text", "The grep command"}},

@@ -30,11 +30,25 @@ void add_residual(float* h, const float* y, int64_t n, float m) {
 }
 }  // namespace
 
-CpuBackend::CpuBackend(std::shared_ptr<const Model> model)
-    : model_(std::move(model)), cfg_(model_->config), run_(*model_) {
-  for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
-    mixers_.push_back(make_mixer(run_, i));
-    ffns_.push_back(make_ffn(run_, i));
+CpuBackend::CpuBackend(std::shared_ptr<const Model> model) : CpuBackend(std::move(model), nullptr, {}) {}
+
+CpuBackend::CpuBackend(std::shared_ptr<const Model> model, StageLink* link, std::vector<LayerRange> ranges)
+    : model_(std::move(model)), cfg_(model_->config), run_(*model_), link_(link), ranges_(std::move(ranges)) {
+  const int64_t L = cfg_.num_hidden_layers;
+  if (!link_) ranges_ = {LayerRange{0, L}};
+  if (link_ && static_cast<int>(ranges_.size()) != link_->size())
+    throw Error("pipeline: " + std::to_string(ranges_.size()) + " stage ranges for " + std::to_string(link_->size()) +
+                " stages");
+  mine_ = ranges_[static_cast<size_t>(link_ ? link_->rank() : 0)];
+  const LayerRange held = loaded_layers(*model_);
+  if (mine_.begin != held.begin || mine_.end != held.end)
+    throw Error("pipeline: this stage runs layers [" + std::to_string(mine_.begin) + ", " + std::to_string(mine_.end) +
+                ") but the model holds [" + std::to_string(held.begin) + ", " + std::to_string(held.end) + ")");
+  mixers_.resize(static_cast<size_t>(L));
+  ffns_.resize(static_cast<size_t>(L));
+  for (int64_t i = mine_.begin; i < mine_.end; ++i) {
+    mixers_[static_cast<size_t>(i)] = make_mixer(run_, i);
+    ffns_[static_cast<size_t>(i)] = make_ffn(run_, i);
   }
   start(RunOptions{});
 }
@@ -54,14 +68,20 @@ void CpuBackend::start(const RunOptions& opts) {
   run_.thread_rows.resize(static_cast<size_t>(ThreadPool::global().size()));
   for (std::vector<float>& t : run_.thread_rows) grow(t, 2 * (n_reg + 256));  // as the KV rows reserved
   if (n_reg == 0) return;
-  // Registers: trained rows first, then the mean embedding row (test-time registers).
+  // Registers: trained rows first, then the mean embedding row (test-time registers); a later
+  // stage receives them from the stage before.
   std::vector<float> h(static_cast<size_t>(n_reg * H));  // (n_reg, H)
-  for (int64_t r = 0; r < n_reg; ++r) {
-    const float* src = r < trained ? &model_->w.register_rows[r * H] : model_->w.mean_embedding.data();
-    std::copy(src, src + H, &h[r * H]);
+  if (first_stage()) {
+    for (int64_t r = 0; r < n_reg; ++r) {
+      const float* src = r < trained ? &model_->w.register_rows[r * H] : model_->w.mean_embedding.data();
+      std::copy(src, src + H, &h[r * H]);
+    }
+  } else {
+    link_->recv(link_->rank() - 1, h.data(), h.size() * sizeof(float));
   }
   std::vector<TokenTrace*> none(static_cast<size_t>(n_reg), nullptr);
   run_block(h.data(), n_reg, none.data());
+  if (!last_stage()) link_->send(link_->rank() + 1, h.data(), h.size() * sizeof(float));
 }
 
 void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) {
@@ -74,7 +94,10 @@ void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrac
     if (tokens[s] < 0 || tokens[s] >= V)
       throw Error("token id " + std::to_string(tokens[s]) + " is out of range [0, " + std::to_string(V) + ")");
   float* h = grow(sc_.h, S * H);  // (S, H)
-  for (int64_t s = 0; s < S; ++s) widen_row(model_->w.embed, tokens[s], &h[s * H]);
+  if (first_stage())
+    for (int64_t s = 0; s < S; ++s) widen_row(model_->w.embed, tokens[s], &h[s * H]);
+  else
+    link_->recv(link_->rank() - 1, h, static_cast<size_t>(S * H) * sizeof(float));
   const size_t first = out->size();
   out->resize(first + static_cast<size_t>(S));
   TokenTrace** recs = grow(sc_.recs, S);  // (S,)
@@ -85,6 +108,11 @@ void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrac
       init_token_trace(*recs[s], cfg_, run_.sched, run_.n_reg, run_.opts, tokens[s], position_ + s);
   });
   run_block(h, S, recs);
+  if (!last_stage()) {
+    link_->send(link_->rank() + 1, h, static_cast<size_t>(S * H) * sizeof(float));
+    finish_stage(t0, S, recs);
+    return;
+  }
   // Final norm and LM head, written straight into the records' logits (V,) each.
   rmsnorm(h, model_->w.final_norm.data(), S, H, cfg_.rms_norm_eps, h);
   run_.observe("final_norm", -1, h, S, H, recs);
@@ -113,6 +141,12 @@ void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrac
       finish_record(r, L, run_.opts);
     }
   });
+  finish_stage(t0, S, recs);
+}
+
+void CpuBackend::finish_stage(std::chrono::steady_clock::time_point t0, int64_t S, TokenTrace* const* recs) {
+  if (link_) gather_stage_records(*link_, ranges_, run_.sched, recs, S);
+  // Stage 0's time covers the whole pipeline's step (it waits for the merge).
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (int64_t s = 0; s < S; ++s) recs[s]->step_seconds = dt / static_cast<double>(S);
   position_ += S;
@@ -139,11 +173,13 @@ void CpuBackend::run_block(float* h, int64_t S, TokenTrace* const* recs) {
   // Granite's µP multipliers (1 elsewhere): every input row × embedding_multiplier, registers too;
   // each residual branch × residual_multiplier.
   const float emb = static_cast<float>(cfg_.embedding_multiplier), res = static_cast<float>(cfg_.residual_multiplier);
-  if (emb != 1.0f)
-    for (int64_t j = 0; j < S * H; ++j) h[j] *= emb;
-  run_.observe("embed", -1, h, S, H, recs);
-  observe_residual(0, h, S, recs);
-  for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
+  if (first_stage()) {
+    if (emb != 1.0f)
+      for (int64_t j = 0; j < S * H; ++j) h[j] *= emb;
+    run_.observe("embed", -1, h, S, H, recs);
+    observe_residual(0, h, S, recs);
+  }
+  for (int64_t i = mine_.begin; i < mine_.end; ++i) {
     const LayerWeights& lw = model_->w.layers[i];
     if (CpuMixer* m = mixers_[i].get()) {  // none in an MLP-only layer (Nemotron-H's -)
       rmsnorm(h, lw.input_norm.data(), S, H, cfg_.rms_norm_eps, x);

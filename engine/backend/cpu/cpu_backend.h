@@ -5,10 +5,12 @@
 // to the matrix products (vector matvec vs BLAS panels, equal within fp32 rounding), so they agree to
 // ~1e-6. Decode allocates nothing per token: every buffer is owned here or by a unit and reused.
 #pragma once
+#include <chrono>
 #include <memory>
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/pipeline.h"
 #include "engine/backend/cpu/cpu_module.h"
 #include "engine/model/intermediates.h"
 #include "engine/probes/rank1.h"
@@ -18,6 +20,11 @@ namespace hl::cpu {
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(std::shared_ptr<const Model> model);
+  // One stage of a pipeline (pipeline.h): `model` holds layers ranges[link->rank()] (LoadOptions::stage);
+  // stage 0 embeds, the others receive the residual stream from the stage before, and the last
+  // applies the final norm and the head. Each forward() ends with every stage holding the merged
+  // records (gather_stage_records). Throws Error when the model's layers are not that range.
+  CpuBackend(std::shared_ptr<const Model> model, StageLink* link, std::vector<LayerRange> ranges);
   std::string name() const override { return "cpu"; }
   void start(const RunOptions& opts) override;
   void forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) override;
@@ -39,6 +46,10 @@ class CpuBackend final : public Backend {
 
   // Runs S rows of embeddings h (S, H) through the model; recs[s] is null for registers.
   void run_block(float* h, int64_t S, TokenTrace* const* recs);
+  bool first_stage() const { return !link_ || link_->rank() == 0; }
+  bool last_stage() const { return !link_ || link_->rank() == link_->size() - 1; }
+  // The end of a forward: the stages' records merged (a pipeline), step_seconds, the position.
+  void finish_stage(std::chrono::steady_clock::time_point t0, int64_t S, TokenTrace* const* recs);
   void observe_residual(int64_t column, const float* h, int64_t S, TokenTrace* const* recs);
 
   std::shared_ptr<const Model> model_;
@@ -49,6 +60,9 @@ class CpuBackend final : public Backend {
   std::vector<std::unique_ptr<CpuFfn>> ffns_;      // (L,) null where the layer has no feed-forward
   std::vector<Rank1Tracker> rank1_;                // (L+1) columns
   Scratch sc_;
+  StageLink* link_ = nullptr;      // null: the whole model in this process
+  std::vector<LayerRange> ranges_; // (stages,) every stage's layers; {[0, L)} without a pipeline
+  LayerRange mine_;                // this stage's
 };
 
 }  // namespace hl::cpu

@@ -1,0 +1,256 @@
+// `trace` / `record` / `sweep --pipeline` end to end (issue 21 item 3): mpirun --oversubscribe -np 2
+// and -np 3 against one process — the trace file byte for byte, the session's records field by field
+// (a sampled generation and a B run included), the sweep's stats — the refusals, and a rank killed
+// or failing mid-run making the others stop within seconds.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/trace/trace_fields.h"
+#include "sessions/session_file.h"
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+  double seconds = 0;
+};
+
+std::string scratch() {
+  static const std::string dir = [] {
+    std::string t = "/tmp/hl_pipeline_XXXXXX";
+    if (!::mkdtemp(t.data())) std::abort();
+    return t;
+  }();
+  return dir;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+// Runs argv (argv[0] a path) with `env` added ("NAME=value").
+Result run(std::vector<std::string> argv, const std::vector<std::string>& env = {}) {
+  static int counter = 0;
+  const std::string out = scratch() + "/out" + std::to_string(counter) + ".txt";
+  const std::string err = scratch() + "/err" + std::to_string(counter++) + ".txt";
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    const int i = ::open("/dev/null", O_RDONLY), o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644),
+              e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (i < 0 || o < 0 || e < 0) ::_exit(126);
+    ::dup2(i, 0);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  Result r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+Result hybridlens(std::vector<std::string> args) {
+  args.insert(args.begin(), HL_HYBRIDLENS);
+  return run(args);
+}
+
+const std::string kModel = std::string(HL_SOURCE_DIR) + "/resources/models/baseline";
+
+std::vector<std::string> traceArgs(const std::string& out, bool pipeline) {
+  std::vector<std::string> a = {"trace", "--checkpoint", kModel,   "--ids",    "1,17,400,9,33", "--generate",
+                                "4",     "--ignore-eos", "--full", "--backend", "cpu",           "--out",
+                                out};
+  if (pipeline) a.push_back("--pipeline");
+  return a;
+}
+
+TEST(PipelineCli, WithoutMpirunOneStage_RefusedForOtherBackends) {
+  const std::string one = scratch() + "/plain.safetensors", stage = scratch() + "/stage.safetensors";
+  ASSERT_EQ(hybridlens(traceArgs(one, false)).status, 0);
+  Result r = hybridlens(traceArgs(stage, true));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "hybridlens: --pipeline without mpirun or srun: one stage, in this process\n");
+  EXPECT_NE(r.out.find("pipeline of 1 ranks, layers 0-7"), std::string::npos) << r.out;
+  EXPECT_TRUE(slurp(stage) == slurp(one));
+  std::vector<std::string> a = traceArgs(scratch() + "/no.safetensors", true);
+  a[a.size() - 4] = "vulkan";  // --backend vulkan
+  r = hybridlens(a);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--pipeline: backend vulkan is not supported yet (only cpu)"), std::string::npos) << r.err;
+  a[a.size() - 4] = "cpu";
+  a.insert(a.end(), {"--weights", "q8_0"});
+  r = hybridlens(a);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--pipeline with --weights other than as-stored is not supported yet"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists(scratch() + "/no.safetensors"));
+}
+
+#ifdef HL_MPIEXEC
+// mpirun as root (CI) needs the first two; vader's single-copy is refused in containers without
+// CAP_SYS_PTRACE (as the sweep's tests).
+const std::vector<std::string> kMpiEnv = [] {
+  std::vector<std::string> e = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                                "OMPI_MCA_btl_vader_single_copy_mechanism=none"};
+#ifdef HL_SANITIZED
+  const char* a = std::getenv("ASAN_OPTIONS");
+  e.push_back(std::string("ASAN_OPTIONS=") + (a ? std::string(a) + ":" : "") + "detect_leaks=0");
+#endif
+  return e;
+}();
+
+Result mpirun(int np, const std::vector<std::string>& args, const std::vector<std::string>& env = kMpiEnv) {
+  std::vector<std::string> argv = {HL_MPIEXEC, "--oversubscribe", "-np", std::to_string(np)};
+  for (const std::string& e : env)
+    if (e.rfind("HL_", 0) == 0) argv.insert(argv.end(), {"-x", e.substr(0, e.find('='))});
+  argv.push_back(HL_HYBRIDLENS);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv, env);
+}
+
+TEST(PipelineCli, Mpi_TraceEqualsOneProcessByteForByte) {
+  const std::string one = scratch() + "/one.safetensors";
+  const Result r1 = hybridlens(traceArgs(one, false));
+  ASSERT_EQ(r1.status, 0) << r1.err;
+  for (int np : {2, 3}) {
+    const std::string out = scratch() + "/np" + std::to_string(np) + ".safetensors";
+    const Result r = mpirun(np, traceArgs(out, true));
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("pipeline of " + std::to_string(np) + " ranks"), std::string::npos) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << "rank 0 alone prints: " << r.out;
+    EXPECT_TRUE(slurp(out) == slurp(one)) << "-np " << np;
+  }
+}
+
+TEST(PipelineCli, Mpi_RecordEqualsOneProcess) {
+  auto args = [](const std::string& out, bool pipeline) {
+    std::vector<std::string> a = {"record", "--checkpoint", kModel, "--ids", "1,17,400,9,33", "--generate", "4",
+                                  "--ignore-eos", "--temperature", "0.8", "--seed", "5", "--compare-registers", "2",
+                                  "--full-dtype", "f32", "--backend", "cpu", "--out", out};
+    if (pipeline) a.push_back("--pipeline");
+    return a;
+  };
+  const std::string one = scratch() + "/one.hlsession";
+  ASSERT_EQ(hybridlens(args(one, false)).status, 0);
+  const hl::Recording want = hl::load_session(one);
+  ASSERT_EQ(want.runs.size(), 2u);
+  for (int np : {2, 3}) {
+    const std::string out = scratch() + "/np" + std::to_string(np) + ".hlsession";
+    const Result r = mpirun(np, args(out, true));
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    const hl::Recording got = hl::load_session(out);
+    EXPECT_EQ(got.tokens, want.tokens) << "-np " << np;  // the sampled tokens too
+    ASSERT_EQ(got.runs.size(), want.runs.size());
+    for (size_t k = 0; k < want.runs.size(); ++k) {
+      const hl::RecordList &a = want.runs[k].records, &b = got.runs[k].records;
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t t = 0; t < a.size(); ++t)
+        for (const hl::TraceField& f : hl::trace_fields()) {
+          const std::string at = "-np " + std::to_string(np) + " run " + want.runs[k].label + " token " +
+                                 std::to_string(t) + " " + f.name;
+          if (f.fvec) EXPECT_EQ(a[t].*f.fvec, b[t].*f.fvec) << at;
+          if (f.ivec) EXPECT_EQ(a[t].*f.ivec, b[t].*f.ivec) << at;
+          if (f.i32) EXPECT_EQ(a[t].*f.i32, b[t].*f.i32) << at;
+          if (f.i64) EXPECT_EQ(a[t].*f.i64, b[t].*f.i64) << at;
+          if (f.f32) EXPECT_EQ(a[t].*f.f32, b[t].*f.f32) << at;
+        }
+    }
+  }
+}
+
+TEST(PipelineCli, Mpi_SweepEqualsOneProcess) {
+  const std::string prompts = scratch() + "/prompts.jsonl";
+  std::ofstream(prompts) << "{\"text\": \"The grep command searches\"}\n{\"ids\": [1, 17, 400, 9, 33]}\n"
+                            "{\"text\": \"Emacs is a text editor\"}\n";
+  auto args = [&](const std::string& out, bool pipeline) {
+    std::vector<std::string> a = {"sweep", "--checkpoint", kModel, "--prompts", prompts, "--generate", "2",
+                                  "--ignore-eos", "--backend", "cpu", "--out", out};
+    if (pipeline) a.push_back("--pipeline");
+    return a;
+  };
+  const std::string one = scratch() + "/one.hlstats";
+  const Result r1 = hybridlens(args(one, false));
+  ASSERT_EQ(r1.status, 0) << r1.err;
+  const size_t from = r1.out.find("3 prompts, "), to = r1.out.find(", 1 rank");
+  ASSERT_TRUE(from != std::string::npos && to != std::string::npos) << r1.out;
+  const std::string counts = r1.out.substr(from, to - from);  // "3 prompts, N tokens"
+  const std::string reader = std::string(HL_SOURCE_DIR) + "/tools/read_stats.py";
+  for (int np : {2, 3}) {
+    const std::string out = scratch() + "/np" + std::to_string(np) + ".hlstats";
+    const Result r = mpirun(np, args(out, true));
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find(counts + ", pipeline of " + std::to_string(np) + " ranks"), std::string::npos) << r.out;
+    const Result same = run({"/usr/bin/python3", reader, "--compare", one, out});
+    EXPECT_EQ(same.status, 0) << same.out << same.err;
+    EXPECT_FALSE(exists(out + ".partial"));
+  }
+  // And the reader tells a different sweep apart (the comparison can fail).
+  const std::string two = scratch() + "/two.hlstats";
+  std::ofstream(prompts) << "{\"ids\": [1, 17, 400, 9, 33]}\n";
+  ASSERT_EQ(hybridlens(args(two, false)).status, 0);
+  EXPECT_EQ(run({"/usr/bin/python3", reader, "--compare", one, two}).status, 1);
+}
+
+TEST(PipelineCli, Mpi_MoreRanksThanLayersRefused) {
+  const Result r = mpirun(9, traceArgs(scratch() + "/nine.safetensors", true));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--pipeline: 9 stages for a model of 8 layers (at most one stage per layer)"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(exists(scratch() + "/nine.safetensors"));
+}
+
+TEST(PipelineCli, Mpi_KilledRankStopsTheOthers) {
+  std::vector<std::string> env = kMpiEnv;
+  env.push_back("HL_PIPELINE_KILL_AFTER=4:1");  // rank 1 dies at its 4th send, mid-run
+  std::vector<std::string> a = traceArgs(scratch() + "/killed.safetensors", true);
+  a[6] = "200";  // --generate 200: the others would wait for it
+  const Result k = mpirun(3, a, env);
+  EXPECT_NE(k.status, 0);
+  EXPECT_LT(k.seconds, 15.0) << "the other ranks did not stop";
+  EXPECT_NE(k.err.find("exited on signal 9"), std::string::npos) << k.err;
+  EXPECT_FALSE(exists(scratch() + "/killed.safetensors"));
+}
+
+TEST(PipelineCli, Mpi_ARanksErrorEndsTheJobWithItsMessage) {
+  std::vector<std::string> a = traceArgs(scratch() + "/limit.safetensors", true);
+  a.insert(a.end(), {"--max-context", "6"});  // 5 fed + 4 generated pass it mid-run, on every rank
+  const Result r = mpirun(2, a);
+  EXPECT_NE(r.status, 0);
+  EXPECT_LT(r.seconds, 15.0);
+  EXPECT_NE(r.err.find(" of 2: context length limit reached"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("MPI_ABORT was invoked"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists(scratch() + "/limit.safetensors"));
+}
+#endif
+
+}  // namespace

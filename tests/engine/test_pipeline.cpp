@@ -1,0 +1,226 @@
+// A model pipelined across stages (issue 21 item 3, engine/backend/pipeline.h): the byte-balanced
+// split, the loader's stage option (other layers unread and unbound), and N stages in threads over
+// an in-process StageLink whose records equal the one-process run's bit for bit — decode steps,
+// a prefill chunk, registers — on the bundled demo models and generated checkpoints of the other families.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/pipeline.h"
+#include "engine/model/generator.h"
+#include "engine/model/loader.h"
+#include "engine/trace/trace_fields.h"
+#include "test_util.h"
+
+using namespace hl;
+
+namespace {
+
+// Queues between threads: (from, to) → messages in order.
+struct Wires {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::pair<int, int>, std::deque<std::vector<uint8_t>>> q;
+};
+
+class ThreadLink final : public StageLink {
+ public:
+  ThreadLink(Wires& w, int rank, int size) : w_(w), rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void send(int to, const void* data, size_t bytes) override {
+    const auto* p = static_cast<const uint8_t*>(data);
+    std::lock_guard<std::mutex> lock(w_.mu);
+    w_.q[{rank_, to}].emplace_back(p, p + bytes);
+    w_.cv.notify_all();
+  }
+  void recv(int from, void* data, size_t bytes) override {
+    std::unique_lock<std::mutex> lock(w_.mu);
+    auto& q = w_.q[{from, rank_}];
+    w_.cv.wait(lock, [&] { return !q.empty(); });
+    std::vector<uint8_t> m = std::move(q.front());
+    q.pop_front();
+    if (m.size() != bytes) throw Error("ThreadLink: message of " + std::to_string(m.size()) + " bytes, expected " +
+                                       std::to_string(bytes));
+    std::memcpy(data, m.data(), bytes);
+  }
+
+ private:
+  Wires& w_;
+  int rank_, size_;
+};
+
+// The records of feeding `ids` one at a time, then `chunk` as one prefill.
+std::vector<TokenTrace> feed(Backend& b, const RunOptions& opts, const std::vector<int32_t>& ids,
+                             const std::vector<int32_t>& chunk) {
+  std::vector<TokenTrace> out;
+  b.start(opts);
+  for (int32_t id : ids) b.forward(&id, 1, &out);
+  b.forward(chunk.data(), static_cast<int64_t>(chunk.size()), &out);
+  return out;
+}
+
+void expect_same(const std::vector<TokenTrace>& a, const std::vector<TokenTrace>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t t = 0; t < a.size(); ++t) {
+    for (const TraceField& f : trace_fields()) {
+      if (f.fvec) {
+        const std::vector<float>&x = a[t].*f.fvec, &y = b[t].*f.fvec;
+        ASSERT_EQ(x.size(), y.size()) << what << " token " << t << " " << f.name;
+        EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0) << what << " token " << t << " " << f.name;
+      }
+      if (f.ivec) EXPECT_EQ(a[t].*f.ivec, b[t].*f.ivec) << what << " token " << t << " " << f.name;
+      if (f.i32) EXPECT_EQ(a[t].*f.i32, b[t].*f.i32) << what << " token " << t << " " << f.name;
+      if (f.i64) EXPECT_EQ(a[t].*f.i64, b[t].*f.i64) << what << " token " << t << " " << f.name;
+      if (f.f32) EXPECT_EQ(a[t].*f.f32, b[t].*f.f32) << what << " token " << t << " " << f.name;
+    }
+  }
+}
+
+// Every stage of an n-stage pipeline of `dir` in its own thread; each stage's records.
+std::vector<std::vector<TokenTrace>> run_pipeline(const std::string& dir, int n, const RunOptions& opts,
+                                                  const std::vector<int32_t>& ids, const std::vector<int32_t>& chunk) {
+  const std::vector<LayerRange> ranges = split_checkpoint(dir, n);
+  Wires wires;
+  std::vector<std::vector<TokenTrace>> out(static_cast<size_t>(n));
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        ThreadLink link(wires, r, n);
+        cpu::CpuBackend b(load_stage(dir, {}, ranges[static_cast<size_t>(r)]), &link, ranges);
+        out[static_cast<size_t>(r)] = feed(b, opts, ids, chunk);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "stage " << r;
+  return out;
+}
+
+void expect_pipeline_equals_one_process(const std::string& dir, const RunOptions& opts, const std::vector<int>& ns) {
+  const std::vector<int32_t> ids = {1, 17, 400, 9, 33}, chunk = {250, 12, 7};
+  cpu::CpuBackend one(load_model(dir));
+  const std::vector<TokenTrace> want = feed(one, opts, ids, chunk);
+  for (int n : ns) {
+    const std::vector<std::vector<TokenTrace>> got = run_pipeline(dir, n, opts, ids, chunk);
+    for (int r = 0; r < n; ++r)
+      expect_same(want, got[static_cast<size_t>(r)], base_name(dir) + " " + std::to_string(n) + " stages, stage " +
+                                                         std::to_string(r));
+  }
+}
+
+const std::string kModels = std::string(HL_SOURCE_DIR) + "/resources/models/";
+
+}  // namespace
+
+TEST(Pipeline, SplitStages_BalancesBytesContiguously) {
+  const std::vector<int64_t> even(8, 10);
+  auto eq = [](const std::vector<LayerRange>& r, const std::vector<std::pair<int64_t, int64_t>>& want) {
+    ASSERT_EQ(r.size(), want.size());
+    for (size_t i = 0; i < r.size(); ++i) {
+      EXPECT_EQ(r[i].begin, want[i].first) << i;
+      EXPECT_EQ(r[i].end, want[i].second) << i;
+    }
+  };
+  eq(split_stages(even, 1), {{0, 8}});
+  eq(split_stages(even, 2), {{0, 4}, {4, 8}});
+  eq(split_stages(even, 8), {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 8}});
+  // A heavy layer gets a stage nearly to itself; the embedding and the head weigh on the ends.
+  eq(split_stages({1, 1, 1, 30, 1, 1, 1, 1}, 3), {{0, 3}, {3, 4}, {4, 8}});
+  eq(split_stages(even, 2, 40, 0), {{0, 2}, {2, 8}});
+  eq(split_stages(even, 2, 0, 40), {{0, 6}, {6, 8}});
+  // Every stage non-empty even when one layer outweighs the rest.
+  eq(split_stages({100, 1, 1}, 3), {{0, 1}, {1, 2}, {2, 3}});
+  EXPECT_THROW(split_stages(even, 9), Error);
+  EXPECT_THROW(split_stages(even, 0), Error);
+  try {
+    split_stages({1, 1, 1}, 4);
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--pipeline: 4 stages for a model of 3 layers (at most one stage per layer)");
+  }
+}
+
+TEST(Pipeline, TensorLayer_FromTheName) {
+  EXPECT_EQ(tensor_layer("model.layers.12.mamba.in_proj.weight"), 12);
+  EXPECT_EQ(tensor_layer("backbone.layers.0.norm.weight"), 0);
+  EXPECT_EQ(tensor_layer("model.embed_tokens.weight"), -1);
+  EXPECT_EQ(tensor_layer("lm_head.weight"), -1);
+  EXPECT_EQ(tensor_layer("model.final_layernorm.weight"), -1);
+  EXPECT_EQ(tensor_layer("model.sublayers.3.x"), -1);
+}
+
+TEST(Pipeline, StageLoad_BindsOnlyItsLayers) {
+  const std::string dir = kModels + "baseline";
+  const CheckpointBytes bytes = checkpoint_bytes(dir);
+  ASSERT_EQ(bytes.layers.size(), 8u);
+  EXPECT_GT(bytes.embedding, 0);
+  EXPECT_GT(bytes.head, 0);  // baseline's head is not tied
+  const std::shared_ptr<Model> m = load_stage(dir, {}, LayerRange{3, 6});
+  EXPECT_EQ(loaded_layers(*m).begin, 3);
+  EXPECT_EQ(loaded_layers(*m).end, 6);
+  EXPECT_TRUE(m->w.embed.empty());
+  EXPECT_TRUE(m->w.lm_head.empty());
+  EXPECT_TRUE(m->w.mean_embedding.empty());
+  for (int64_t i = 0; i < 8; ++i) {
+    const LayerWeights& l = m->w.layers[static_cast<size_t>(i)];
+    EXPECT_EQ(l.input_norm.empty(), i < 3 || i >= 6) << i;
+  }
+  // Its matrices are those of its layers only.
+  for (Mat* x : m->matrices()) EXPECT_EQ(tensor_layer(x->name) / 3, 1) << x->name;
+  const std::shared_ptr<Model> first = load_stage(dir, {}, LayerRange{0, 2});
+  EXPECT_FALSE(first->w.embed.empty());
+  EXPECT_FALSE(first->w.mean_embedding.empty());
+  EXPECT_TRUE(first->w.lm_head.empty());
+  const std::shared_ptr<Model> last = load_stage(dir, {}, LayerRange{5, 8});
+  EXPECT_TRUE(last->w.embed.empty());
+  EXPECT_FALSE(last->w.lm_head.empty());
+  const LayerRange whole = loaded_layers(*load_model(dir));
+  EXPECT_EQ(whole.begin, 0);
+  EXPECT_EQ(whole.end, 8);
+  EXPECT_THROW(load_stage(dir, {}, LayerRange{4, 9}), LoadError);
+  EXPECT_THROW(load_stage(dir, {}, LayerRange{4, 4}), LoadError);
+  LoadOptions small;
+  small.memory_budget_bytes = 1024;
+  EXPECT_THROW(load_stage(dir, small, LayerRange{4, 8}), LoadError);
+  // A stage model in a backend meant for another range is refused.
+  Wires w;
+  ThreadLink link(w, 1, 2);
+  EXPECT_THROW(cpu::CpuBackend(load_stage(dir, {}, LayerRange{4, 8}), &link, {LayerRange{0, 3}, LayerRange{3, 8}}), Error);
+  EXPECT_THROW(make_stage_backend("vulkan", load_stage(dir, {}, LayerRange{4, 8}), &link, {LayerRange{0, 4}, LayerRange{4, 8}}),
+               Error);
+}
+
+TEST(Pipeline, RecordsEqualOneProcess_DemoModels) {
+  RunOptions opts;
+  opts.full = true;  // attn_rows, ssm_delta, ssm_retained merged too
+  expect_pipeline_equals_one_process(kModels + "baseline", opts, {2, 3, 8});
+  expect_pipeline_equals_one_process(kModels + "registers", opts, {2, 3});  // trained registers cross the stages
+  opts.registers = 3;                                                       // test-time registers
+  expect_pipeline_equals_one_process(kModels + "baseline", opts, {3});
+  RunOptions lean;
+  lean.instruments = false;
+  expect_pipeline_equals_one_process(kModels + "no-attention", lean, {2});
+}
+
+TEST(Pipeline, RecordsEqualOneProcess_OtherFamilies) {
+  for (const char* preset : {"nemotron-h-tiny", "nemotron-h-moe-tiny", "bamba-tiny", "granite-h-tiny", "falcon-h1-tiny"}) {
+    hl::test::TempDir d;
+    GenerateOptions g;
+    g.config = preset_config(preset);
+    g.config.tie_word_embeddings = std::string(preset) == "bamba-tiny";  // a tied head on the last stage
+    g.seed = 7;
+    generate_checkpoint(d.path, g);
+    RunOptions opts;
+    opts.full = true;
+    expect_pipeline_equals_one_process(d.path, opts, {2, 3});
+  }
+}
