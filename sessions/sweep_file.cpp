@@ -23,6 +23,7 @@ constexpr int64_t kMaxCells = int64_t{1} << 24;
 // Every count a file holds (values, prompts, tokens, router selections): at most 2^53, exact in a
 // double, so that merging up to 1024 aggregates (MPI ranks, resumed runs) cannot overflow an int64.
 constexpr int64_t kMaxCount = int64_t{1} << 53;
+constexpr size_t kVersion1Instruments = 9, kSsmDeltaIndex = 4;  // sweep_instruments(): ssm_delta_mean (M_n)
 
 std::vector<int64_t> with(std::vector<int64_t> s, int64_t last) {
   s.push_back(last);
@@ -296,7 +297,8 @@ SweepFile parse_checked(const uint8_t* bytes, uint64_t size, const std::string& 
     throw LoadError(name + ": manifest: storage is '" + quote_name(storage) + "', allowed 'f32' or 'f64-bits'");
   out.exact = storage == "f64-bits";
   Reader rd(f, name, out.exact);
-  bounded(rd, m.value("format_version", nlohmann::json()), "format_version", 1, kStatsFormatVersion);
+  const int64_t version =
+      bounded(rd, m.value("format_version", nlohmann::json()), "format_version", 1, kStatsFormatVersion);
   SweepStats& st = out.stats;
   const nlohmann::json sk = m.value("sketch", nlohmann::json::object());
   const nlohmann::json alpha = sk.is_object() ? sk.value("relative_accuracy", nlohmann::json()) : nlohmann::json();
@@ -307,10 +309,13 @@ SweepFile parse_checked(const uint8_t* bytes, uint64_t size, const std::string& 
   st.tokens = bounded(rd, m.value("tokens", nlohmann::json()), "tokens", 0, kMaxCount);
   const std::vector<InstrumentInfo>& ins = sweep_instruments();
   const nlohmann::json list = m.value("instruments", nlohmann::json());
-  if (!list.is_array() || list.size() != ins.size())
-    rd.fail("manifest: instruments must list " + std::to_string(ins.size()) + " instruments");
+  // Version 1 (before the hidden-attention instruments) lists the first nine.
+  const size_t listed = version >= 2 ? ins.size() : kVersion1Instruments;
+  if (!list.is_array() || list.size() != listed)
+    rd.fail("manifest: instruments must list " + std::to_string(listed) + " instruments (format_version " +
+            std::to_string(version) + ")");
   st.dists.resize(ins.size());
-  for (size_t i = 0; i < ins.size(); ++i) {
+  for (size_t i = 0; i < listed; ++i) {
     const nlohmann::json& e = list[i];
     if (!e.is_object() || e.value("name", "") != ins[i].name)
       rd.fail("manifest: instrument " + std::to_string(i) + " must be '" + ins[i].name + "'");
@@ -332,6 +337,8 @@ SweepFile parse_checked(const uint8_t* bytes, uint64_t size, const std::string& 
     st.dists[i].reset(shape);
     read_distribution(rd, ins[i].name, st.dists[i]);
   }
+  // A version-1 file's hidden-attention instruments: its Mamba layers, no heads (no cells).
+  for (size_t i = listed; i < ins.size(); ++i) st.dists[i].reset({st.dists[kSsmDeltaIndex].shape.at(0), 0});
   const nlohmann::json r = m.value("router", nlohmann::json::object());
   RouterSums& R = st.router;
   R.moe = bounded(rd, r.value("moe_layers", nlohmann::json()), "router moe_layers", 0, limits::kMaxLayers);

@@ -14,7 +14,7 @@
 
 namespace hl {
 
-constexpr int kStatsFormatVersion = 1;
+constexpr int kStatsFormatVersion = 2;  // 2: ssm_hidden_entropy and ssm_hidden_first_mass
 constexpr const char* kStatsMetadataKey = "hybridlens_stats";
 constexpr const char* kStatsFormatName = "hybridlens-stats";
 constexpr const char* kStatsExtension = ".hlstats";

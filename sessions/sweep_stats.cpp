@@ -155,21 +155,50 @@ const std::vector<InstrumentInfo>& sweep_instruments() {
        "largest |x| of the residual stream at each depth (histogram of log10)"},
       {"logit_entropy", "()", {0, 16, false}, "entropy in nats of the next-token distribution"},
       {"router_probs", "(X_n, E)", {0, 1, false}, "router probability of each expert"},
+      {"ssm_hidden_entropy",
+       "(M_n, mh)",
+       {0, 16, false},
+       "entropy in nats of each SSM head's hidden-attention row, |M| normalised (Mamba-1: the channel mean); "
+       "sweep --hidden-attention"},
+      {"ssm_hidden_first_mass",
+       "(M_n, mh)",
+       {0, 1, false},
+       "share of the hidden-attention row's |M| on the first token (the key after the registers)"},
   };
   return t;
 }
 
 namespace {
-enum Ins { kAttnEntropy, kAttnEntropyNorm, kAttnFirstMass, kAttnMass, kDelta, kRank1, kResid, kLogitEntropy, kRouter };
+enum Ins { kAttnEntropy, kAttnEntropyNorm, kAttnFirstMass, kAttnMass, kDelta, kRank1, kResid, kLogitEntropy, kRouter,
+           kHiddenEntropy, kHiddenFirstMass };
 }  // namespace
+
+int64_t sweep_ssm_heads(const LayerSchedule& s) {
+  if (s.num_ssm() == 0) return 0;
+  for (int64_t l : s.ssm_layers())
+    if (s[l].mixer == MixerKind::Mamba1) return 1;
+  return s.params().ssm.heads;
+}
+
+void SweepStats::add_hidden_row(int64_t ssm_index, int64_t head, double entropy, double first_mass) {
+  Distribution& e = dists[kHiddenEntropy];
+  if (e.shape.size() != 2 || ssm_index < 0 || ssm_index >= e.shape[0] || head < 0 || head >= e.shape[1])
+    throw Error("sweep statistics: hidden-attention cell (" + std::to_string(ssm_index) + ", " + std::to_string(head) +
+                ") outside the shape");
+  const int64_t c = ssm_index * e.shape[1] + head;
+  const std::vector<InstrumentInfo>& ins = sweep_instruments();
+  e.add(c, entropy, sketch, ins[kHiddenEntropy].hist);
+  dists[kHiddenFirstMass].add(c, first_mass, sketch, ins[kHiddenFirstMass].hist);
+}
 
 SweepStats SweepStats::for_schedule(const LayerSchedule& s, const SketchParams& sp) {
   SweepStats st;
   st.sketch = sp;
   const int64_t An = s.num_attention(), nh = s.params().attn.heads, Mn = s.num_ssm(), L = s.size(), Xn = s.num_moe();
   const int64_t E = s.params().ffn.experts, k = s.params().ffn.top_k;
+  const int64_t mh = sweep_ssm_heads(s);
   const std::vector<std::vector<int64_t>> shapes = {
-      {An, nh}, {An, nh}, {An, nh}, {An, nh}, {Mn}, {L + 1}, {L + 1}, {}, {Xn, Xn > 0 ? E : 0}};
+      {An, nh}, {An, nh}, {An, nh}, {An, nh}, {Mn}, {L + 1}, {L + 1}, {}, {Xn, Xn > 0 ? E : 0}, {Mn, mh}, {Mn, mh}};
   st.dists.resize(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) st.dists[i].reset(shapes[i]);
   st.router.moe = Xn;

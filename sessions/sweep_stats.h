@@ -81,6 +81,9 @@ struct InstrumentInfo {
   const char* meaning;
 };
 const std::vector<InstrumentInfo>& sweep_instruments();
+// The mh axis of the hidden-attention instruments: the Mamba-2 heads, 1 for Mamba-1 layers (the mean
+// |M| over the channels is one row), 0 without SSM layers.
+int64_t sweep_ssm_heads(const LayerSchedule& schedule);
 
 struct SweepStats {
   SketchParams sketch;
@@ -92,6 +95,9 @@ struct SweepStats {
   static SweepStats for_schedule(const LayerSchedule& schedule, const SketchParams& sp = {});
   // Adds every record of `run` (one prompt): fields a record lacks are skipped.
   void add_run(const Run& run);
+  // Adds one hidden-attention row's statistics (sessions/sweep_hidden.h) of SSM layer `ssm_index`
+  // (the M_n axis) and head `head` (the mh axis). Throws Error outside the shape.
+  void add_hidden_row(int64_t ssm_index, int64_t head, double entropy, double first_mass);
   // Adds the statistics of other runs (same shapes and sketch; throws Error otherwise).
   void merge(const SweepStats& o);
 };

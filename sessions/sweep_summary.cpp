@@ -146,7 +146,7 @@ std::string axis_label(const SweepAxes& s, const std::string& name, int64_t i) {
   if (name == "M_n") return layer(s.ssm);
   if (name == "X_n") return layer(s.moe);
   if (name == "L+1") return tagged("d", i);
-  if (name == "nh") return tagged("h", i);
+  if (name == "nh" || name == "mh") return tagged("h", i);
   if (name == "E") return tagged("e", i);
   return tagged("#", i);
 }
@@ -157,6 +157,7 @@ std::string axis_title(const std::string& name) {
   if (name == "X_n") return "MoE layer";
   if (name == "L+1") return "depth";
   if (name == "nh") return "head";
+  if (name == "mh") return "SSM head (Mamba-1: channel mean)";
   if (name == "E") return "expert";
   return name;
 }
@@ -202,7 +203,10 @@ SweepComparison compare_sweeps(const SweepFile& a, const SweepFile& b) {
                  std::to_string(b.stats.dists.size()) + " in B";
   } else {
     for (size_t i = 0; i < a.stats.dists.size() && c.mismatch.empty(); ++i)
-      if (a.stats.dists[i].shape != b.stats.dists[i].shape)
+      // An instrument one side has no cells of (a format-version-1 file's hidden attention) is drawn
+      // for the other side only (sweep_b_drawn), not a mismatch.
+      if (a.stats.dists[i].shape != b.stats.dists[i].shape && a.stats.dists[i].cells() > 0 &&
+          b.stats.dists[i].cells() > 0)
         c.mismatch = std::string("different schedule shapes: ") + (i < ins.size() ? ins[i].name : "?") + " is " +
                      shapeText(a.stats.dists[i].shape) + " in A, " + shapeText(b.stats.dists[i].shape) + " in B";
     const RouterSums &ra = a.stats.router, &rb = b.stats.router;

@@ -54,7 +54,9 @@ QString StatsView::noStatsReason() const {
 std::vector<StatsView::Sweep> StatsView::sweeps() const {
   std::vector<Sweep> s;
   if (stats_.a) s.push_back({stats_.a.get(), QStringLiteral("A"), false});
-  if (stats_.b) s.push_back({stats_.b.get(), QStringLiteral("B"), true});
+  // B where its cells are A's (compare_sweeps lets through an instrument one file has no cells of).
+  const hl::Distribution *da = dist(false), *db = dist(true);
+  if (stats_.b && da && db && da->shape == db->shape) s.push_back({stats_.b.get(), QStringLiteral("B"), true});
   return s;
 }
 
@@ -151,7 +153,7 @@ void StatsBoxView::rebuild() {
   subtitle_ = tr("%1 %2 — boxes q25–q75 with the median, whiskers q05–q95, × the mean")
                   .arg(QString::fromLatin1(info.name), QString::fromLatin1(info.axes));
   subtitle_ += tr("; A = %1").arg(stats_.nameA);
-  if (stats_.b) subtitle_ += tr(", B = %1 (dashed)").arg(stats_.nameB);
+  if (sweeps().size() > 1) subtitle_ += tr(", B = %1 (dashed)").arg(stats_.nameB);
 }
 
 int64_t StatsBoxView::cellAt(const QString& name, int i) const {
@@ -264,7 +266,7 @@ void StatsHistView::rebuild() {
                   .arg(info.hist.lo)
                   .arg(info.hist.hi)
                   .arg(info.hist.log10 ? tr(" of log10|x|") : QString(), stats_.nameA);
-  if (stats_.b) subtitle_ += tr(" solid, B = %1 dashed").arg(stats_.nameB);
+  if (sweeps().size() > 1) subtitle_ += tr(" solid, B = %1 dashed").arg(stats_.nameB);
 }
 
 QString StatsHistView::csv() const {

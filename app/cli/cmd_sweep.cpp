@@ -28,6 +28,7 @@
 #include "sessions/recorder.h"
 #include "sessions/session_file.h"
 #include "sessions/sweep_file.h"
+#include "sessions/sweep_hidden.h"
 
 namespace hl::cli {
 namespace {
@@ -39,7 +40,7 @@ ArgParser sweepParser() {
       "       [--temperature T [--top-p P] [--seed S]] [--normalizer softmax|softmax1|sink]\n"
       "       [--registers N] [--adapter DIR] [--backend auto|cpu|vulkan|cuda] [--weights FORMAT]\n"
       "       [--memory-budget SIZE] [--max-context N] [--no-full] [--sketch-accuracy A] --out FILE.hlstats\n"
-      "       [--keep-sessions DIR] [--pipeline]",
+      "       [--keep-sessions DIR] [--hidden-attention] [--pipeline]",
       "Runs every prompt of a JSON Lines file ({\"text\": ...}, {\"messages\": [...]} or {\"ids\": [...]} a line)\n"
       "one token at a time, as `record` does, and writes the distributions of the instruments over all of\n"
       "them: count, mean, variance, min, max, quantiles and a histogram per head, layer, depth and expert,\n"
@@ -59,7 +60,9 @@ ArgParser sweepParser() {
          "leave out the attention rows (no attn_first_mass; kept sessions without them): memory O(T) per prompt")
       .option("sketch-accuracy", "A", "relative accuracy of the quantile sketch, in [0.001, 0.5] (default 0.01)")
       .option("out", "FILE", "stats file to write (.hlstats)", true)
-      .option("keep-sessions", "DIR", "also write each prompt's session file (prompt-NNNNNN.hlsession) into DIR");
+      .option("keep-sessions", "DIR", "also write each prompt's session file (prompt-NNNNNN.hlsession) into DIR")
+      .flag("hidden-attention",
+            "also aggregate the SSM layers' hidden attention per head (row entropy, first-token share); O(T^2) a prompt");
   return p;
 }
 
@@ -67,7 +70,8 @@ ArgParser sweepParser() {
 nlohmann::ordered_json optionsJson(const ParsedArgs& a) {
   nlohmann::ordered_json o = nlohmann::ordered_json::object();
   for (const char* k : {"no-bos", "generate", "ignore-eos", "temperature", "top-p", "seed", "normalizer", "registers",
-                        "adapter", "backend", "weights", "max-context", "no-full", "sketch-accuracy"})
+                        "adapter", "backend", "weights", "max-context", "no-full", "sketch-accuracy",
+                        "hidden-attention"})
     if (a.has(k)) o[k] = a.get(k);
   return o;
 }
@@ -158,6 +162,8 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& mpi) {
   // alone keeps the progress and writes; otherwise the prompts are spread over the ranks.
   PipelineRun pipe(a, backendName, mpi);
   const SweepComm comm = pipe.on() ? SweepComm{} : mpi;  // the ranks the prompts are spread over
+  const bool hidden = a.has("hidden-attention");
+  if (hidden && pipe.on()) throw UsageError("--pipeline with --hidden-attention is not supported yet");
   const std::string keep = a.getOr("keep-sessions", "");
   if (a.has("keep-sessions")) {
     struct stat st {};
@@ -251,6 +257,7 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& mpi) {
     });
     model->check_files();
     stats.add_run(run);
+    if (hidden) add_hidden_attention(stats, model, opts, run);
     if (!keep.empty() && pipe.writer()) {
       std::vector<int32_t> ids;
       for (const TokenTrace& r : run.records) ids.push_back(r.token_id);

@@ -249,6 +249,7 @@ Cases cases(const std::string& cmd) {
             {"sketch-accuracy", with({"--sketch-accuracy", "0.05"})},
             {"no-full", with({"--no-full"})},
             {"keep-sessions", with({"--keep-sessions", keep})},
+            {"hidden-attention", with({"--hidden-attention"})},
             {"pipeline", with({"--pipeline"})}};  // without mpirun: one stage
   }
   if (cmd == "tokenize") {

@@ -2,87 +2,32 @@
 // and -np 3 against one process — the trace file byte for byte, the session's records field by field
 // (a sampled generation and a B run included), the sweep's stats — the refusals, and a rank killed
 // or failing mid-run making the others stop within seconds.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "engine/trace/trace_fields.h"
 #include "sessions/session_file.h"
+#include "tests/app/cli_test_util.h"
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out, err;
-  double seconds = 0;
-};
+using hl::test::hybridlens;
+using Result = hl::test::CliResult;
 
-std::string scratch() {
-  static const std::string dir = [] {
-    std::string t = "/tmp/hl_pipeline_XXXXXX";
-    if (!::mkdtemp(t.data())) std::abort();
-    return t;
-  }();
-  return dir;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
+const std::string& scratch() { return hl::test::cli_scratch(); }
+std::string slurp(const std::string& path) { return hl::test::read_text(path); }
 bool exists(const std::string& p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0;
 }
-
-// Runs argv (argv[0] a path) with `env` added ("NAME=value").
 Result run(std::vector<std::string> argv, const std::vector<std::string>& env = {}) {
-  static int counter = 0;
-  const std::string out = scratch() + "/out" + std::to_string(counter) + ".txt";
-  const std::string err = scratch() + "/err" + std::to_string(counter++) + ".txt";
-  std::vector<char*> args;
-  for (std::string& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
-    const int i = ::open("/dev/null", O_RDONLY), o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644),
-              e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (i < 0 || o < 0 || e < 0) ::_exit(126);
-    ::dup2(i, 0);
-    ::dup2(o, 1);
-    ::dup2(e, 2);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  Result r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-Result hybridlens(std::vector<std::string> args) {
-  args.insert(args.begin(), HL_HYBRIDLENS);
-  return run(args);
+  return hl::test::run_command(std::move(argv), env);
 }
 
 const std::string kModel = std::string(HL_SOURCE_DIR) + "/resources/models/baseline";
@@ -248,7 +193,8 @@ TEST(PipelineCli, Mpi_ARanksErrorEndsTheJobWithItsMessage) {
   EXPECT_NE(r.status, 0);
   EXPECT_LT(r.seconds, 15.0);
   EXPECT_NE(r.err.find(" of 2: context length limit reached"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("MPI_ABORT was invoked"), std::string::npos) << r.err;
+  // Not Open MPI's own "MPI_ABORT was invoked" notice: when both ranks abort at once, its runtime
+  // sometimes loses it ("ORTE_ERROR_LOG: Data unpack would read past end of buffer", seen here).
   EXPECT_FALSE(exists(scratch() + "/limit.safetensors"));
 }
 #endif

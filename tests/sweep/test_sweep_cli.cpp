@@ -182,7 +182,7 @@ TEST_F(SweepCli, KilledSweepContinuesToTheSameFile) {
 TEST_F(SweepCli, NoFullLeavesOutTheFirstTokenMassOnly) {
   const std::string out = cli_scratch() + "/nofull.hlstats";
   std::vector<std::string> args = sweepArgs(promptsFile("one.jsonl", 0, 1), out);
-  args.push_back("--no-full");
+  args.insert(args.end(), {"--no-full", "--hidden-attention"});  // the hidden attention needs no rows kept
   ASSERT_EQ(hybridlens(args).status, 0);
   const hl::SweepFile f = hl::load_sweep_stats(out);
   for (size_t i = 0; i < f.stats.dists.size(); ++i) {
@@ -260,6 +260,41 @@ TEST_F(SweepCli, PythonReaderChecksTheFile) {
   EXPECT_NE(differ.out.find("differs: attn_entropy.count: integers differ"), std::string::npos) << differ.out;
 }
 
+// --hidden-attention: one value per token in each cell of the hidden instruments (Jamba's Mamba-1:
+// one channel-mean "head" per Mamba layer); everything else as without it; refused with --pipeline.
+std::vector<std::string> hiddenArgs(const std::string& prompts, const std::string& out) {
+  std::vector<std::string> a = sweepArgs(prompts, out);
+  a.push_back("--hidden-attention");
+  return a;
+}
+
+void expectHiddenCounts(const hl::SweepStats& st, int64_t tokens) {
+  for (size_t i = 9; i < 11; ++i) {
+    ASSERT_EQ(st.dists[i].shape, (std::vector<int64_t>{6, 1})) << hl::sweep_instruments()[i].name;  // MMAMMMAM
+    for (int64_t n : st.dists[i].count) EXPECT_EQ(n, tokens) << hl::sweep_instruments()[i].name;
+  }
+}
+
+TEST_F(SweepCli, HiddenAttention_OneValuePerTokenAndLayer) {
+  const std::string out = cli_scratch() + "/hidden.hlstats";
+  const Result r = hybridlens(hiddenArgs(all_, out));
+  ASSERT_EQ(r.status, 0) << r.err;
+  hl::SweepFile f = hl::load_sweep_stats(out);
+  EXPECT_EQ(f.manifest["options"]["hidden-attention"], "");
+  expectHiddenCounts(f.stats, 39);
+  const hl::Distribution& first = f.stats.dists[10];
+  for (size_t c = 0; c < first.mean.size(); ++c) EXPECT_TRUE(first.mean[c] > 0 && first.mean[c] <= 1) << c;
+  hl::SweepStats plain = hl::load_sweep_stats(whole_).stats;
+  for (int64_t n : plain.dists[9].count) EXPECT_EQ(n, 0);  // without the option: no values
+  for (size_t i = 9; i < 11; ++i) plain.dists[i] = f.stats.dists[i];
+  expectSameStats(f.stats, plain, 0, "the other instruments");
+  std::vector<std::string> a = hiddenArgs(all_, cli_scratch() + "/no.hlstats");
+  a.push_back("--pipeline");
+  const Result p = hybridlens(a);
+  EXPECT_EQ(p.status, 2);
+  EXPECT_NE(p.err.find("--pipeline with --hidden-attention is not supported yet"), std::string::npos) << p.err;
+}
+
 #ifdef HL_MPIEXEC
 // mpirun as root (CI) needs the first two; --oversubscribe lets 3 ranks share 2 cores.
 const std::vector<std::string> kMpiEnv = [] {
@@ -297,6 +332,16 @@ TEST_F(SweepCli, Mpi_TwoAndThreeRanksEqualOneProcess) {
     for (int r2 = 0; r2 < np; ++r2)
       EXPECT_FALSE(exists(out + ".partial." + std::to_string(r2) + "-of-" + std::to_string(np)));
   }
+}
+
+TEST_F(SweepCli, Mpi_HiddenAttentionTwoRanksEqualOneProcess) {
+  const std::string one = cli_scratch() + "/hidden-one.hlstats", two = cli_scratch() + "/hidden-np2.hlstats";
+  if (!exists(one)) ASSERT_EQ(hybridlens(hiddenArgs(all_, one)).status, 0);
+  const Result r = mpirun(2, hiddenArgs(all_, two));
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const hl::SweepFile f = hl::load_sweep_stats(two);
+  expectHiddenCounts(f.stats, 39);
+  expectSameStats(f.stats, hl::load_sweep_stats(one).stats, 1e-6, "hidden -np 2");
 }
 
 TEST_F(SweepCli, Mpi_KilledRankStopsTheOthersAndTheSweepContinues) {

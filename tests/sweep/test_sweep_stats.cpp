@@ -13,6 +13,7 @@
 #include "engine/core/error.h"
 #include "engine/io/safetensors.h"
 #include "sessions/sweep_file.h"
+#include "sessions/sweep_summary.h"
 #include "sessions/sweep_stats.h"
 
 namespace {
@@ -100,7 +101,7 @@ TEST(SweepMoments, ChanMergeEqualsOnePassAndTwoPass) {
 hl::SweepStats sample_stats() {
   hl::SweepStats st;
   st.dists.resize(hl::sweep_instruments().size());
-  const std::vector<std::vector<int64_t>> shapes = {{2, 3}, {2, 3}, {2, 3}, {2, 3}, {4}, {7}, {7}, {}, {2, 4}};
+  const std::vector<std::vector<int64_t>> shapes = {{2, 3}, {2, 3}, {2, 3}, {2, 3}, {4}, {7}, {7}, {}, {2, 4}, {4, 2}, {4, 2}};
   std::mt19937 g(5);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -184,10 +185,14 @@ TEST(SweepFile, CorruptionTable) {
        "instrument 2 must be 'attn_first_mass'"},
       {"storage", [](auto& m, auto&) { m["storage"] = "f16"; }, "allowed 'f32' or 'f64-bits'"},
       {"version", [](auto& m, auto&) { m["format_version"] = 99; },
-       "format_version is 99, allowed an integer in [1, 1]"},
+       "format_version is 99, allowed an integer in [1, 2]"},
       {"accuracy", [](auto& m, auto&) { m["sketch"]["relative_accuracy"] = 0.9; },
        "relative_accuracy is 0.9, allowed [0.001, 0.5]"},
-      {"instrument list", [](auto& m, auto&) { m["instruments"].erase(0); }, "instruments must list 9"},
+      {"instrument list", [](auto& m, auto&) { m["instruments"].erase(0); }, "instruments must list 11 instruments (format_version 2)"},
+      {"version 1 lists nine", [](auto& m, auto&) { m["format_version"] = 1; },
+       "instruments must list 9 instruments (format_version 1)"},
+      {"hidden shape vs tensor", [](auto& m, auto&) { m["instruments"][9]["shape"] = {4, 3}; },
+       "tensor 'ssm_hidden_entropy.count': shape"},
       {"huge shape",
        [](auto& m, auto&) {
          m["instruments"][0]["shape"] = {60000, 60000};
@@ -254,6 +259,27 @@ TEST(SweepFile, CorruptionTable) {
   for (size_t n : {size_t{0}, size_t{7}, good.size() / 2, good.size() - 1}) {
     EXPECT_THROW(hl::parse_sweep_stats(good.data(), n, "stats.hlstats"), hl::LoadError) << n;
   }
+}
+
+// A file of format version 1 (before the hidden-attention instruments): its nine instruments read
+// as written, the two hidden ones with its Mamba layers and no cells; compare_sweeps lets such a file
+// stand beside a version-2 one (the views draw B only where the shapes agree).
+TEST(SweepFile, Version1FileReads_HiddenInstrumentsWithoutCells) {
+  const std::vector<uint8_t> v2 = hl::serialize_sweep_stats(sample_stats(), {}, false, nullptr);
+  const std::vector<uint8_t> v1 = edited(v2, [](auto& m, auto& t) {
+    m["format_version"] = 1;
+    m["instruments"].erase(10);
+    m["instruments"].erase(9);
+    for (auto it = t.begin(); it != t.end();) it = it->first.rfind("ssm_hidden_", 0) == 0 ? t.erase(it) : std::next(it);
+  });
+  const hl::SweepFile a = hl::parse_sweep_stats(v1.data(), v1.size(), "v1.hlstats");
+  const hl::SweepFile b = hl::parse_sweep_stats(v2.data(), v2.size(), "v2.hlstats");
+  ASSERT_EQ(a.stats.dists.size(), hl::sweep_instruments().size());
+  EXPECT_EQ(a.stats.dists[9].shape, (std::vector<int64_t>{4, 0}));
+  EXPECT_EQ(a.stats.dists[10].cells(), 0);
+  EXPECT_EQ(a.stats.dists[4].count, b.stats.dists[4].count);
+  EXPECT_EQ(hl::compare_sweeps(a, b).mismatch, "");
+  EXPECT_EQ(hl::compare_sweeps(b, a).mismatch, "");
 }
 
 }  // namespace
