@@ -61,8 +61,11 @@ std::vector<uint8_t> serialize_sweep_stats(const SweepStats& st, const nlohmann:
   nlohmann::ordered_json m = nlohmann::ordered_json::object();
   m["format"] = kStatsFormatName;
   m["format_version"] = kStatsFormatVersion;
+  // The caller's fields; the writer's own (format, version and everything set below) win, so that a
+  // manifest read back (an older version's) and passed on is written as this version describes it.
   if (extra.is_object())
-    for (const auto& [k, v] : extra.items()) m[k] = v;
+    for (const auto& [k, v] : extra.items())
+      if (!m.contains(k)) m[k] = v;
   m["storage"] = exact ? "f64-bits" : "f32";
   m["prompts"] = st.prompts;
   m["tokens"] = st.tokens;

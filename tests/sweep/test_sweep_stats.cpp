@@ -280,6 +280,11 @@ TEST(SweepFile, Version1FileReads_HiddenInstrumentsWithoutCells) {
   EXPECT_EQ(a.stats.dists[4].count, b.stats.dists[4].count);
   EXPECT_EQ(hl::compare_sweeps(a, b).mismatch, "");
   EXPECT_EQ(hl::compare_sweeps(b, a).mismatch, "");
+  // Written again with its manifest passed on (as the fuzz target does): a version-2 file.
+  const std::vector<uint8_t> again = hl::serialize_sweep_stats(a.stats, a.manifest, false, nullptr);
+  const hl::SweepFile c = hl::parse_sweep_stats(again.data(), again.size(), "again.hlstats");
+  EXPECT_EQ(c.manifest["format_version"], hl::kStatsFormatVersion);
+  EXPECT_EQ(c.stats.dists[9].shape, (std::vector<int64_t>{4, 0}));
 }
 
 }  // namespace
