@@ -52,12 +52,12 @@ auto find_module(const Table& table, Kind kind, const char* backend, int64_t lay
 }
 
 // Per-layer parameters a backend's units do not take yet, refused before anything is uploaded:
-// RoPE on the attention layers (Bamba) runs on the CPU backend only so far. One-line BackendFailure.
+// RoPE on the attention layers (Bamba) where `rope` is false (CUDA so far). One-line BackendFailure.
 // A layer without a mixer (Nemotron-H's '-') and its relu² MLP without gate need no check here: a
 // backend without the first refuses it through find_module (MixerKind::None has no unit in its
 // table), looked up before the layer's feed-forward unit is made (CUDA); Vulkan runs both.
-inline void check_layer_params(const LayerSpec& l, const char* backend, int64_t layer) {
-  if (l.has_attention() && l.attn.rotary_dim > 0)
+inline void check_layer_params(const LayerSpec& l, const char* backend, int64_t layer, bool rope = false) {
+  if (l.has_attention() && l.attn.rotary_dim > 0 && !rope)
     throw BackendFailure(std::string(backend) + ": no kernel for RoPE attention (layer " + std::to_string(layer) +
                          ", rotary dims " + std::to_string(l.attn.rotary_dim) + "); use the cpu backend");
   if (l.is_moe() && (l.ffn_params.renormalize || l.ffn_params.shared_d_ff > 0))
@@ -69,12 +69,13 @@ inline void check_layer_params(const LayerSpec& l, const char* backend, int64_t 
 }
 
 // Model-level factors a backend's loop does not apply yet (Granite's embedding, residual, attention
-// and logits multipliers): one-line BackendFailure before anything is uploaded.
-inline void check_model_params(const JambaConfig& c, const char* backend) {
+// and logits multipliers; projection biases, MLP biases unless `mlp_bias_ok`: Vulkan takes those of
+// relu² MLPs): one-line BackendFailure before anything is uploaded.
+inline void check_model_params(const JambaConfig& c, const char* backend, bool mlp_bias_ok = false) {
   if (c.has_multipliers())
     throw BackendFailure(std::string(backend) +
                          ": no kernel for the embedding / residual / attention / logits multipliers; use the cpu backend");
-  if (c.attention_bias || c.mlp_bias)
+  if (c.attention_bias || (c.mlp_bias && !mlp_bias_ok))
     throw BackendFailure(std::string(backend) + ": no kernel for " +
                          (c.attention_bias ? "attention" : "MLP") + " projection biases; use the cpu backend");
 }

@@ -1,4 +1,5 @@
-// The Vulkan attention unit (jamba-spec.md §3.4): q|k|v in one product, the new K and V rows
+// The Vulkan attention unit (jamba-spec.md §3.4): q|k|v in one product, RoPE on q and k where the
+// layer has rotary dims (Bamba; the angles from the backend's step parameters), the new K and V rows
 // appended to this layer's own cache, grouped-query attention under the run's normalizer (with the
 // layer's trained sinks as p_null logits where the plan says so) and its row statistics into the
 // records, then h += o Woᵀ. Not the cache's host-side bookkeeping (kv_len_ in vk_backend.cpp).
@@ -63,6 +64,12 @@ class VkAttention final : public VkMixer {
     const uint32_t qw = nh * hd, row = qw + 2 * kvw;
     r.linear(d_.qkv, al.x, H, S, al.qkv, row, false, -1);  // (S, nh·hd | nkv·hd | nkv·hd)
     r.barrier();
+    if (const uint32_t pairs = r.rope_pairs(); pairs > 0) {  // before the keys are cached, as on the CPU
+      const uint32_t nkv = u32(cfg.num_key_value_heads);
+      r.dispatch(Kernel::Rope, r.binds(), RopePC{nh, nkv, hd, pairs, al.qkv, al.qkv + qw, row, r.rope_table()},
+                 ceil_div((nh + nkv) * pairs, 64), u32(S));
+      r.barrier();
+    }
     const Binds kv = r.binds(-1, k_.handle(), v_.handle());
     r.dispatch(Kernel::KvAppend, kv, KvAppendPC{kvw, al.qkv + qw, al.qkv + qw + kvw, row}, ceil_div(kvw, 64), u32(S));
     r.barrier();

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,9 @@ VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanOpt
            (opts.matmul == VulkanOptions::Matmul::Auto && !ctx_->cpu_device());
   try {
     check_vk_modules(*model_);  // before the upload
+    const AttentionParams& ap = sched_.params().attn;
+    for (int64_t i = 0; i < ap.rotary_dim / 2; ++i)  // as the CPU backend's attention unit
+      rope_freq_.push_back(std::pow(ap.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(ap.rotary_dim)));
     dw_ = std::make_unique<DeviceWeights>(ctx_, *model_, opts.f32_as_f16);
     // One unit per layer for its mixer and its feed-forward; a kind without a unit throws here.
     const VkModuleContext mc{*model_, *dw_, ctx_};
@@ -228,7 +232,8 @@ void VulkanBackend::ensure_block(int64_t S) {
   rec_ = Buffer(ctx_, c * rl_.stride * 4, MemKind::Device, "the per-token records");
   rec_direct_ = rec_.mapped() != nullptr;
   if (!rec_direct_) readback_ = Buffer(ctx_, c * rl_.stride * 4, MemKind::Readback, "the records' readback");
-  params_ = Buffer(ctx_, (2 + c) * 4, MemKind::Upload, "the step parameters");
+  // (2 + c) ints: cached positions, S, ids; then c rows of RoPE cos | sin (2r floats each).
+  params_ = Buffer(ctx_, (2 + c + c * 2 * rope_freq_.size()) * 4, MemKind::Upload, "the step parameters");
   al_ = a;
   ro_ = r;
   act_cap_ = cap;
@@ -277,6 +282,14 @@ void VulkanBackend::run_block(const int32_t* ids, int64_t S, bool records) {
   p[0] = static_cast<int32_t>(kv_len_);
   p[1] = static_cast<int32_t>(S);
   std::memcpy(p + 2, ids, static_cast<size_t>(S) * 4);
+  const size_t r = rope_freq_.size();
+  float* rope = reinterpret_cast<float*>(p + 2 + act_cap_);
+  for (int64_t s = 0; s < S; ++s)  // the row's position is its KV slot (registers first)
+    for (size_t i = 0; i < r; ++i) {
+      const double angle = static_cast<double>(kv_len_ + s) * rope_freq_[i];
+      rope[static_cast<size_t>(s) * 2 * r + i] = static_cast<float>(std::cos(angle));
+      rope[static_cast<size_t>(s) * 2 * r + r + i] = static_cast<float>(std::sin(angle));
+    }
   VkCommandBuffer cmd = commands(S, records);
   ctx_->submit_wait(cmd, fence_, records ? "running the model" : "feeding the registers");
   const Recorded& slot = cmd == decode_.cmd ? decode_ : block_;

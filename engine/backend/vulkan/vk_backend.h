@@ -88,6 +88,9 @@ class VulkanBackend final : public Backend {
   int n_reg_ = 0;
   int64_t position_ = 0;
   int64_t kv_len_ = 0;  // cached positions: registers + tokens
+  // RoPE (the attention layers' rotary dims, one set for the schedule): θ_i = base^(−2i/rot), i < r.
+  // Each block's rows get their cos | sin in the step parameters after the ids (rope.comp).
+  std::vector<double> rope_freq_;
   std::string failed_;  // non-empty: a BackendFailure happened; every call rethrows it
 
   const LayerSchedule& sched_;  // model_->schedule: per layer its kinds and its index among each kind

@@ -1,5 +1,5 @@
 // The Vulkan feed-forward units: the dense SwiGLU MLP (jamba-spec.md §3.8) or Nemotron-H's relu² MLP
-// without gate (up → relu(·)² → down, as cpu_ffn.cpp), and the mixture of experts (§3.9: router,
+// without gate (up → relu(·)² → down, as cpu_ffn.cpp; with mlp_bias's up and down biases), and the mixture of experts (§3.9: router,
 // top-k with its instruments, each chosen expert's SwiGLU, the weighted sum).
 // They share the one-token path: every chosen expert's (or the one MLP's) silu(gate x) ⊙ (up x) in
 // one matrix–vector kernel. At S > 1 the MoE runs each expert once over the tokens routed to it.
@@ -34,11 +34,11 @@ class VkDense final : public VkFeedForward {
     const ActLayout& al = r.act();
     const uint32_t H = u32(r.config().hidden_size), I = u32(d_.down.cols);
     if (!gated_) {  // Nemotron-H's relu² MLP: down(relu(up x)²); gate_up holds up alone
-      r.linear(d_.gate_up, al.x, H, S, al.uf, I, false, -1);  // (S, I)
+      r.linear(d_.gate_up, al.x, H, S, al.uf, I, false, d_.up_bias);  // (S, I)
       r.barrier();
       r.dispatch(Kernel::Relu2, r.binds(), Relu2PC{I, u32(S), al.uf}, ceil_div(I, 64), u32(S));
       r.barrier();
-      r.linear(d_.down, al.uf, I, S, al.h, H, true, -1);
+      r.linear(d_.down, al.uf, I, S, al.h, H, true, d_.down_bias);
       r.barrier();
       return;
     }

@@ -63,6 +63,9 @@ const uint32_t k_relu2[] =
 const uint32_t k_heatmap[] =
 #include "heatmap.comp.inc"
     ;
+const uint32_t k_rope[] =
+#include "rope.comp.inc"
+    ;
 
 template <size_t N>
 Spirv make(const uint32_t (&w)[N], const char* name) {
@@ -111,6 +114,8 @@ Spirv kernel_spirv(Kernel k) {
       return make(k_relu2, "relu2");
     case Kernel::Heatmap:
       return make(k_heatmap, "heatmap");
+    case Kernel::Rope:
+      return make(k_rope, "rope");
     case Kernel::Count:
       break;
   }

@@ -29,6 +29,7 @@ enum class Kernel : int {
   GatedNorm,
   Relu2,
   Heatmap,
+  Rope,
   Count
 };
 
@@ -67,6 +68,9 @@ struct MatmulPC {
   uint32_t w_off, rows, cols, x_off, x_stride, y_off, y_stride, M, accumulate;
   int32_t bias_off, gather_off, scatter_off, count_idx;
   uint32_t to_rec, groups_x;
+};
+struct RopePC {
+  uint32_t nh, nkv, hd, r, q_off, k_off, stride, table;
 };
 struct KvAppendPC {
   uint32_t kvw, k_off, v_off, stride;

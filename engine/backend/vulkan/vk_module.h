@@ -102,6 +102,9 @@ class VkRecorder {
   const ActLayout& act() const;
   const RouteLayout& route() const;
   const RecLayout& rec() const;
+  // RoPE: the rotary pairs r per head (0: none) and where row 0's cos | sin sit in the step parameters.
+  uint32_t rope_pairs() const;
+  uint32_t rope_table() const;
 
  private:
   void raw(Kernel k, uint32_t dtype, const Binds& b, const void* pc, uint32_t bytes, uint32_t gx, uint32_t gy,

@@ -9,10 +9,14 @@
 namespace hl::vk {
 
 void check_vk_modules(const Model& m) {
-  check_model_params(m.config, "vulkan");
+  // MLP biases: the relu² MLP's (Nemotron-H's '-' layers) only, not a gated MLP's or an expert's.
+  bool relu2_only = true;
+  for (const LayerSpec& l : m.schedule.layers())
+    relu2_only = relu2_only && (l.ffn == FfnKind::None || (!l.is_moe() && !l.ffn_params.gated));
+  check_model_params(m.config, "vulkan", relu2_only);
   for (int64_t i = 0; i < m.schedule.size(); ++i) {
     if (mixer_present(m.schedule[i].mixer)) find_module(VkMixerTable::entries(), m.schedule[i].mixer, "vulkan", i);
-    check_layer_params(m.schedule[i], "vulkan", i);
+    check_layer_params(m.schedule[i], "vulkan", i, /*rope=*/true);
     if (m.schedule[i].ffn != FfnKind::None) find_module(VkFfnTable::entries(), m.schedule[i].ffn, "vulkan", i);
   }
 }

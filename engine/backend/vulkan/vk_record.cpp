@@ -291,4 +291,12 @@ const RouteLayout& VkRecorder::route() const {
 const RecLayout& VkRecorder::rec() const {
   return b_.rl_;
 }
+
+uint32_t VkRecorder::rope_pairs() const {
+  return static_cast<uint32_t>(b_.rope_freq_.size());
+}
+
+uint32_t VkRecorder::rope_table() const {
+  return static_cast<uint32_t>(2 + b_.act_cap_);
+}
 }  // namespace hl::vk

@@ -199,6 +199,10 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
     const int64_t E = static_cast<int64_t>(dn.size());
     add_block(gu, &d.gate_up, E);
     add_block(dn, &d.down, E);
+    if (!moe && !m.schedule[i].ffn_params.gated) {  // the relu² MLP's biases (check_vk_modules)
+      add_vec(lw.mlp.up_bias, &d.up_bias);
+      add_vec(lw.mlp.down_bias, &d.down_bias);
+    }
   }
 
   // Plan: dtype, size and place of every block.

@@ -41,6 +41,8 @@ struct DLayer {
   // (E_l, 2I, H): gate rows then up rows (the relu² MLP without gate: up alone, (1, I, H)); (E_l, H, I);
   // E_l = 1 if dense.
   DMat gate_up, down;
+  // The relu² MLP's biases (mlp_bias: Nemotron-H's '-' layers): up and down; -1: none.
+  int32_t up_bias = -1, down_bias = -1;
 };
 
 class DeviceWeights {
