@@ -6,7 +6,7 @@
 // controls and shows what it says. Split by feature: main_window.cpp (frame, views),
 // main_window_model.cpp (checkpoints, adapters, errors), main_window_run.cpp (the controls and the
 // strip wired to the controller), main_window_session.cpp (sessions, autosave), main_window_stats.cpp
-// (the sweep statistics window).
+// (the sweep statistics window), main_window_help.cpp (the shortcuts and About dialogs).
 #pragma once
 #include <QMainWindow>
 #include <QMessageBox>
@@ -171,6 +171,7 @@ class MainWindow : public QMainWindow {
   void updateActions();
   void exportDialog(const std::vector<hl::views::InstrumentView*>& which, const QString& what);
   void saveWindowSettings();
+  // main_window_help.cpp
   void showShortcuts();
   void showAbout();
   // main_window_model.cpp
