@@ -23,6 +23,8 @@ layout(push_constant) uniform PC {
   int bias_off;
   int gather_off, scatter_off, count_idx;  // -1: identity rows / M from the push constant
   uint to_rec;
+  uint groups_x;  // matmul_rows.comp's (unused here)
+  float alpha;    // Y (+)= alpha·(X Wᵀ + bias): Granite's residual multiplier, 1 / logits_scaling; else 1
 } pc;
 
 WEIGHT_LOADER(load_w, w)
@@ -68,6 +70,7 @@ void main() {
     if (r >= pc.rows) continue;
     float v = acc[q];
     if (pc.bias_off >= 0) v += vec[pc.bias_off + int(r)];
+    v *= pc.alpha;
     uint yi = pc.y_off + yrow * pc.y_stride + r;
     if (pc.to_rec != 0u)
       rec[yi] = v;

@@ -25,6 +25,7 @@ layout(push_constant) uniform PC {
   int gather_off, scatter_off, count_idx;
   uint to_rec;
   uint groups_x;
+  float alpha;  // as matmul.comp
 } pc;
 
 WEIGHT_LOADER(load_w, w)
@@ -55,6 +56,7 @@ void main() {
       float v = subgroupAdd(acc[q]);
       if (q >= n || !subgroupElect()) continue;
       if (pc.bias_off >= 0) v += vec[pc.bias_off + int(r)];
+      v *= pc.alpha;
       uint i = i0 + q;
       uint yrow = pc.scatter_off >= 0 ? uint(route[pc.scatter_off + int(i)]) : i;
       uint yi = pc.y_off + yrow * pc.y_stride + r;

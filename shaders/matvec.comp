@@ -29,6 +29,7 @@ layout(push_constant) uniform PC {
   uint swiglu;              // 1: rows [0, rows) gate and [rows, 2·rows) up of each matrix
   int norm_off;             // vec offset of an RMSNorm weight (cols,) applied to x, -1: none
   float eps;
+  float alpha;              // y (+)= alpha·(W x + bias): Granite's residual multiplier, 1 / logits_scaling; else 1
 } pc;
 
 WEIGHT_LOADER(load_w, w)
@@ -61,6 +62,7 @@ void main() {
     if (pc.swiglu != 0u) v = silu(v) * subgroupAdd(accu);
     if (!subgroupElect()) continue;
     if (pc.bias_off >= 0) v += vec[pc.bias_off + int(r)];
+    v *= pc.alpha;
     uint yi = pc.y_off + j * pc.y_slot + r;
     if (pc.to_rec != 0u)
       rec[yi] = v;

@@ -68,11 +68,18 @@ inline void check_layer_params(const LayerSpec& l, const char* backend, int64_t 
                          "projections (layer " + std::to_string(layer) + "); use the cpu backend");
 }
 
-// Model-level factors a backend's loop does not apply yet (Granite's embedding, residual, attention
-// and logits multipliers; projection biases, MLP biases unless `mlp_bias_ok`: Vulkan takes those of
-// relu² MLPs): one-line BackendFailure before anything is uploaded.
-inline void check_model_params(const JambaConfig& c, const char* backend, bool mlp_bias_ok = false) {
-  if (c.has_multipliers())
+// Model-level factors a backend's loop does not apply yet: multipliers (Granite's embedding, residual,
+// attention and logits ones unless `granite_ok`: Vulkan applies those; Falcon-H1's µP set), projection
+// biases, MLP biases unless `mlp_bias_ok` (Vulkan takes those of relu² MLPs): one-line
+// BackendFailure before anything is uploaded.
+inline void check_model_params(const JambaConfig& c, const char* backend, bool mlp_bias_ok = false,
+                               bool granite_ok = false) {
+  JambaConfig rest = c;
+  if (granite_ok) {
+    rest.embedding_multiplier = rest.residual_multiplier = rest.logits_scaling = 1.0;
+    rest.attention_multiplier = 0.0;
+  }
+  if (rest.has_multipliers())
     throw BackendFailure(std::string(backend) +
                          ": no kernel for the embedding / residual / attention / logits multipliers; use the cpu backend");
   if (c.attention_bias || (c.mlp_bias && !mlp_bias_ok))

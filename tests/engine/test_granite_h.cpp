@@ -180,10 +180,18 @@ TEST(GraniteHTiny, LogitsScaling_DividesTheLogits) {
       ASSERT_NEAR(x[t].logits[v] * 6.0f, y[t].logits[v], 1e-4f * (1 + std::fabs(y[t].logits[v])));
 }
 
+// The MoE variant: CUDA applies no multipliers; Vulkan applies them (the granite_dense golden cases
+// run there) but not the residual one on MoE layers.
 TEST(GraniteHTiny, DeviceBackends_RefuseInOneLine) {
   test::TempDir dir;
+  auto model = granite_tiny(dir);
   family_test::expect_device_backends_refuse(
-      granite_tiny(dir), "no kernel for the embedding / residual / attention / logits multipliers; use the cpu backend");
+      model, "no kernel for the embedding / residual / attention / logits multipliers; use the cpu backend", {"cuda"});
+  family_test::expect_device_backends_refuse(
+      model,
+      "no kernel for the residual multiplier on MoE layers (layer " +
+          std::to_string(model->schedule.moe_layers().at(0)) + "); use the cpu backend",
+      {"vulkan"});
 }
 
 }  // namespace

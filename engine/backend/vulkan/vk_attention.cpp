@@ -78,7 +78,8 @@ class VkAttention final : public VkMixer {
     AttentionPC pc{nh,
                    u32(cfg.num_key_value_heads),
                    hd,
-                   1.0f / std::sqrt(static_cast<float>(hd)),
+                   cfg.attention_multiplier > 0 ? static_cast<float>(cfg.attention_multiplier)  // Granite
+                                                : 1.0f / std::sqrt(static_cast<float>(hd)),
                    al.qkv,
                    row,
                    al.o,
@@ -95,7 +96,7 @@ class VkAttention final : public VkMixer {
     r.dispatch(Kernel::Attention, kv, pc, nh, u32(S));
     r.barrier();
     r.observe("attn_heads", layer_, al.o, qw, qw, S);
-    r.linear(d_.o, al.o, nh * hd, S, al.h, H, true, -1);  // h += o Woᵀ
+    r.residual(d_.o, al.o, nh * hd, S, -1);  // h += o Woᵀ
     r.barrier();
   }
 

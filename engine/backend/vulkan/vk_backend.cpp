@@ -137,7 +137,12 @@ int64_t VulkanBackend::block_limit() const {
 }
 
 ActLayout VulkanBackend::act_layout(uint64_t c) const {
-  const uint64_t H = cfg_.hidden_size, Di = cfg_.mamba_inner(), I = cfg_.intermediate_size;
+  const uint64_t H = cfg_.hidden_size, Di = cfg_.mamba_inner();
+  // The widest feed-forward: a layer's own width (Granite's dense layers: its shared MLP's), not only
+  // intermediate_size.
+  uint64_t I = cfg_.intermediate_size;
+  for (const LayerSpec& l : sched_.layers())
+    I = std::max<uint64_t>(I, static_cast<uint64_t>(std::max(l.ffn_params.d_ff, l.ffn_params.shared_d_ff)));
   const uint64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok, R = cfg_.mamba_dt_rank, N = cfg_.mamba_d_state;
   const uint64_t qw = cfg_.num_attention_heads * cfg_.head_dim(), kvw = cfg_.num_key_value_heads * cfg_.head_dim();
   const bool A = sched_.num_attention() > 0, M = sched_.num_ssm() > 0, X = sched_.num_moe() > 0;

@@ -38,13 +38,13 @@ class VkDense final : public VkFeedForward {
       r.barrier();
       r.dispatch(Kernel::Relu2, r.binds(), Relu2PC{I, u32(S), al.uf}, ceil_div(I, 64), u32(S));
       r.barrier();
-      r.linear(d_.down, al.uf, I, S, al.h, H, true, d_.down_bias);
+      r.residual(d_.down, al.uf, I, S, d_.down_bias);
       r.barrier();
       return;
     }
     if (S == 1) {
       record_gate_up_one(r, -1, 1);
-      r.linear(d_.down, al.uf, I, 1, al.h, H, true, -1);
+      r.residual(d_.down, al.uf, I, 1, -1);
       r.barrier();
       return;
     }
@@ -52,7 +52,7 @@ class VkDense final : public VkFeedForward {
     r.barrier();
     r.dispatch(Kernel::Swiglu, r.binds(), SwigluPC{I, u32(S), al.g, al.uf, -1}, ceil_div(I, 64), u32(S));
     r.barrier();
-    r.linear(d_.down, al.uf, I, S, al.h, H, true, -1);
+    r.residual(d_.down, al.uf, I, S, -1);
     r.barrier();
   }
 

@@ -45,6 +45,7 @@ enum Binding : int { kWeights = 0, kVec, kAct, kStateA, kStateB, kRec, kRoute, k
 
 struct EmbedPC {
   uint32_t w_off, H, reg_off, h_off;
+  float scale = 1.0f;
 };
 struct RmsNormPC {
   uint32_t in_off, in_stride, out_off, out_stride, n, w_off;
@@ -59,6 +60,7 @@ struct MatvecPC {
   uint32_t expert_stride, to_rec, swiglu;
   int32_t norm_off;
   float eps;
+  float alpha = 1.0f;  // y (+)= alpha·(W x + bias)
 };
 struct MoeDownPC {
   uint32_t w_off, rows, cols, x_off, x_slot, y_off, K, sel_off, selw_off, expert_stride, groups_x;
@@ -68,6 +70,7 @@ struct MatmulPC {
   uint32_t w_off, rows, cols, x_off, x_stride, y_off, y_stride, M, accumulate;
   int32_t bias_off, gather_off, scatter_off, count_idx;
   uint32_t to_rec, groups_x;
+  float alpha = 1.0f;  // Y (+)= alpha·(X Wᵀ + bias)
 };
 struct RopePC {
   uint32_t nh, nkv, hd, r, q_off, k_off, stride, table;

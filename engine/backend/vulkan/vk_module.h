@@ -65,9 +65,11 @@ class VkRecorder {
  public:
   explicit VkRecorder(VulkanBackend& b) : b_(b) {}
 
-  // y (S, rows) [+]= x (S, cols) Wᵀ [+ bias]: the matrix–vector kernel at S = 1, else the matmul.
+  // y (S, rows) [+]= alpha·(x (S, cols) Wᵀ [+ bias]): the matrix–vector kernel at S = 1, else the matmul.
   void linear(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, uint32_t y_off, uint32_t y_stride,
-              bool accumulate, int32_t bias, bool to_rec = false);
+              bool accumulate, int32_t bias, bool to_rec = false, float alpha = 1.0f);
+  // h += residual(y Wᵀ [+ bias]): a residual branch's output product, × Granite's residual_multiplier.
+  void residual(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, int32_t bias);
   void matmul(MatmulPC pc, const DMat& W, int64_t S);  // pc may describe a part of W (one expert)
   void rmsnorm(uint32_t in_off, uint32_t in_stride, uint32_t out_off, uint32_t out_stride, uint32_t n, int32_t w_off,
                int64_t S);

@@ -134,7 +134,7 @@ void VkRecorder::ssm_output(const DLayer& d, int64_t layer, int64_t m, uint32_t 
   observe("ssm_y", layer, al.gated, Di, Di, S);
   if (instruments)
     dispatch(Kernel::RowMean, binds(), RowMeanPC{delta_cols, al.dt, delta_cols, rl.stride, rl.dmean + u32(m)}, u32(S));
-  linear(d.out_proj, al.gated, Di, S, al.h, u32(config().hidden_size), true, d.out_bias);  // h += out Woutᵀ
+  residual(d.out_proj, al.gated, Di, S, d.out_bias);  // h += out Woutᵀ
   barrier();
 }
 
@@ -168,19 +168,24 @@ void VkRecorder::observe(const char* name, int64_t layer, uint32_t off, uint32_t
                        nullptr, 0, nullptr);
 }
 
+void VkRecorder::residual(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, int32_t bias) {
+  linear(W, x_off, x_stride, S, act().h, u32(config().hidden_size), true, bias, false,
+         static_cast<float>(config().residual_multiplier));
+}
+
 void VkRecorder::linear(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, uint32_t y_off, uint32_t y_stride,
-                        bool accumulate, int32_t bias, bool to_rec) {
+                        bool accumulate, int32_t bias, bool to_rec, float alpha) {
   const Binds b = binds(W.chunk);
   if (S == 1) {
     uint32_t gx, gy;
     matvec_groups(W.rows, &gx, &gy);
-    MatvecPC pc{W.off, u32(W.rows), u32(W.cols),      x_off, 0,  y_off, 0, accumulate ? 1u : 0u, bias, gx,
-                -1,    0,           to_rec ? 1u : 0u, 0,     -1, 0.0f};
+    MatvecPC pc{W.off, u32(W.rows), u32(W.cols),      x_off, 0,  y_off, 0,    accumulate ? 1u : 0u, bias, gx,
+                -1,    0,           to_rec ? 1u : 0u, 0,     -1, 0.0f, alpha};
     dispatch_w(Kernel::Matvec, W.dtype, b, pc, gx, gy);
     return;
   }
   MatmulPC pc{W.off, u32(W.rows), u32(W.cols), x_off, x_stride,         y_off, y_stride, u32(S), accumulate ? 1u : 0u,
-              bias,  -1,          -1,          -1,    to_rec ? 1u : 0u, 0};
+              bias,  -1,          -1,          -1,    to_rec ? 1u : 0u, 0,        alpha};
   matmul(pc, W, S);
 }
 
@@ -225,7 +230,7 @@ void VulkanBackend::record_block(VkCommandBuffer cmd, int64_t S, bool records) {
   const DeviceWeights& w = *dw_;
   const uint32_t H = u32(cfg_.hidden_size);
   VkRecorder r(*this);
-  EmbedPC pe{w.embed.off, H, u32(w.registers), al_.h};
+  EmbedPC pe{w.embed.off, H, u32(w.registers), al_.h, static_cast<float>(cfg_.embedding_multiplier)};
   r.dispatch_w(Kernel::Embed, w.embed.dtype, r.binds(w.embed.chunk), pe, ceil_div(H, 64), u32(S));
   r.barrier();
   r.observe("embed", -1, al_.h, H, H, S);
@@ -254,7 +259,9 @@ void VulkanBackend::record_block(VkCommandBuffer cmd, int64_t S, bool records) {
   record_norm_observe(r, w.final_norm, S, cfg_.num_hidden_layers, records);  // point L: before the final norm
   r.barrier();
   r.observe("final_norm", -1, al_.x, H, H, S);
-  r.linear(w.lm_head, al_.x, H, S, rl_.logits, rl_.stride, false, -1, true);
+  // Granite: logits ÷ logits_scaling (× its float reciprocal: within an ulp of the CPU's division).
+  r.linear(w.lm_head, al_.x, H, S, rl_.logits, rl_.stride, false, -1, true,
+           static_cast<float>(1.0 / cfg_.logits_scaling));
   r.observe("logits", -1, rl_.logits, rl_.stride, u32(cfg_.vocab_size), S, VkRecorder::From::Records);
   // The one device→host transfer of the step: the S records.
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
