@@ -103,6 +103,17 @@ std::vector<RouterLayerLoad> router_loads(const RouterSums& r) {
   return out;
 }
 
+nlohmann::ordered_json sweep_schedule_json(const LayerSchedule& s) {
+  return {{"describe", s.describe()},
+          {"mixers", s.mixer_strip()},
+          {"ffns", s.ffn_strip()},
+          {"attention_layers", s.attention_layers()},
+          {"ssm_layers", s.ssm_layers()},
+          {"moe_layers", s.moe_layers()},
+          {"attention_heads", s.params().attn.heads},
+          {"depths", s.size() + 1}};
+}
+
 SweepAxes sweep_axes(const nlohmann::ordered_json& manifest) {
   SweepAxes s;
   const nlohmann::ordered_json sc = manifest.is_object() ? manifest.value("schedule", nlohmann::ordered_json::object())

@@ -53,6 +53,9 @@ struct RouterLayerLoad {
 };
 std::vector<RouterLayerLoad> router_loads(const RouterSums& r);
 
+// The manifest's `schedule` field of a sweep over `s` (what sweep_axes reads back): describe, the
+// mixer and FFN strips, the layer indices of each axis, attention heads, depths.
+nlohmann::ordered_json sweep_schedule_json(const LayerSchedule& s);
 // The schedule recorded in the manifest (empty vectors where a field is missing).
 struct SweepAxes {
   std::vector<int64_t> attention, ssm, moe;  // layer index of each A_n, M_n, X_n

@@ -29,6 +29,7 @@
 #include "sessions/session_file.h"
 #include "sessions/sweep_file.h"
 #include "sessions/sweep_hidden.h"
+#include "sessions/sweep_summary.h"
 
 namespace hl::cli {
 namespace {
@@ -209,14 +210,7 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& mpi) {
   job["options"] = optionsJson(a);
   nlohmann::ordered_json extra = job;
   extra["prompts_path"] = a.get("prompts");
-  extra["schedule"] = {{"describe", sched.describe()},
-                       {"mixers", sched.mixer_strip()},
-                       {"ffns", sched.ffn_strip()},
-                       {"attention_layers", sched.attention_layers()},
-                       {"ssm_layers", sched.ssm_layers()},
-                       {"moe_layers", sched.moe_layers()},
-                       {"attention_heads", sched.params().attn.heads},
-                       {"depths", sched.size() + 1}};
+  extra["schedule"] = sweep_schedule_json(sched);
   nlohmann::ordered_json progressExtra = extra;
   progressExtra["ranks"] = comm.size;
   progressExtra["rank"] = comm.rank;

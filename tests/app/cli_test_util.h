@@ -77,6 +77,37 @@ inline CliResult hybridlens(std::vector<std::string> args, const std::vector<std
   args.insert(args.begin(), HL_HYBRIDLENS);
   return run_command(std::move(args), env);
 }
+
+#ifdef HL_MPIEXEC
+// The environment of the MPI tests' launches: mpirun as root (CI) needs the first two; vader's
+// single-copy (CMA, process_vm_readv) is refused in containers without CAP_SYS_PTRACE, so the
+// ranks' messages go through shared memory copies instead.
+inline const std::vector<std::string>& mpi_env() {
+  static const std::vector<std::string> e = [] {
+    std::vector<std::string> v = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                                  "OMPI_MCA_btl_vader_single_copy_mechanism=none"};
+#ifdef HL_SANITIZED
+    // Open MPI leaves allocations of its plugins (unloaded by MPI_Finalize, so LeakSanitizer cannot
+    // even name them) that the leak check reports in any MPI program: off for the ranks only.
+    const char* a = std::getenv("ASAN_OPTIONS");
+    v.push_back(std::string("ASAN_OPTIONS=") + (a ? std::string(a) + ":" : "") + "detect_leaks=0");
+#endif
+    return v;
+  }();
+  return e;
+}
+
+// `mpirun --oversubscribe -np NP hybridlens ARGS` (3 ranks may share 2 cores); the HL_ variables of
+// `env` are passed on to the ranks (-x).
+inline CliResult mpirun(int np, const std::vector<std::string>& args, const std::vector<std::string>& env = mpi_env()) {
+  std::vector<std::string> argv = {HL_MPIEXEC, "--oversubscribe", "-np", std::to_string(np)};
+  for (const std::string& e : env)
+    if (e.rfind("HL_", 0) == 0) argv.insert(argv.end(), {"-x", e.substr(0, e.find('='))});
+  argv.push_back(HL_HYBRIDLENS);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(std::move(argv), env);
+}
+#endif
 #endif
 
 }  // namespace hl::test

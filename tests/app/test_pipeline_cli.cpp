@@ -62,26 +62,7 @@ TEST(PipelineCli, WithoutMpirunOneStage_RefusedForOtherBackends) {
 }
 
 #ifdef HL_MPIEXEC
-// mpirun as root (CI) needs the first two; vader's single-copy is refused in containers without
-// CAP_SYS_PTRACE (as the sweep's tests).
-const std::vector<std::string> kMpiEnv = [] {
-  std::vector<std::string> e = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
-                                "OMPI_MCA_btl_vader_single_copy_mechanism=none"};
-#ifdef HL_SANITIZED
-  const char* a = std::getenv("ASAN_OPTIONS");
-  e.push_back(std::string("ASAN_OPTIONS=") + (a ? std::string(a) + ":" : "") + "detect_leaks=0");
-#endif
-  return e;
-}();
-
-Result mpirun(int np, const std::vector<std::string>& args, const std::vector<std::string>& env = kMpiEnv) {
-  std::vector<std::string> argv = {HL_MPIEXEC, "--oversubscribe", "-np", std::to_string(np)};
-  for (const std::string& e : env)
-    if (e.rfind("HL_", 0) == 0) argv.insert(argv.end(), {"-x", e.substr(0, e.find('='))});
-  argv.push_back(HL_HYBRIDLENS);
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run(argv, env);
-}
+using hl::test::mpirun;
 
 TEST(PipelineCli, Mpi_TraceEqualsOneProcessByteForByte) {
   const std::string one = scratch() + "/one.safetensors";
@@ -175,7 +156,7 @@ TEST(PipelineCli, Mpi_MoreRanksThanLayersRefused) {
 }
 
 TEST(PipelineCli, Mpi_KilledRankStopsTheOthers) {
-  std::vector<std::string> env = kMpiEnv;
+  std::vector<std::string> env = hl::test::mpi_env();
   env.push_back("HL_PIPELINE_KILL_AFTER=4:1");  // rank 1 dies at its 4th send, mid-run
   std::vector<std::string> a = traceArgs(scratch() + "/killed.safetensors", true);
   a[6] = "200";  // --generate 200: the others would wait for it

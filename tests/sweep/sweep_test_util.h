@@ -8,6 +8,7 @@
 #include "engine/model/generator.h"
 #include "engine/model/layer_schedule.h"
 #include "sessions/sweep_stats.h"
+#include "sessions/sweep_summary.h"
 
 namespace hl::test {
 
@@ -24,14 +25,7 @@ inline nlohmann::ordered_json sweepExtra(const LayerSchedule& sched, const std::
   e["prompts_file"] = {{"sha256", "abc123"}, {"prompts", 3}};
   e["options"] = {{"generate", "4"}, {"normalizer", normalizer}};
   e["prompts_path"] = "prompts.jsonl";
-  e["schedule"] = {{"describe", sched.describe()},
-                   {"mixers", sched.mixer_strip()},
-                   {"ffns", sched.ffn_strip()},
-                   {"attention_layers", sched.attention_layers()},
-                   {"ssm_layers", sched.ssm_layers()},
-                   {"moe_layers", sched.moe_layers()},
-                   {"attention_heads", sched.params().attn.heads},
-                   {"depths", sched.size() + 1}};
+  e["schedule"] = sweep_schedule_json(sched);
   return e;
 }
 

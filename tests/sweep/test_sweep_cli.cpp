@@ -296,29 +296,7 @@ TEST_F(SweepCli, HiddenAttention_OneValuePerTokenAndLayer) {
 }
 
 #ifdef HL_MPIEXEC
-// mpirun as root (CI) needs the first two; --oversubscribe lets 3 ranks share 2 cores.
-const std::vector<std::string> kMpiEnv = [] {
-  // vader's single-copy (CMA, process_vm_readv) is refused in containers without CAP_SYS_PTRACE: the
-  // ranks' messages (tens of kB) go through shared memory copies instead.
-  std::vector<std::string> e = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
-                                "OMPI_MCA_btl_vader_single_copy_mechanism=none"};
-#ifdef HL_SANITIZED
-  // Open MPI leaves allocations of its plugins (unloaded by MPI_Finalize, so LeakSanitizer cannot
-  // even name them) that the leak check reports in any MPI program: off for the ranks only.
-  const char* a = std::getenv("ASAN_OPTIONS");
-  e.push_back(std::string("ASAN_OPTIONS=") + (a ? std::string(a) + ":" : "") + "detect_leaks=0");
-#endif
-  return e;
-}();
-
-Result mpirun(int np, const std::vector<std::string>& args, const std::vector<std::string>& env = kMpiEnv) {
-  std::vector<std::string> argv = {HL_MPIEXEC, "--oversubscribe", "-np", std::to_string(np)};
-  for (const std::string& e : env)
-    if (e.rfind("HL_", 0) == 0) argv.insert(argv.end(), {"-x", e.substr(0, e.find('='))});
-  argv.push_back(HL_HYBRIDLENS);
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_command(argv, env);
-}
+using hl::test::mpirun;
 
 TEST_F(SweepCli, Mpi_TwoAndThreeRanksEqualOneProcess) {
   for (int np : {2, 3}) {
@@ -350,7 +328,7 @@ TEST_F(SweepCli, Mpi_KilledRankStopsTheOthersAndTheSweepContinues) {
     for (const std::string& p : kPrompts) text += p + "\n";
   const std::string prompts = cli_scratch() + "/ten.jsonl", out = cli_scratch() + "/killed.hlstats";
   write(prompts, text);
-  std::vector<std::string> env = kMpiEnv;
+  std::vector<std::string> env = hl::test::mpi_env();
   env.push_back("HL_SWEEP_KILL_AFTER=1:1");  // rank 1 dies after its first prompt
   const Result k = mpirun(3, sweepArgs(prompts, out), env);
   EXPECT_NE(k.status, 0);
