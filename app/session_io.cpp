@@ -7,6 +7,7 @@
 #include <QThread>
 #include <exception>
 
+#include "app/background_job.h"
 #include "sessions/session_file.h"
 
 namespace hl::app {
@@ -44,26 +45,12 @@ void SessionIo::save(const QString& path, std::shared_ptr<const hl::Recording> r
 }
 
 void SessionIo::load(const QString& path, LoadDone done) {
-  struct Result {
-    std::shared_ptr<hl::Recording> rec;
-    QString error;
-  };
-  auto result = std::make_shared<Result>();
-  QThread* t = QThread::create([path, result] {
-    try {
-      result->rec = std::make_shared<hl::Recording>(hl::load_session(QFile::encodeName(path).toStdString()));
-    } catch (const std::exception& e) {
-      result->error = QString::fromUtf8(e.what());
-    }
-  });
-  t->setParent(this);
-  ++jobs_;
-  connect(t, &QThread::finished, this, [this, t, result, done = std::move(done)] {
-    --jobs_;
-    t->deleteLater();
-    if (done) done(result->rec, result->error);
-  });
-  t->start();
+  run_in_background<hl::Recording>(
+      this, &jobs_,
+      [path] { return std::make_shared<hl::Recording>(hl::load_session(QFile::encodeName(path).toStdString())); },
+      [done = std::move(done)](std::shared_ptr<hl::Recording> rec, const QString& error) {
+        if (done) done(std::move(rec), error);
+      });
 }
 
 }  // namespace hl::app

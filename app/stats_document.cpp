@@ -7,6 +7,7 @@
 #include <QThread>
 #include <exception>
 
+#include "app/background_job.h"
 #include "sessions/sweep_summary.h"
 
 namespace hl::app {
@@ -18,36 +19,22 @@ StatsDocument::~StatsDocument() {
 }
 
 void StatsDocument::open(const QString& path, bool asB) {
-  struct Result {
-    std::shared_ptr<hl::SweepFile> file;
-    QString error;
-  };
-  auto result = std::make_shared<Result>();
-  QThread* t = QThread::create([path, result] {
-    try {
-      result->file = std::make_shared<hl::SweepFile>(hl::load_sweep_stats(QFile::encodeName(path).toStdString()));
-    } catch (const std::exception& e) {
-      result->error = QString::fromUtf8(e.what());
-    }
-  });
-  t->setParent(this);
-  ++reads_;
-  connect(t, &QThread::finished, this, [this, t, result, path, asB] {
-    --reads_;
-    t->deleteLater();
-    if (!result->file) {
-      // The reader's line names the file; a failure before it (no such file) may not.
-      QString m = result->error.simplified();
-      if (!m.contains(path) && !m.contains(QFileInfo(path).fileName())) m = path + QStringLiteral(": ") + m;
-      emit failed(asB ? tr("Could not open the sweep to compare") : tr("Could not open the sweep statistics"), m);
-      return;
-    }
-    if (asB)
-      setB(result->file, path);
-    else
-      setA(result->file, path);
-  });
-  t->start();
+  run_in_background<hl::SweepFile>(
+      this, &reads_,
+      [path] { return std::make_shared<hl::SweepFile>(hl::load_sweep_stats(QFile::encodeName(path).toStdString())); },
+      [this, path, asB](std::shared_ptr<hl::SweepFile> file, const QString& error) {
+        if (!file) {
+          // The reader's line names the file; a failure before it (no such file) may not.
+          QString m = error.simplified();
+          if (!m.contains(path) && !m.contains(QFileInfo(path).fileName())) m = path + QStringLiteral(": ") + m;
+          emit failed(asB ? tr("Could not open the sweep to compare") : tr("Could not open the sweep statistics"), m);
+          return;
+        }
+        if (asB)
+          setB(file, path);
+        else
+          setA(file, path);
+      });
 }
 
 void StatsDocument::setA(std::shared_ptr<const hl::SweepFile> f, const QString& path) {
