@@ -1,7 +1,7 @@
 #version 450
 // Decode MoE down projection and combination (jamba-spec.md §3.9): h[c] += Σ_j w_j · (Wd_{e_j} a_j)[c]
-// over the k chosen experts in ascending index (as the CPU adds them), w the softmax probabilities
-// (not renormalised), a_j = silu(g_j) ⊙ u_j. fp32. Subgroup rows as matvec.comp (8 per workgroup).
+// over the k chosen experts in ascending index (as the CPU adds them), w the routing weights of
+// moe_route.comp, a_j = silu(g_j) ⊙ u_j. fp32. Subgroup rows as matvec.comp (8 per workgroup).
 // Dispatch: (groups_x, ceil(ceil(H/8)/groups_x)).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -19,7 +19,7 @@ layout(push_constant) uniform PC {
   uint x_off, x_slot;             // a_j (I,) at act[x_off + j·x_slot]
   uint y_off;                     // h (H,)
   uint K;
-  uint sel_off, selw_off;         // route: expert ids (K,) ascending, their probabilities (K,)
+  uint sel_off, selw_off;         // route: expert ids (K,) ascending, their weights (K,)
   uint expert_stride;
   uint groups_x;
 } pc;

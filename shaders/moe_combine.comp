@@ -1,7 +1,8 @@
 #version 450
 // MoE prefill combination (jamba-spec.md §3.9): h[s] += Σ_j w_{s,j} · ye[s·k + j] over each
 // token's k experts in ascending expert index (the order the CPU reference adds them), w the
-// softmax probabilities, not renormalised. ye holds each expert's output at the token's slot.
+// routing weights of moe_route.comp (probabilities, renormalised where the family does, × the residual
+// multiplier). ye holds each expert's output at the token's slot.
 // Dispatch: (ceil(H/64), S).
 
 layout(local_size_x = 64) in;
@@ -12,7 +13,7 @@ layout(push_constant) uniform PC {
   uint H, K;
   uint ye_off;    // (S·K, H): slot s·K + rank
   uint h_off;     // (S, H)
-  uint selw_off;  // route: (S, K) probabilities of the ascending experts
+  uint selw_off;  // route: (S, K) weights of the ascending experts
 } pc;
 
 void main() {

@@ -1,8 +1,10 @@
 #version 450
 // MoE routing (jamba-spec.md §3.9; CPU twin probes/router_probe.h): per token the fp32 softmax over
 // all E router logits, the top k (exact ties to the lower index), log-sum-exp; records get probs,
-// top-k and lse; the routing buffer the chosen experts in ascending index with their probabilities
-// (not renormalised) and, for prefill, each expert's token list (row in, slot s·k + rank out).
+// top-k and lse; the routing buffer the chosen experts in ascending index with their weights and, for
+// prefill, each expert's token list (row in, slot s·k + rank out). A chosen expert's weight is its
+// probability, or (renorm, Granite) that over the sum of the k chosen, times `scale` (Granite's
+// residual_multiplier, folded in here so the down and combine kernels add the scaled branch).
 // One workgroup. Dispatch: (1).
 
 layout(local_size_x = 64) in;
@@ -21,6 +23,8 @@ layout(push_constant) uniform PC {
   uint sel_off, selw_off;   // route: (S, K) ascending expert ids, their probabilities
   uint lists;               // 1: also build the per-expert lists
   uint cnt_off, in_off, out_off;  // route: counts (E,), lists (E, S) of token rows and output slots
+  uint renorm;              // 1: the k weights renormalised to sum 1
+  float scale;              // every weight × scale
 } pc;
 
 void main() {
@@ -65,7 +69,10 @@ void main() {
       }
       route[si + q] = v;
     }
-    for (uint r = 0u; r < pc.K; ++r) routef[pc.selw_off + s * pc.K + r] = routef[pi + uint(route[si + r])];
+    float wsum = 0.0;
+    for (uint r = 0u; r < pc.K; ++r) wsum += routef[pi + uint(route[si + r])];
+    float wm = pc.renorm != 0u ? pc.scale / wsum : pc.scale;
+    for (uint r = 0u; r < pc.K; ++r) routef[pc.selw_off + s * pc.K + r] = routef[pi + uint(route[si + r])] * wm;
   }
   if (pc.lists == 0u) return;
   memoryBarrierBuffer();

@@ -180,18 +180,34 @@ TEST(GraniteHTiny, LogitsScaling_DividesTheLogits) {
       ASSERT_NEAR(x[t].logits[v] * 6.0f, y[t].logits[v], 1e-4f * (1 + std::fabs(y[t].logits[v])));
 }
 
-// The MoE variant: CUDA applies no multipliers; Vulkan applies them (the granite_dense golden cases
-// run there) but not the residual one on MoE layers.
-TEST(GraniteHTiny, DeviceBackends_RefuseInOneLine) {
+// CUDA applies no multipliers: one line.
+TEST(GraniteHTiny, Cuda_RefusesInOneLine) {
   test::TempDir dir;
   auto model = granite_tiny(dir);
   family_test::expect_device_backends_refuse(
       model, "no kernel for the embedding / residual / attention / logits multipliers; use the cpu backend", {"cuda"});
-  family_test::expect_device_backends_refuse(
-      model,
-      "no kernel for the residual multiplier on MoE layers (layer " +
-          std::to_string(model->schedule.moe_layers().at(0)) + "); use the cpu backend",
-      {"vulkan"});
+}
+
+// Vulkan runs the MoE variant as the CPU does (renormalised top-k, the shared expert beside the
+// routed ones, the residual multiplier on the MoE branch through the routing weights): logits and
+// every instrument with full records, by decode steps, a prefill of 5 then decode steps, and one
+// prefill of 40 tokens; with registers and softmax-1 too.
+TEST(GraniteHTiny, Vulkan_MoeWithSharedExpert_MatchesTheCpuBackend_EveryInstrument) {
+  if (!family_test::backend_here("vulkan")) GTEST_SKIP() << "no Vulkan device";
+  test::TempDir dir;
+  auto model = granite_tiny(dir);
+  ASSERT_GT(model->schedule.num_moe(), 0);
+  ASSERT_TRUE(model->schedule[0].ffn_params.renormalize);
+  ASSERT_GT(model->schedule[0].ffn_params.shared_d_ff, 0);
+  ASSERT_NE(model->config.residual_multiplier, 1.0);
+  std::vector<int32_t> ids = {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3};
+  for (int32_t i = 0; ids.size() < 40; ++i) ids.push_back((i * 977 + 5) % 4096);
+  family_test::expect_device_matches_cpu(model, "vulkan", ids, 5, RunOptions{});
+  RunOptions reg;
+  reg.registers = 2;
+  reg.normalizer_override = true;
+  reg.normalizer = Normalizer::Softmax1;
+  family_test::expect_device_matches_cpu(model, "vulkan", ids, 5, reg);
 }
 
 }  // namespace

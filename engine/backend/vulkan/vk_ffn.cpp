@@ -1,6 +1,7 @@
 // The Vulkan feed-forward units: the dense SwiGLU MLP (jamba-spec.md §3.8) or Nemotron-H's relu² MLP
 // without gate (up → relu(·)² → down, as cpu_ffn.cpp; with mlp_bias's up and down biases), and the mixture of experts (§3.9: router,
-// top-k with its instruments, each chosen expert's SwiGLU, the weighted sum).
+// top-k with its instruments, each chosen expert's SwiGLU, the weighted sum; Granite's renormalised
+// weights and shared expert, as cpu_ffn.cpp's CpuMoe).
 // They share the one-token path: every chosen expert's (or the one MLP's) silu(gate x) ⊙ (up x) in
 // one matrix–vector kernel. At S > 1 the MoE runs each expert once over the tokens routed to it.
 #include "engine/backend/vulkan/vk_module.h"
@@ -13,15 +14,41 @@ class VkFeedForward : public VkFfn {
   explicit VkFeedForward(const DLayer& d) : d_(d) {}
 
  protected:
-  // S = 1: uf (K, I) = silu(gate x) ⊙ (up x) of the K experts listed at route `sel` (-1: the dense MLP).
-  void record_gate_up_one(VkRecorder& r, int32_t sel, uint32_t K) {
-    const DMat& gu = d_.gate_up;  // (E_l, 2I, H)
+  // S = 1: uf (K, I) = silu(gate x) ⊙ (up x) of the K experts listed at route `sel` of `gu` (E_l, 2I, H)
+  // (-1: its one matrix, K = 1).
+  static void record_gate_up_one(VkRecorder& r, const DMat& gu, int32_t sel, uint32_t K) {
     const ActLayout& al = r.act();
-    const uint32_t H = u32(r.config().hidden_size), I = u32(d_.down.cols);
+    const uint32_t H = u32(r.config().hidden_size), I = u32(gu.rows / 2);
     uint32_t gx, gy;
     matvec_groups(I, &gx, &gy);
     MatvecPC a{gu.off, I, H, al.x, 0, al.uf, I, 0, -1, gx, sel, gu.stride(), 0, 1, -1, 0.0f};
     r.dispatch_w(Kernel::Matvec, gu.dtype, r.binds(gu.chunk), a, gx, gy, K);
+    r.barrier();
+  }
+  // h += residual(mlp(x)) of one MLP: SwiGLU (gate_up (1, 2I, H)) or, not `gated`, Nemotron-H's relu²
+  // MLP down(relu(up x [+ up_bias])²) [+ down_bias] (gate_up holding up alone).
+  static void record_mlp(VkRecorder& r, const DMat& gate_up, const DMat& down, bool gated, int32_t up_bias,
+                         int32_t down_bias, int64_t S) {
+    const ActLayout& al = r.act();
+    const uint32_t H = u32(r.config().hidden_size), I = u32(down.cols);
+    if (!gated) {
+      r.linear(gate_up, al.x, H, S, al.uf, I, false, up_bias);  // (S, I)
+      r.barrier();
+      r.dispatch(Kernel::Relu2, r.binds(), Relu2PC{I, u32(S), al.uf}, ceil_div(I, 64), u32(S));
+      r.barrier();
+      r.residual(down, al.uf, I, S, down_bias);
+      r.barrier();
+      return;
+    }
+    if (S == 1) {
+      record_gate_up_one(r, gate_up, -1, 1);
+    } else {
+      r.linear(gate_up, al.x, H, S, al.g, 2 * I, false, -1);  // (S, 2I)
+      r.barrier();
+      r.dispatch(Kernel::Swiglu, r.binds(), SwigluPC{I, u32(S), al.g, al.uf, -1}, ceil_div(I, 64), u32(S));
+      r.barrier();
+    }
+    r.residual(down, al.uf, I, S, -1);
     r.barrier();
   }
   const DLayer& d_;
@@ -31,29 +58,7 @@ class VkDense final : public VkFeedForward {
  public:
   VkDense(const DLayer& d, bool gated) : VkFeedForward(d), gated_(gated) {}
   void record(VkRecorder& r, int64_t S, bool /*records*/) override {
-    const ActLayout& al = r.act();
-    const uint32_t H = u32(r.config().hidden_size), I = u32(d_.down.cols);
-    if (!gated_) {  // Nemotron-H's relu² MLP: down(relu(up x)²); gate_up holds up alone
-      r.linear(d_.gate_up, al.x, H, S, al.uf, I, false, d_.up_bias);  // (S, I)
-      r.barrier();
-      r.dispatch(Kernel::Relu2, r.binds(), Relu2PC{I, u32(S), al.uf}, ceil_div(I, 64), u32(S));
-      r.barrier();
-      r.residual(d_.down, al.uf, I, S, d_.down_bias);
-      r.barrier();
-      return;
-    }
-    if (S == 1) {
-      record_gate_up_one(r, -1, 1);
-      r.residual(d_.down, al.uf, I, 1, -1);
-      r.barrier();
-      return;
-    }
-    r.linear(d_.gate_up, al.x, H, S, al.g, 2 * I, false, -1);  // (S, 2I)
-    r.barrier();
-    r.dispatch(Kernel::Swiglu, r.binds(), SwigluPC{I, u32(S), al.g, al.uf, -1}, ceil_div(I, 64), u32(S));
-    r.barrier();
-    r.residual(d_.down, al.uf, I, S, -1);
-    r.barrier();
+    record_mlp(r, d_.gate_up, d_.down, gated_, d_.up_bias, d_.down_bias, S);
   }
 
  private:
@@ -62,7 +67,12 @@ class VkDense final : public VkFeedForward {
 
 class VkMoe final : public VkFeedForward {
  public:
-  VkMoe(const DLayer& d, int64_t layer, int64_t moe_index) : VkFeedForward(d), layer_(layer), xi_(moe_index) {}
+  VkMoe(const DLayer& d, int64_t layer, const LayerSpec& spec)
+      : VkFeedForward(d),
+        layer_(layer),
+        xi_(spec.moe_index),
+        renorm_(spec.ffn_params.renormalize),
+        gated_(spec.ffn_params.gated) {}
 
   void record(VkRecorder& r, int64_t S, bool records) override {
     const JambaConfig& cfg = r.config();
@@ -90,20 +100,35 @@ class VkMoe final : public VkFeedForward {
                   S > 1 ? 1u : 0u,
                   ro.cnt,
                   ro.in,
-                  ro.out};
+                  ro.out,
+                  renorm_ ? 1u : 0u,
+                  static_cast<float>(cfg.residual_multiplier)};  // the routed branch's h += res · Σ w y
     r.dispatch(Kernel::MoeRoute, r.binds(), rp, 1);
     r.barrier();
     r.observe("router_probs", layer_, ro.prob, E, E, S, VkRecorder::From::Route);
     if (S == 1) {
-      record_gate_up_one(r, static_cast<int32_t>(ro.sel), K);
+      record_gate_up_one(r, gu, static_cast<int32_t>(ro.sel), K);
       uint32_t hx, hy;
       matvec_groups(H, &hx, &hy);
       MoeDownPC dn{d_.down.off, H, I, al.uf, I, al.h, K, ro.sel, ro.selw, d_.down.stride(), hx};
       r.dispatch_w(Kernel::MatvecMoeDown, d_.down.dtype, r.binds(d_.down.chunk), dn, hx, hy);
       r.barrier();
-      return;
+    } else {
+      record_experts(r, S);
     }
-    // Prefill: each expert once over the tokens routed to it (gathered rows, outputs to their slots).
+    // The shared expert on every token, weight 1 (its residual product applies the multiplier).
+    if (d_.shared_down.rows > 0) record_mlp(r, d_.shared_gate_up, d_.shared_down, gated_, -1, -1, S);
+  }
+
+ private:
+  // Prefill: each expert once over the tokens routed to it (gathered rows, outputs to their slots),
+  // then h += the weighted sum.
+  void record_experts(VkRecorder& r, int64_t S) {
+    const ActLayout& al = r.act();
+    const RouteLayout& ro = r.route();
+    const DMat& gu = d_.gate_up;  // (E, 2I, H)
+    const uint32_t H = u32(r.config().hidden_size), I = u32(d_.down.cols);
+    const uint32_t E = u32(r.config().num_experts), K = u32(r.config().num_experts_per_tok);
     for (uint32_t e = 0; e < E; ++e) {
       const int32_t cnt = static_cast<int32_t>(ro.cnt + e);
       const int32_t in = static_cast<int32_t>(ro.in + e * u32(S)), out = static_cast<int32_t>(ro.out + e * u32(S));
@@ -121,9 +146,10 @@ class VkMoe final : public VkFeedForward {
     r.barrier();
   }
 
- private:
   int64_t layer_;
   int64_t xi_;  // this layer's index among the MoE layers (the X_n axis)
+  bool renorm_;  // Granite: the k weights renormalised
+  bool gated_;   // SwiGLU experts (and shared expert), or relu² without gate
 };
 
 }  // namespace
@@ -133,7 +159,7 @@ std::unique_ptr<VkFfn> make_vk_dense(const VkModuleContext& c, int64_t layer) {
 }
 
 std::unique_ptr<VkFfn> make_vk_moe(const VkModuleContext& c, int64_t layer) {
-  return std::make_unique<VkMoe>(c.weights.layers[layer], layer, c.model.schedule[layer].moe_index);
+  return std::make_unique<VkMoe>(c.weights.layers[layer], layer, c.model.schedule[layer]);
 }
 
 HL_REGISTER_MODULE(VkFfnTable, FfnKind::Dense, make_vk_dense);

@@ -98,6 +98,8 @@ struct ScanPC {
 struct MoeRoutePC {
   uint32_t E, K, S, lg_off, rec_on, rec_stride, probs_off, topk_off, lse_off, prob_tmp, sel_off, selw_off, lists,
       cnt_off, in_off, out_off;
+  uint32_t renorm;      // the k weights renormalised to sum 1 (Granite)
+  float scale;          // every weight × scale (the residual multiplier)
 };
 struct SwigluPC {
   uint32_t I, M, gu_off, out_off;

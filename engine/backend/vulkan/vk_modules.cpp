@@ -13,14 +13,11 @@ void check_vk_modules(const Model& m) {
   bool relu2_only = true;
   for (const LayerSpec& l : m.schedule.layers())
     relu2_only = relu2_only && (l.ffn == FfnKind::None || (!l.is_moe() && !l.ffn_params.gated));
-  // Granite's multipliers; the residual one not with MoE layers (their kernels add the experts unscaled).
+  // Granite's multipliers (the residual one on MoE layers through the routing weights, moe_route.comp).
   check_model_params(m.config, "vulkan", relu2_only, /*granite_ok=*/true);
-  if (m.config.residual_multiplier != 1.0 && m.schedule.num_moe() > 0)
-    throw BackendFailure("vulkan: no kernel for the residual multiplier on MoE layers (layer " +
-                         std::to_string(m.schedule.moe_layers()[0]) + "); use the cpu backend");
   for (int64_t i = 0; i < m.schedule.size(); ++i) {
     if (mixer_present(m.schedule[i].mixer)) find_module(VkMixerTable::entries(), m.schedule[i].mixer, "vulkan", i);
-    check_layer_params(m.schedule[i], "vulkan", i, /*rope=*/true);
+    check_layer_params(m.schedule[i], "vulkan", i, /*rope=*/true, /*granite_moe=*/true);
     if (m.schedule[i].ffn != FfnKind::None) find_module(VkFfnTable::entries(), m.schedule[i].ffn, "vulkan", i);
   }
 }

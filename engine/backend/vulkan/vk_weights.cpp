@@ -199,6 +199,13 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
     const int64_t E = static_cast<int64_t>(dn.size());
     add_block(gu, &d.gate_up, E);
     add_block(dn, &d.down, E);
+    if (moe && !lw.moe.shared.down.empty()) {  // gate|up as the experts' (up alone without gate)
+      std::vector<const Mat*> sg;
+      if (m.schedule[i].ffn_params.gated) sg.push_back(&lw.moe.shared.gate);
+      sg.push_back(&lw.moe.shared.up);
+      add_block(sg, &d.shared_gate_up);
+      add_block({&lw.moe.shared.down}, &d.shared_down);
+    }
     if (!moe && !m.schedule[i].ffn_params.gated) {  // the relu² MLP's biases (check_vk_modules)
       add_vec(lw.mlp.up_bias, &d.up_bias);
       add_vec(lw.mlp.down_bias, &d.down_bias);

@@ -41,6 +41,9 @@ struct DLayer {
   // (E_l, 2I, H): gate rows then up rows (the relu² MLP without gate: up alone, (1, I, H)); (E_l, H, I);
   // E_l = 1 if dense.
   DMat gate_up, down;
+  // An MoE layer's shared expert (Granite's shared_mlp), beside the routed ones: (1, 2I_s, H) (up alone
+  // without gate: (1, I_s, H)), (1, H, I_s); rows 0 where the layer has none.
+  DMat shared_gate_up, shared_down;
   // The relu² MLP's biases (mlp_bias: Nemotron-H's '-' layers): up and down; -1: none.
   int32_t up_bias = -1, down_bias = -1;
 };
