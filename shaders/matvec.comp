@@ -21,7 +21,7 @@ layout(push_constant) uniform PC {
   uint x_off, x_slot;       // x (cols,) at act[x_off + j·x_slot]
   uint y_off, y_slot;       // y (rows,) at act[y_off + j·y_slot] (or rec[...] with to_rec)
   uint accumulate;          // 1: y += W x (the residual adds)
-  int bias_off;             // vec offset of the bias (rows,), -1: none
+  int bias_off;             // vec offset of the bias (rows,) (with expert slots: (E, rows), the slot's expert's), -1: none
   uint groups_x;
   int sel_off;              // route offset of the slots' expert ids, -1: a plain matrix
   uint expert_stride;       // elements per expert matrix
@@ -40,7 +40,8 @@ void main() {
   uint j = gl_WorkGroupID.z;
   uint r0 = flat_group(pc.groups_x) * kRows;
   uint r1 = min(pc.rows, r0 + kRows);
-  uint eoff = pc.sel_off >= 0 ? uint(route[pc.sel_off + int(j)]) * pc.expert_stride : 0u;
+  uint expert = pc.sel_off >= 0 ? uint(route[pc.sel_off + int(j)]) : 0u;
+  uint eoff = expert * pc.expert_stride;
   uint xi = pc.x_off + j * pc.x_slot;
   float inv = 1.0;
   if (pc.norm_off >= 0) {
@@ -61,7 +62,7 @@ void main() {
     float v = subgroupAdd(acc);
     if (pc.swiglu != 0u) v = silu(v) * subgroupAdd(accu);
     if (!subgroupElect()) continue;
-    if (pc.bias_off >= 0) v += vec[pc.bias_off + int(r)];
+    if (pc.bias_off >= 0) v += vec[uint(pc.bias_off) + expert * pc.rows + r];
     v *= pc.alpha;
     uint yi = pc.y_off + j * pc.y_slot + r;
     if (pc.to_rec != 0u)

@@ -52,17 +52,19 @@ auto find_module(const Table& table, Kind kind, const char* backend, int64_t lay
 }
 
 // Per-layer parameters a backend's units do not take yet, refused before anything is uploaded:
-// RoPE on the attention layers (Bamba) where `rope` is false (CUDA so far), Granite's renormalised
-// routing and shared expert where `granite_moe` is false (CUDA). One-line BackendFailure.
+// RoPE on the attention layers (Bamba) where `rope` is false (CUDA so far); where `moe_variants` is
+// false (CUDA), the MoE layers of Granite (renormalised routing, shared expert) and Nemotron-H (sigmoid
+// router, relu² experts, latent projections). One-line BackendFailure.
 // A layer without a mixer (Nemotron-H's '-') and its relu² MLP without gate need no check here: a
 // backend without the first refuses it through find_module (MixerKind::None has no unit in its
 // table), looked up before the layer's feed-forward unit is made (CUDA); Vulkan runs both.
 inline void check_layer_params(const LayerSpec& l, const char* backend, int64_t layer, bool rope = false,
-                               bool granite_moe = false) {
+                               bool moe_variants = false) {
   if (l.has_attention() && l.attn.rotary_dim > 0 && !rope)
     throw BackendFailure(std::string(backend) + ": no kernel for RoPE attention (layer " + std::to_string(layer) +
                          ", rotary dims " + std::to_string(l.attn.rotary_dim) + "); use the cpu backend");
-  if (l.is_moe() && !granite_moe && (l.ffn_params.renormalize || l.ffn_params.shared_d_ff > 0))
+  if (moe_variants) return;
+  if (l.is_moe() && (l.ffn_params.renormalize || l.ffn_params.shared_d_ff > 0))
     throw BackendFailure(std::string(backend) + ": no kernel for renormalised routing or a shared expert (layer " +
                          std::to_string(layer) + "); use the cpu backend");
   if (l.is_moe() && (l.ffn_params.sigmoid_router || !l.ffn_params.gated || l.ffn_params.latent > 0))

@@ -4,7 +4,7 @@
 // correction bias, expert groups, renormalisation and scaling (the fast path's route_sigmoid against
 // the reference's sort-based sigmoid_router, and cases worked by hand), the tensor names of both
 // layouts (NVIDIA's per-expert, HF's stacked), latent projections and biases, the CPU backend against
-// the reference forward, parameter counts and the device backends' refusal. The logits against the
+// the reference forward, parameter counts, Vulkan against the CPU backend and CUDA's refusal. The logits against the
 // independent NumPy reference are the golden cases nemotron_moe and nemotron_moe_latent.
 #include <gtest/gtest.h>
 
@@ -209,9 +209,42 @@ TEST(NemotronHMoeTiny, ExpertBiasesInTheFile_NameTheTensorNothingReads) {
   EXPECT_LOAD_ERROR(load_model(dir.path), "unexpected tensor 'backbone.layers.1.mixer.experts.0.up_proj.bias' (96,)");
 }
 
-TEST(NemotronHMoeTiny, DeviceBackends_RefuseInOneLine) {
+TEST(NemotronHMoeTiny, Cuda_RefusesInOneLine) {
   test::TempDir dir;
-  family_test::expect_device_backends_refuse(moe_tiny(dir));
+  family_test::expect_device_backends_refuse(moe_tiny(dir), "", {"cuda"});
+}
+
+// Vulkan runs the MoE layers as the CPU does (the sigmoid router over 4 groups with its correction
+// bias, renormalised weights × 2.5, relu² experts and shared expert): logits and every instrument with
+// full records, by decode steps, a prefill of 5 then decode steps, and one prefill of 40 tokens; with
+// registers and softmax-1 too; and HF's stacked layout with latent projections, biases, one group and
+// no renormalisation.
+TEST(NemotronHMoeTiny, Vulkan_PrefillThenDecode_MatchesTheCpuBackend_EveryInstrument) {
+  if (!family_test::backend_here("vulkan")) GTEST_SKIP() << "no Vulkan device";
+  std::vector<int32_t> ids = {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3};
+  for (int32_t i = 0; ids.size() < 40; ++i) ids.push_back((i * 977 + 5) % 4096);
+  test::TempDir dir, latent_dir;
+  auto model = moe_tiny(dir);
+  ASSERT_TRUE(model->schedule[1].ffn_params.sigmoid_router);
+  ASSERT_EQ(model->schedule[1].ffn_params.groups, 4);
+  family_test::expect_device_matches_cpu(model, "vulkan", ids, 5, RunOptions{});
+  RunOptions reg;
+  reg.registers = 2;
+  reg.normalizer_override = true;
+  reg.normalizer = Normalizer::Softmax1;
+  family_test::expect_device_matches_cpu(model, "vulkan", ids, 5, reg);
+  auto latent = moe_tiny(
+      latent_dir,
+      [](JambaConfig& c) {
+        c.moe_latent_size = 48;
+        c.mlp_bias = true;
+        c.moe_renormalize = false;
+        c.moe_n_group = c.moe_topk_group = 1;
+        c.moe_routed_scaling = 1.5;
+      },
+      true);
+  ASSERT_EQ(latent->w.layers[4].moe.latent_in.rows, 48);
+  family_test::expect_device_matches_cpu(latent, "vulkan", ids, 5, RunOptions{});
 }
 
 }  // namespace

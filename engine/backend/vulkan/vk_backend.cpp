@@ -140,9 +140,11 @@ ActLayout VulkanBackend::act_layout(uint64_t c) const {
   const uint64_t H = cfg_.hidden_size, Di = cfg_.mamba_inner();
   // The widest feed-forward: a layer's own width (Granite's dense layers: its shared MLP's), not only
   // intermediate_size.
-  uint64_t I = cfg_.intermediate_size;
-  for (const LayerSpec& l : sched_.layers())
+  uint64_t I = cfg_.intermediate_size, Lat = 0;  // and the widest latent MoE input (Nemotron-H)
+  for (const LayerSpec& l : sched_.layers()) {
     I = std::max<uint64_t>(I, static_cast<uint64_t>(std::max(l.ffn_params.d_ff, l.ffn_params.shared_d_ff)));
+    Lat = std::max<uint64_t>(Lat, static_cast<uint64_t>(l.ffn_params.latent));
+  }
   const uint64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok, R = cfg_.mamba_dt_rank, N = cfg_.mamba_d_state;
   const uint64_t qw = cfg_.num_attention_heads * cfg_.head_dim(), kvw = cfg_.num_key_value_heads * cfg_.head_dim();
   const bool A = sched_.num_attention() > 0, M = sched_.num_ssm() > 0, X = sched_.num_moe() > 0;
@@ -170,7 +172,9 @@ ActLayout VulkanBackend::act_layout(uint64_t c) const {
   take(&a.rl, X ? c * E : 0);
   take(&a.g, std::max(c, K) * 2 * I);
   take(&a.uf, std::max(c, K) * I);
-  take(&a.ye, X ? c * K * H : 0);
+  take(&a.ye, X ? c * K * std::max(H, Lat) : 0);
+  take(&a.lat, c * Lat);
+  take(&a.lato, c * Lat);
   a.total = o;
   return a;
 }

@@ -1,7 +1,8 @@
-// The Vulkan feed-forward units: the dense SwiGLU MLP (jamba-spec.md §3.8) or Nemotron-H's relu² MLP
-// without gate (up → relu(·)² → down, as cpu_ffn.cpp; with mlp_bias's up and down biases), and the mixture of experts (§3.9: router,
-// top-k with its instruments, each chosen expert's SwiGLU, the weighted sum; Granite's renormalised
-// weights and shared expert, as cpu_ffn.cpp's CpuMoe).
+// The Vulkan feed-forward units, as cpu_ffn.cpp: the dense SwiGLU MLP (jamba-spec.md §3.8) or
+// Nemotron-H's relu² MLP without gate (up → relu(·)² → down, with mlp_bias's up and down biases), and
+// the mixture of experts (§3.9: router, top-k with its instruments, each chosen expert's SwiGLU or relu²
+// MLP, the weighted sum), with Granite's renormalised weights and shared expert, and Nemotron-H's
+// DeepSeek-V3 sigmoid router, relu² experts with biases, shared expert and latent projections.
 // They share the one-token path: every chosen expert's (or the one MLP's) silu(gate x) ⊙ (up x) in
 // one matrix–vector kernel. At S > 1 the MoE runs each expert once over the tokens routed to it.
 #include "engine/backend/vulkan/vk_module.h"
@@ -14,15 +15,21 @@ class VkFeedForward : public VkFfn {
   explicit VkFeedForward(const DLayer& d) : d_(d) {}
 
  protected:
-  // S = 1: uf (K, I) = silu(gate x) ⊙ (up x) of the K experts listed at route `sel` of `gu` (E_l, 2I, H)
-  // (-1: its one matrix, K = 1).
-  static void record_gate_up_one(VkRecorder& r, const DMat& gu, int32_t sel, uint32_t K) {
+  // S = 1: uf (K, I) = the activations of the K MLPs of `gu` listed at route `sel` (-1: its one matrix,
+  // K = 1) on x at act[x_off] (cols = gu.cols): silu(gate x) ⊙ (up x) when `gated`, else relu(up x + b)²
+  // with the experts' up biases `up_bias` ((E_l, I) or -1).
+  static void record_gate_up_one(VkRecorder& r, const DMat& gu, int32_t sel, uint32_t K, bool gated = true,
+                                 uint32_t x_off = ~0u, int32_t up_bias = -1) {
     const ActLayout& al = r.act();
-    const uint32_t H = u32(r.config().hidden_size), I = u32(gu.rows / 2);
+    const uint32_t I = u32(gated ? gu.rows / 2 : gu.rows), cols = u32(gu.cols);
+    if (x_off == ~0u) x_off = al.x;
     uint32_t gx, gy;
     matvec_groups(I, &gx, &gy);
-    MatvecPC a{gu.off, I, H, al.x, 0, al.uf, I, 0, -1, gx, sel, gu.stride(), 0, 1, -1, 0.0f};
+    MatvecPC a{gu.off, I, cols, x_off, 0, al.uf, I, 0, up_bias, gx, sel, gu.stride(), 0, gated ? 1u : 0u, -1, 0.0f};
     r.dispatch_w(Kernel::Matvec, gu.dtype, r.binds(gu.chunk), a, gx, gy, K);
+    r.barrier();
+    if (gated) return;
+    r.dispatch(Kernel::Relu2, r.binds(), Relu2PC{I, K, al.uf}, ceil_div(I, 64), K);
     r.barrier();
   }
   // h += residual(mlp(x)) of one MLP: SwiGLU (gate_up (1, 2I, H)) or, not `gated`, Nemotron-H's relu²
@@ -68,27 +75,51 @@ class VkDense final : public VkFeedForward {
 class VkMoe final : public VkFeedForward {
  public:
   VkMoe(const DLayer& d, int64_t layer, const LayerSpec& spec)
-      : VkFeedForward(d),
-        layer_(layer),
-        xi_(spec.moe_index),
-        renorm_(spec.ffn_params.renormalize),
-        gated_(spec.ffn_params.gated) {}
+      : VkFeedForward(d), layer_(layer), xi_(spec.moe_index), fp_(spec.ffn_params) {}
 
   void record(VkRecorder& r, int64_t S, bool records) override {
     const JambaConfig& cfg = r.config();
     const ActLayout& al = r.act();
-    const RouteLayout& ro = r.route();
-    const RecLayout& rl = r.rec();
-    const DMat& gu = d_.gate_up;  // (E, 2I, H)
-    const uint32_t H = u32(cfg.hidden_size), I = u32(d_.down.cols);
-    const uint32_t E = u32(cfg.num_experts), K = u32(cfg.num_experts_per_tok);
-    const bool instr = records && r.options().instruments;
+    const uint32_t H = u32(cfg.hidden_size), E = u32(cfg.num_experts);
+    const bool latent = d_.latent_in.rows > 0;
     r.linear(d_.router, al.x, H, S, al.rl, E, false, -1);  // (S, E)
     r.barrier();
+    // The routed branch: h += res · Σ w y through the weights, or, between latent projections, into
+    // lato (S, Lat) whose product out adds res · (…) itself.
+    route(r, S, records && r.options().instruments, latent ? 1.0 : cfg.residual_multiplier);
+    r.observe("router_probs", layer_, r.route().prob, E, E, S, VkRecorder::From::Route);
+    uint32_t xin = al.x, yout = al.h;
+    if (latent) {
+      r.linear(d_.latent_in, al.x, H, S, al.lat, u32(d_.latent_in.rows), false, d_.latent_in_bias);
+      r.barrier();
+      xin = al.lat;
+      yout = al.lato;
+    }
+    if (S == 1)
+      record_experts_one(r, xin, yout, !latent);
+    else
+      record_experts(r, S, xin, yout, !latent);
+    if (latent) {
+      r.residual(d_.latent_out, al.lato, u32(d_.latent_out.cols), S, d_.latent_out_bias);
+      r.barrier();
+    }
+    // The shared expert on every token, weight 1 (its residual product applies the multiplier).
+    if (d_.shared_down.rows > 0)
+      record_mlp(r, d_.shared_gate_up, d_.shared_down, fp_.gated, d_.shared_up_bias, d_.shared_down_bias, S);
+  }
+
+ private:
+  // The router's choice (moe_route.comp): records, the k experts of each token in ascending index with
+  // their weights × `scale` · routed_scaling, and at S > 1 each expert's token list.
+  void route(VkRecorder& r, int64_t S, bool instr, double scale) {
+    const JambaConfig& cfg = r.config();
+    const RouteLayout& ro = r.route();
+    const RecLayout& rl = r.rec();
+    const uint32_t E = u32(cfg.num_experts), K = u32(cfg.num_experts_per_tok);
     MoeRoutePC rp{E,
                   K,
                   u32(S),
-                  al.rl,
+                  r.act().rl,
                   instr ? 1u : 0u,
                   rl.stride,
                   rl.rprobs + u32(xi_) * E,
@@ -101,55 +132,66 @@ class VkMoe final : public VkFeedForward {
                   ro.cnt,
                   ro.in,
                   ro.out,
-                  renorm_ ? 1u : 0u,
-                  static_cast<float>(cfg.residual_multiplier)};  // the routed branch's h += res · Σ w y
+                  fp_.renormalize ? 1u : 0u,
+                  static_cast<float>(scale * fp_.routed_scaling),
+                  fp_.sigmoid_router ? 1u : 0u,
+                  u32(fp_.groups),
+                  u32(fp_.topk_groups),
+                  d_.router_bias};
     r.dispatch(Kernel::MoeRoute, r.binds(), rp, 1);
     r.barrier();
-    r.observe("router_probs", layer_, ro.prob, E, E, S, VkRecorder::From::Route);
-    if (S == 1) {
-      record_gate_up_one(r, gu, static_cast<int32_t>(ro.sel), K);
-      uint32_t hx, hy;
-      matvec_groups(H, &hx, &hy);
-      MoeDownPC dn{d_.down.off, H, I, al.uf, I, al.h, K, ro.sel, ro.selw, d_.down.stride(), hx};
-      r.dispatch_w(Kernel::MatvecMoeDown, d_.down.dtype, r.binds(d_.down.chunk), dn, hx, hy);
-      r.barrier();
-    } else {
-      record_experts(r, S);
-    }
-    // The shared expert on every token, weight 1 (its residual product applies the multiplier).
-    if (d_.shared_down.rows > 0) record_mlp(r, d_.shared_gate_up, d_.shared_down, gated_, -1, -1, S);
   }
 
- private:
-  // Prefill: each expert once over the tokens routed to it (gathered rows, outputs to their slots),
-  // then h += the weighted sum.
-  void record_experts(VkRecorder& r, int64_t S) {
+  // S = 1: the k chosen experts' activations in one matrix–vector kernel, then their weighted down
+  // products into yout (added to h, or set: the latent sum).
+  void record_experts_one(VkRecorder& r, uint32_t xin, uint32_t yout, bool accumulate) {
+    const RouteLayout& ro = r.route();
+    const uint32_t K = u32(r.config().num_experts_per_tok), I = u32(d_.down.cols), Hout = u32(d_.down.rows);
+    record_gate_up_one(r, d_.gate_up, static_cast<int32_t>(ro.sel), K, fp_.gated, xin, d_.up_bias);
+    uint32_t hx, hy;
+    matvec_groups(Hout, &hx, &hy);
+    MoeDownPC dn{d_.down.off, Hout, I, r.act().uf, I, yout, K, ro.sel, ro.selw, d_.down.stride(), hx,
+                 d_.down_bias, accumulate ? 1u : 0u};
+    r.dispatch_w(Kernel::MatvecMoeDown, d_.down.dtype, r.binds(d_.down.chunk), dn, hx, hy);
+    r.barrier();
+  }
+
+  // Prefill: each expert once over the tokens routed to it (gathered rows of xin, outputs to their
+  // slots of ye), then yout (+)= the weighted sum.
+  void record_experts(VkRecorder& r, int64_t S, uint32_t xin, uint32_t yout, bool accumulate) {
     const ActLayout& al = r.act();
     const RouteLayout& ro = r.route();
-    const DMat& gu = d_.gate_up;  // (E, 2I, H)
-    const uint32_t H = u32(r.config().hidden_size), I = u32(d_.down.cols);
+    const DMat& gu = d_.gate_up;  // (E, 2I, Hin), or (E, I, Hin) without gate
+    const uint32_t Hin = u32(gu.cols), I = u32(d_.down.cols), Hout = u32(d_.down.rows);
     const uint32_t E = u32(r.config().num_experts), K = u32(r.config().num_experts_per_tok);
+    const uint32_t gw = u32(gu.rows);  // 2I, or I
     for (uint32_t e = 0; e < E; ++e) {
       const int32_t cnt = static_cast<int32_t>(ro.cnt + e);
       const int32_t in = static_cast<int32_t>(ro.in + e * u32(S)), out = static_cast<int32_t>(ro.out + e * u32(S));
-      r.matmul(MatmulPC{gu.off + e * gu.stride(), 2 * I, H, al.x, H, al.g, 2 * I, u32(S), 0, -1, in, -1, cnt, 0, 0}, gu,
-               S);
+      const int32_t ub = d_.up_bias < 0 ? -1 : d_.up_bias + static_cast<int32_t>(e * I);
+      const int32_t db = d_.down_bias < 0 ? -1 : d_.down_bias + static_cast<int32_t>(e * Hout);
+      const uint32_t act_out = fp_.gated ? al.g : al.uf;
+      r.matmul(MatmulPC{gu.off + e * gu.stride(), gw, Hin, xin, Hin, act_out, gw, u32(S), 0, ub, in, -1, cnt, 0, 0},
+               gu, S);
       r.barrier();
-      r.dispatch(Kernel::Swiglu, r.binds(), SwigluPC{I, u32(S), al.g, al.uf, cnt}, ceil_div(I, 64), u32(S));
+      if (fp_.gated)
+        r.dispatch(Kernel::Swiglu, r.binds(), SwigluPC{I, u32(S), al.g, al.uf, cnt}, ceil_div(I, 64), u32(S));
+      else
+        r.dispatch(Kernel::Relu2, r.binds(), Relu2PC{I, u32(S), al.uf}, ceil_div(I, 64), u32(S));
       r.barrier();
-      r.matmul(
-          MatmulPC{d_.down.off + e * d_.down.stride(), H, I, al.uf, I, al.ye, H, u32(S), 0, -1, -1, out, cnt, 0, 0},
-          d_.down, S);
+      r.matmul(MatmulPC{d_.down.off + e * d_.down.stride(), Hout, I, al.uf, I, al.ye, Hout, u32(S), 0, db, -1, out,
+                        cnt, 0, 0},
+               d_.down, S);
       r.barrier();
     }
-    r.dispatch(Kernel::MoeCombine, r.binds(), MoeCombinePC{H, K, al.ye, al.h, ro.selw}, ceil_div(H, 64), u32(S));
+    r.dispatch(Kernel::MoeCombine, r.binds(), MoeCombinePC{Hout, K, al.ye, yout, ro.selw, accumulate ? 1u : 0u},
+               ceil_div(Hout, 64), u32(S));
     r.barrier();
   }
 
   int64_t layer_;
   int64_t xi_;  // this layer's index among the MoE layers (the X_n axis)
-  bool renorm_;  // Granite: the k weights renormalised
-  bool gated_;   // SwiGLU experts (and shared expert), or relu² without gate
+  const FfnParams& fp_;  // the router (softmax or sigmoid with groups), renormalisation, gated experts
 };
 
 }  // namespace

@@ -64,6 +64,8 @@ struct MatvecPC {
 };
 struct MoeDownPC {
   uint32_t w_off, rows, cols, x_off, x_slot, y_off, K, sel_off, selw_off, expert_stride, groups_x;
+  int32_t bias_off;     // the experts' down biases (E, rows), -1: none
+  uint32_t accumulate;  // y += (the residual) or y = (a latent sum)
 };
 // matmul.comp and matmul_rows.comp (which also reads groups_x).
 struct MatmulPC {
@@ -98,8 +100,11 @@ struct ScanPC {
 struct MoeRoutePC {
   uint32_t E, K, S, lg_off, rec_on, rec_stride, probs_off, topk_off, lse_off, prob_tmp, sel_off, selw_off, lists,
       cnt_off, in_off, out_off;
-  uint32_t renorm;      // the k weights renormalised to sum 1 (Granite)
-  float scale;          // every weight × scale (the residual multiplier)
+  uint32_t renorm;      // the k weights renormalised to sum 1 (Granite, Nemotron-H's norm_topk_prob)
+  float scale;          // every weight × scale (the routed scaling factor × the residual multiplier)
+  uint32_t sigmoid;     // DeepSeek-V3's sigmoid router with groups (Nemotron-H)
+  uint32_t groups, topk_groups;
+  int32_t bias_off;     // its correction bias (E,), -1: none
 };
 struct SwigluPC {
   uint32_t I, M, gu_off, out_off;
@@ -107,6 +112,7 @@ struct SwigluPC {
 };
 struct MoeCombinePC {
   uint32_t H, K, ye_off, h_off, selw_off;
+  uint32_t accumulate;  // y += (the residual) or y = (a latent sum)
 };
 struct RowMeanPC {
   uint32_t n, in_off, in_stride, rec_stride, out_off;

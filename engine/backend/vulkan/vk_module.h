@@ -28,7 +28,8 @@ using RecLayout = DeviceRecordLayout<uint32_t>;
 struct ActLayout {
   // g: gate|up (·, 2I), uf: (·, I). Mamba-1: xz u0|z (·, 2Di), u (·, Di), dt (·, Di); Mamba-2: xz
   // z | x|B|C | dt (·, Di + conv_dim + nh), u x|B|C after the conv (·, conv_dim), dt Δ (·, nh).
-  uint32_t h, x, qkv, o, xz, u, p, dtr, bm, cm, dt, gated, rl, g, uf, ye;
+  // lat, lato: Nemotron-H's latent MoE input and weighted sum (·, Lat).
+  uint32_t h, x, qkv, o, xz, u, p, dtr, bm, cm, dt, gated, rl, g, uf, ye, lat, lato;
   uint64_t total = 0;
 };
 

@@ -9,15 +9,19 @@
 namespace hl::vk {
 
 void check_vk_modules(const Model& m) {
-  // MLP biases: the relu² MLP's (Nemotron-H's '-' layers) only, not a gated MLP's or an expert's.
+  // MLP biases: the relu² MLPs' (Nemotron-H's '-' layers, its experts and shared expert) only, not a
+  // gated MLP's.
   bool relu2_only = true;
   for (const LayerSpec& l : m.schedule.layers())
-    relu2_only = relu2_only && (l.ffn == FfnKind::None || (!l.is_moe() && !l.ffn_params.gated));
+    relu2_only = relu2_only && (l.ffn == FfnKind::None || !l.ffn_params.gated);
   // Granite's multipliers (the residual one on MoE layers through the routing weights, moe_route.comp).
   check_model_params(m.config, "vulkan", relu2_only, /*granite_ok=*/true);
   for (int64_t i = 0; i < m.schedule.size(); ++i) {
     if (mixer_present(m.schedule[i].mixer)) find_module(VkMixerTable::entries(), m.schedule[i].mixer, "vulkan", i);
-    check_layer_params(m.schedule[i], "vulkan", i, /*rope=*/true, /*granite_moe=*/true);
+    check_layer_params(m.schedule[i], "vulkan", i, /*rope=*/true, /*moe_variants=*/true);
+    if (m.schedule[i].is_moe() && m.schedule[i].ffn_params.groups > 64)  // moe_route.comp's group mask
+      throw BackendFailure("vulkan: the sigmoid router takes at most 64 expert groups (layer " + std::to_string(i) +
+                           " has " + std::to_string(m.schedule[i].ffn_params.groups) + "); use the cpu backend");
     if (m.schedule[i].ffn != FfnKind::None) find_module(VkFfnTable::entries(), m.schedule[i].ffn, "vulkan", i);
   }
 }

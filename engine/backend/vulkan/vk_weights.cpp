@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <string>
 
 namespace hl::vk {
@@ -127,6 +128,7 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
   layers.resize(static_cast<size_t>(L));
   std::vector<Block> blocks;
   std::vector<VecItem> vecs;
+  std::deque<std::vector<float>> owned;  // vectors made here (the experts' biases in one run), kept to the upload
   auto add_block = [&](std::vector<const Mat*> mats, DMat* dst, int64_t experts = 1) {
     blocks.push_back(Block{std::move(mats), dst, experts});
   };
@@ -205,10 +207,27 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
       sg.push_back(&lw.moe.shared.up);
       add_block(sg, &d.shared_gate_up);
       add_block({&lw.moe.shared.down}, &d.shared_down);
+      add_vec(lw.moe.shared.up_bias, &d.shared_up_bias);
+      add_vec(lw.moe.shared.down_bias, &d.shared_down_bias);
     }
-    if (!moe && !m.schedule[i].ffn_params.gated) {  // the relu² MLP's biases (check_vk_modules)
-      add_vec(lw.mlp.up_bias, &d.up_bias);
-      add_vec(lw.mlp.down_bias, &d.down_bias);
+    if (moe) {
+      add_vec(lw.moe.router_bias, &d.router_bias);
+      if (!lw.moe.latent_in.empty()) {
+        add_block({&lw.moe.latent_in}, &d.latent_in);
+        add_block({&lw.moe.latent_out}, &d.latent_out);
+        add_vec(lw.moe.latent_in_bias, &d.latent_in_bias);
+        add_vec(lw.moe.latent_out_bias, &d.latent_out_bias);
+      }
+    }
+    if (!m.schedule[i].ffn_params.gated) {  // relu² MLPs' biases (check_vk_modules), experts' concatenated
+      std::vector<float>& ub = owned.emplace_back();
+      std::vector<float>& db = owned.emplace_back();
+      for (const MlpWeights* e : mlps) {
+        ub.insert(ub.end(), e->up_bias.begin(), e->up_bias.end());
+        db.insert(db.end(), e->down_bias.begin(), e->down_bias.end());
+      }
+      add_vec(ub, &d.up_bias);
+      add_vec(db, &d.down_bias);
     }
   }
 

@@ -38,14 +38,19 @@ struct DLayer {
   int32_t A = -1, D = -1, out_bias = -1;  // A: Mamba-1 (Di, N), Mamba-2 (nh,); D: (Di,), (nh,)
   int32_t gate_norm = -1;                 // Mamba-2: the gated RMSNorm's weight (Di,)
   DMat router;                            // MoE
+  int32_t router_bias = -1;               // a sigmoid router's correction bias (E,) (Nemotron-H)
+  DMat latent_in, latent_out;             // Nemotron-H's latent projections (Lat, H), (H, Lat), or rows 0
+  int32_t latent_in_bias = -1, latent_out_bias = -1;
   // (E_l, 2I, H): gate rows then up rows (the relu² MLP without gate: up alone, (1, I, H)); (E_l, H, I);
   // E_l = 1 if dense.
   DMat gate_up, down;
   // An MoE layer's shared expert (Granite's shared_mlp), beside the routed ones: (1, 2I_s, H) (up alone
   // without gate: (1, I_s, H)), (1, H, I_s); rows 0 where the layer has none.
   DMat shared_gate_up, shared_down;
-  // The relu² MLP's biases (mlp_bias: Nemotron-H's '-' layers): up and down; -1: none.
+  // The relu² MLP's biases (mlp_bias: Nemotron-H): up and down, (I,), (H,); of an MoE layer's routed
+  // experts (E, I), (E, H_in) in expert order; -1: none. The shared expert's, (I_s,), (H,).
   int32_t up_bias = -1, down_bias = -1;
+  int32_t shared_up_bias = -1, shared_down_bias = -1;
 };
 
 class DeviceWeights {
