@@ -1,9 +1,9 @@
 // `hybridlens sweep` (issue 21 item 1, stats-format.md): runs every prompt of a JSONL file as
 // `record` runs one, aggregates the per-token instruments into per-layer / per-head / per-expert
 // distributions (sessions/sweep_stats.h) and writes one stats file (sessions/sweep_file.h).
-// Resumable through a progress file next to --out; under mpirun / srun the prompts are spread over
-// the ranks (app/cli/sweep_mpi.h) and the aggregates merged on rank 0 in rank order.
-#include <dirent.h>
+// Resumable through progress files next to --out (sweep_progress.h), on any number of ranks; under
+// mpirun / srun the prompts are spread over the ranks (app/cli/sweep_mpi.h) and the aggregates merged
+// on rank 0 in rank order.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +20,7 @@
 #include "app/cli/pipeline_run.h"
 #include "app/cli/run_args.h"
 #include "app/cli/sweep_mpi.h"
+#include "app/cli/sweep_progress.h"
 #include "app/cli/sweep_prompts.h"
 #include "engine/core/error.h"
 #include "engine/io/adapter.h"
@@ -75,56 +76,6 @@ nlohmann::ordered_json optionsJson(const ParsedArgs& a) {
                         "hidden-attention"})
     if (a.has(k)) o[k] = a.get(k);
   return o;
-}
-
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-// What differs between a progress file's job and this one ("" when nothing does).
-std::string jobMismatch(const nlohmann::ordered_json& was, const nlohmann::ordered_json& now) {
-  for (const char* k : {"checkpoint", "adapter", "prompts_file", "options", "ranks"}) {
-    nlohmann::ordered_json a = was.value(k, nlohmann::ordered_json()), b = now.value(k, nlohmann::ordered_json());
-    if (std::string(k) == "checkpoint") {  // the same weights, wherever the folder is now (as identity_mismatch)
-      for (nlohmann::ordered_json* j : {&a, &b})
-        if (j->is_object())
-          *j = {{"config_sha256", j->value("config_sha256", "")}, {"weights_hash", j->value("weights_hash", "")}};
-    }
-    if (a != b) {
-      const std::string what = std::string(k) == "prompts_file" ? "the prompts file"
-                               : std::string(k) == "ranks"      ? "the number of ranks"
-                                                                : "the " + std::string(k);
-      return what + " differs (was " + a.dump().substr(0, 160) + ", now " + b.dump().substr(0, 160) + ")";
-    }
-  }
-  return "";
-}
-
-// A progress file of `out` written by a sweep with another number of ranks (its prompts are spread
-// differently): refused, naming it, rather than started over beside it.
-void refuseOtherRankCounts(const std::string& out, int size) {
-  const auto slash = out.find_last_of('/');
-  const std::string folder = slash == std::string::npos ? "." : out.substr(0, slash + 1);
-  const std::string stem = (slash == std::string::npos ? out : out.substr(slash + 1)) + ".partial";
-  const std::string ours = "-of-" + std::to_string(size);
-  DIR* d = ::opendir(folder.c_str());
-  if (!d) return;
-  std::string other;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n.rfind(stem, 0) != 0 || (n != stem && n[stem.size()] != '.')) continue;
-    if (n.find(".tmp.") != std::string::npos) continue;  // an atomic writer's temporary
-    const bool same =
-        size == 1 ? n == stem
-                  : n != stem && n.size() > ours.size() && n.compare(n.size() - ours.size(), ours.size(), ours) == 0;
-    if (!same) other = n;
-  }
-  ::closedir(d);
-  if (!other.empty())
-    throw Error((slash == std::string::npos ? other : folder + other) +
-                ": progress of this sweep with another number of ranks than " + std::to_string(size) +
-                "; rerun it as it was started, or delete the .partial files to start over");
 }
 
 // Test hook HL_SWEEP_KILL_AFTER=K[:RANK]: the process (of that rank, default every rank) kills itself
@@ -215,29 +166,22 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& mpi) {
   progressExtra["ranks"] = comm.size;
   progressExtra["rank"] = comm.rank;
 
-  // The progress file of this rank: finished prompts and their aggregate, exact.
-  const std::string partial =
-      out + ".partial" + (comm.size > 1 ? "." + std::to_string(comm.rank) + "-of-" + std::to_string(comm.size) : "");
-  refuseOtherRankCounts(out, comm.size);
-  SweepStats stats = SweepStats::for_schedule(sched, sp);
-  std::vector<int64_t> finished;
-  if (exists(partial)) {
-    SweepFile was = load_sweep_stats(partial);
-    const std::string diff = jobMismatch(was.manifest, progressExtra);
-    if (!diff.empty())
-      throw Error(partial + ": a progress file of another sweep: " + diff +
-                  "; run the same command to continue it, or delete it to start over");
-    if (!was.exact || was.stats.dists.size() != stats.dists.size())
-      throw Error(partial + ": not a progress file (storage is not f64-bits)");
-    stats.merge(was.stats);  // shapes checked; the aggregate continues exactly
-    finished = was.finished;
-    std::fprintf(stderr, "hybridlens sweep: %s: continuing after %zu finished prompts\n", partial.c_str(),
-                 finished.size());
+  // The progress: this rank's file to continue, every finished prompt, files of another rank count
+  // adopted by rank 0, which saves its own before removing them (sweep_progress.h).
+  const std::string partial = sweepProgressPath(out, comm.rank, comm.size);
+  SweepProgress progress =
+      readSweepProgress(out, comm.rank, comm.size, progressExtra, SweepStats::for_schedule(sched, sp),
+                        static_cast<int64_t>(prompts.size()));
+  SweepStats& stats = progress.stats;
+  std::vector<int64_t>& finished = progress.finished;
+  const std::set<int64_t>& done = progress.done;
+  if (!progress.note.empty() && pipe.writer()) std::fprintf(stderr, "hybridlens sweep: %s\n", progress.note.c_str());
+  sweepBarrier(mpi);  // every rank has read every file
+  if (!progress.adopted.empty() && comm.rank == 0 && pipe.writer()) {
+    save_sweep_stats(partial, stats, progressExtra, true, &finished);
+    for (const std::string& f : progress.adopted) std::remove(f.c_str());
   }
-  std::set<int64_t> done(finished.begin(), finished.end());
-  for (int64_t i : finished)
-    if (i < 0 || i >= static_cast<int64_t>(prompts.size()) || i % comm.size != comm.rank)
-      throw Error(partial + ": finished prompt " + std::to_string(i) + " is not one of this rank's");
+  sweepBarrier(mpi);  // removed before any rank writes its own file, which may bear an adopted name
 
   int finishedHere = 0;
   for (size_t i = static_cast<size_t>(comm.rank); i < prompts.size(); i += static_cast<size_t>(comm.size)) {
