@@ -25,7 +25,6 @@ void refuseUnsupported(const ParsedArgs& a, const std::string& backendName) {
   if (backendName != "cpu" && backendName != "auto")
     throw UsageError("--pipeline: backend " + backendName + " is not supported yet (only cpu)");
   if (a.has("adapter")) throw UsageError("--pipeline with --adapter is not supported yet");
-  if (weightsOption(a)) throw UsageError("--pipeline with --weights other than as-stored is not supported yet");
 }
 
 void noteWithoutLauncher() {
@@ -54,8 +53,10 @@ PipelineRun::PipelineRun(const ParsedArgs& a, const std::string& backendName, co
   link_ = mpiStageLink(comm_);
 }
 
-std::shared_ptr<Model> PipelineRun::loadStage(const ParsedArgs& a, const LoadOptions& o) {
+std::shared_ptr<Model> PipelineRun::loadStage(const ParsedArgs& a, const LoadOptions& given) {
   const std::string dir = a.get("checkpoint");
+  LoadOptions o = given;  // --weights: each stage quantises its own matrices (stage_load.h)
+  o.weights = weightsOption(a, &o.quantize_head, &o.fp32_activations);
   ranges_ = split_checkpoint(dir, comm_.size);
   return load_stage(dir, o, ranges_[static_cast<size_t>(comm_.rank)]);
 }

@@ -10,6 +10,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/sys_memory.h"
+#include "engine/model/quantize.h"
 #include "engine/model/weight_binder.h"
 
 namespace hl {
@@ -57,7 +58,6 @@ CheckpointBytes checkpoint_bytes(const std::string& dir) {
 }
 
 std::shared_ptr<Model> load_stage(const std::string& dir, const LoadOptions& o, LayerRange range) {
-  if (o.weights) throw LoadError("a pipeline stage of weights quantised on load (--weights) is not supported yet");
   auto ck = std::make_shared<Checkpoint>(Checkpoint::open(dir, o.progress, FileAccess::Map));
   if (ck->is_gguf()) throw LoadError(dir + ": a pipeline of a GGUF file is not supported yet (convert it to safetensors)");
   const JambaConfig& c = ck->config();
@@ -66,7 +66,13 @@ std::shared_ptr<Model> load_stage(const std::string& dir, const LoadOptions& o, 
     throw LoadError(base_name(dir) + ": pipeline stage layers [" + std::to_string(range.begin) + ", " +
                     std::to_string(range.end) + ") are not a range of the model's " + std::to_string(L) + " layers");
   const bool want_head = range.end == L, want_embed = range.begin == 0 || (want_head && c.tie_word_embeddings);
-  // The budget: this stage's tensors only.
+  const uint64_t budget = o.memory_budget_bytes ? o.memory_budget_bytes : available_memory().bytes;
+  auto over_budget = [&](uint64_t bytes, const std::string& what) {
+    return LoadError(base_name(dir) + ": pipeline stage layers [" + std::to_string(range.begin) + ", " +
+                     std::to_string(range.end) + ") need " + std::to_string(bytes >> 20) + " MiB of " + what +
+                     ", more than the memory budget of " + std::to_string(budget >> 20) + " MiB");
+  };
+  // The budget: this stage's tensors only (quantised on load: their quantised bytes, below).
   const auto [embed_name, head_name] = end_names(*ck);
   uint64_t bytes = 0;
   for (const TensorInfo* t : ck->all_tensors()) {
@@ -76,21 +82,29 @@ std::shared_ptr<Model> load_stage(const std::string& dir, const LoadOptions& o, 
                                        : t->name != head_name || want_head)
       bytes += t->nbytes();
   }
-  const uint64_t budget = o.memory_budget_bytes ? o.memory_budget_bytes : available_memory().bytes;
-  if (bytes > budget)
-    throw LoadError(base_name(dir) + ": pipeline stage layers [" + std::to_string(range.begin) + ", " +
-                    std::to_string(range.end) + ") need " + std::to_string(bytes >> 20) +
-                    " MiB of weights, more than the memory budget of " + std::to_string(budget >> 20) + " MiB");
+  if (!o.weights && bytes > budget) throw over_budget(bytes, "weights");
   LoadOptions lo = o;
-  lo.memory_budget_bytes = ~uint64_t{0};  // checked above for the stage
+  lo.memory_budget_bytes = ~uint64_t{0};  // checked for the stage
+  lo.weights.reset();                     // quantised here, the stage's matrices only
+  lo.fp32_activations = false;            // marked after quantising, as load_model does
   const std::shared_ptr<Model> m = bind_model_stage(*ck, lo, range);
   ModelWeights& w = m->w;
   for (int64_t i = 0; i < L; ++i)
     if (i < range.begin || i >= range.end) w.layers[static_cast<size_t>(i)] = LayerWeights{};
   const bool tied = w.lm_head.data == w.embed.data;
+  // A tied head stays the embedding's view while quantising, so the rule for the pair (quantised
+  // together with +head) is the whole model's; it goes after, where the stage has no head.
   if (!want_embed) w.embed = Mat{};
+  if (!want_head && (!tied || !want_embed)) w.lm_head = Mat{};
+  if (o.weights) {
+    const WeightQuantization plan = plan_quantization(*m, *o.weights, o.quantize_head);
+    if (static_cast<uint64_t>(plan.bytes_after) > budget)
+      throw over_budget(static_cast<uint64_t>(plan.bytes_after), std::string("matrices as ") + dtype_name(*o.weights));
+    QuantizeHooks hooks;
+    hooks.progress = o.progress.callback;
+    quantize_model(*m, *o.weights, false, hooks, o.quantize_head);  // the kept ones are copied below
+  }
   if (!want_head) w.lm_head = Mat{};
-  if (tied && !want_head) w.lm_head = Mat{};
   // Copy what the stage keeps out of the mappings a piece at a time, dropping each piece's mapped
   // pages after its copy: the peak stays the stage's bytes plus one piece (not plus the largest matrix).
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
@@ -105,6 +119,7 @@ std::shared_ptr<Model> load_stage(const std::string& dir, const LoadOptions& o, 
     const size_t n = static_cast<size_t>(x->bytes());
     const auto* src = static_cast<const uint8_t*>(x->data);
     const bool drop = mapped(src, n);
+    if (!drop && o.weights) continue;  // quantised: owned already
     std::shared_ptr<uint8_t[]> buf(new uint8_t[n]);
     for (size_t at = 0; at < n; at += kPiece) {
       const size_t len = std::min(kPiece, n - at);
@@ -117,6 +132,7 @@ std::shared_ptr<Model> load_stage(const std::string& dir, const LoadOptions& o, 
     m->keep_alive.push_back(buf);
   }
   if (tied && want_head) w.lm_head = w.embed;
+  if (o.fp32_activations) keep_fp32_activations(*m);
   // The mappings go: nothing of the model points into them now.
   std::vector<const void*> gone;
   for (const auto& map : ck->mappings()) gone.push_back(map.get());

@@ -34,8 +34,10 @@ int64_t tensor_layer(const std::string& name);
 // range.begin == 0 (or the head is tied to it and range.end == L) and of the LM head when
 // range.end == L are copied into owned memory (each one's mapped pages dropped after its copy) and
 // the mappings released: the other layers' weights are never read, and their LayerWeights (and the
-// embedding / head a stage does not need) are left empty. Safetensors checkpoints as stored only:
-// a GGUF file or o.weights (quantise on load) throws LoadError; so does a range outside [0, L).
+// embedding / head a stage does not need) are left empty. With o.weights (quantise on load) the
+// stage's matrices are quantised from the mapping as load_model would quantise them in the whole
+// model (a tied head with its embedding), the budget counting their quantised bytes. Safetensors
+// checkpoints only: a GGUF file throws LoadError; so does a range outside [0, L).
 std::shared_ptr<Model> load_stage(const std::string& dir, const LoadOptions& o, LayerRange range);
 
 // bind_model (loader.h) for load_stage: the mean embedding row only when range.begin == 0.

@@ -57,10 +57,10 @@ TEST(PipelineCli, WithoutMpirunOneStage_RefusedForOtherBackends) {
               r.err.find("got 'vulkan'") != std::string::npos)
       << r.err;
   a[a.size() - 4] = "cpu";
-  a.insert(a.end(), {"--weights", "q8_0"});
+  a.insert(a.end(), {"--adapter", std::string(HL_SOURCE_DIR) + "/resources/models/baseline"});
   r = hybridlens(a);
   EXPECT_EQ(r.status, 2) << r.err;
-  EXPECT_NE(r.err.find("--pipeline with --weights other than as-stored is not supported yet"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--pipeline with --adapter is not supported yet"), std::string::npos) << r.err;
   EXPECT_FALSE(exists(scratch() + "/no.safetensors"));
 }
 
@@ -78,6 +78,27 @@ TEST(PipelineCli, Mpi_TraceEqualsOneProcessByteForByte) {
     EXPECT_NE(r.out.find("pipeline of " + std::to_string(np) + " ranks"), std::string::npos) << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << "rank 0 alone prints: " << r.out;
     EXPECT_TRUE(slurp(out) == slurp(one)) << "-np " << np;
+  }
+}
+
+// Quantised on load (--weights): each stage quantises its own matrices as the whole model would be
+// (the tied embedding and head together with +head), so the trace equals one process's byte for byte.
+TEST(PipelineCli, Mpi_QuantisedOnLoad_TraceEqualsOneProcessByteForByte) {
+  for (const char* format : {"q8_0", "q4_k+head"}) {
+    std::vector<std::string> one = traceArgs(scratch() + "/one-" + format + ".safetensors", false);
+    one.insert(one.end(), {"--weights", format});
+    const Result r1 = hybridlens(one);
+    ASSERT_EQ(r1.status, 0) << r1.err;
+    std::vector<std::string> two = traceArgs(scratch() + "/np2-" + format + ".safetensors", true);
+    two.insert(two.end(), {"--weights", format});
+    const Result r = mpirun(2, two);
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_TRUE(slurp(scratch() + "/np2-" + format + ".safetensors") == slurp(scratch() + "/one-" + format + ".safetensors"))
+        << format;
+    std::vector<std::string> plain = traceArgs(scratch() + "/plain-for-" + format + ".safetensors", false);
+    ASSERT_EQ(hybridlens(plain).status, 0);
+    EXPECT_FALSE(slurp(scratch() + "/plain-for-" + format + ".safetensors") == slurp(scratch() + "/one-" + format + ".safetensors"))
+        << format << ": quantising changed nothing";
   }
 }
 

@@ -15,6 +15,7 @@
 #include "engine/backend/pipeline.h"
 #include "engine/model/generator.h"
 #include "engine/model/loader.h"
+#include "engine/model/quantize.h"
 #include "engine/trace/trace_fields.h"
 #include "test_util.h"
 
@@ -87,7 +88,8 @@ void expect_same(const std::vector<TokenTrace>& a, const std::vector<TokenTrace>
 
 // Every stage of an n-stage pipeline of `dir` in its own thread; each stage's records.
 std::vector<std::vector<TokenTrace>> run_pipeline(const std::string& dir, int n, const RunOptions& opts,
-                                                  const std::vector<int32_t>& ids, const std::vector<int32_t>& chunk) {
+                                                  const std::vector<int32_t>& ids, const std::vector<int32_t>& chunk,
+                                                  const LoadOptions& lo) {
   const std::vector<LayerRange> ranges = split_checkpoint(dir, n);
   Wires wires;
   std::vector<std::vector<TokenTrace>> out(static_cast<size_t>(n));
@@ -97,7 +99,7 @@ std::vector<std::vector<TokenTrace>> run_pipeline(const std::string& dir, int n,
     threads.emplace_back([&, r] {
       try {
         ThreadLink link(wires, r, n);
-        cpu::CpuBackend b(load_stage(dir, {}, ranges[static_cast<size_t>(r)]), &link, ranges);
+        cpu::CpuBackend b(load_stage(dir, lo, ranges[static_cast<size_t>(r)]), &link, ranges);
         out[static_cast<size_t>(r)] = feed(b, opts, ids, chunk);
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
@@ -108,12 +110,13 @@ std::vector<std::vector<TokenTrace>> run_pipeline(const std::string& dir, int n,
   return out;
 }
 
-void expect_pipeline_equals_one_process(const std::string& dir, const RunOptions& opts, const std::vector<int>& ns) {
+void expect_pipeline_equals_one_process(const std::string& dir, const RunOptions& opts, const std::vector<int>& ns,
+                                        const LoadOptions& lo = {}) {
   const std::vector<int32_t> ids = {1, 17, 400, 9, 33}, chunk = {250, 12, 7};
-  cpu::CpuBackend one(load_model(dir));
+  cpu::CpuBackend one(load_model(dir, lo));
   const std::vector<TokenTrace> want = feed(one, opts, ids, chunk);
   for (int n : ns) {
-    const std::vector<std::vector<TokenTrace>> got = run_pipeline(dir, n, opts, ids, chunk);
+    const std::vector<std::vector<TokenTrace>> got = run_pipeline(dir, n, opts, ids, chunk, lo);
     for (int r = 0; r < n; ++r)
       expect_same(want, got[static_cast<size_t>(r)], base_name(dir) + " " + std::to_string(n) + " stages, stage " +
                                                          std::to_string(r));
@@ -224,5 +227,42 @@ TEST(Pipeline, RecordsEqualOneProcess_OtherFamilies) {
     RunOptions opts;
     opts.full = true;
     expect_pipeline_equals_one_process(d.path, opts, {2, 3});
+  }
+}
+
+// Quantised on load: each stage quantises its own matrices as the whole model is quantised — a tied
+// head with its embedding (+head: both in the format; without: both kept), an untied head alone —
+// so every record equals one process's bit for bit.
+TEST(Pipeline, QuantisedOnLoad_RecordsEqualOneProcess) {
+  hl::test::TempDir d;
+  GenerateOptions g;
+  g.config = preset_config("bamba-tiny");
+  g.config.tie_word_embeddings = true;
+  g.seed = 7;
+  generate_checkpoint(d.path, g);
+  RunOptions opts;
+  opts.full = true;
+  for (const char* format : {"q8_0", "q8_0+head"}) {  // Q8_0: H 128 is a whole number of its blocks
+    LoadOptions lo;
+    lo.weights = parse_weight_format(format, "--weights", &lo.quantize_head, &lo.fp32_activations);
+    expect_pipeline_equals_one_process(d.path, opts, {2, 3}, lo);
+    expect_pipeline_equals_one_process(kModels + "baseline", opts, {3}, lo);
+    // Stage 0 of the tied model holds the embedding as the whole model does: quantised with +head.
+    const std::shared_ptr<Model> first = load_stage(d.path, lo, LayerRange{0, 2});
+    EXPECT_EQ(first->w.embed.dtype, load_model(d.path, lo)->w.embed.dtype) << format;
+    EXPECT_EQ(first->w.embed.dtype == *lo.weights, lo.quantize_head) << format;
+    EXPECT_TRUE(first->w.lm_head.empty());
+    ASSERT_TRUE(first->quantization);
+    EXPECT_GT(first->quantization->mats.size(), 0u);
+  }
+  LoadOptions small;
+  small.weights = DType::Q8_0;
+  small.memory_budget_bytes = 1024;
+  try {
+    (void)load_stage(d.path, small, LayerRange{2, 4});
+    ADD_FAILURE() << "a stage over the budget was loaded";
+  } catch (const LoadError& e) {
+    EXPECT_NE(std::string(e.what()).find("MiB of matrices as Q8_0, more than the memory budget"), std::string::npos)
+        << e.what();
   }
 }
