@@ -21,10 +21,9 @@ void addPipelineOption(ArgParser& p) {
 namespace {
 
 // What --pipeline does not support yet: one UsageError line.
-void refuseUnsupported(const ParsedArgs& a, const std::string& backendName) {
+void refuseUnsupported(const std::string& backendName) {
   if (backendName != "cpu" && backendName != "auto")
     throw UsageError("--pipeline: backend " + backendName + " is not supported yet (only cpu)");
-  if (a.has("adapter")) throw UsageError("--pipeline with --adapter is not supported yet");
 }
 
 void noteWithoutLauncher() {
@@ -37,7 +36,7 @@ void noteWithoutLauncher() {
 
 PipelineRun::PipelineRun(const ParsedArgs& a, const std::string& backendName) {
   if (!a.has("pipeline")) return;
-  refuseUnsupported(a, backendName);
+  refuseUnsupported(backendName);
   noteWithoutLauncher();
   comm_ = sweepCommInit();
   on_ = true;
@@ -46,7 +45,7 @@ PipelineRun::PipelineRun(const ParsedArgs& a, const std::string& backendName) {
 
 PipelineRun::PipelineRun(const ParsedArgs& a, const std::string& backendName, const SweepComm& comm) {
   if (!a.has("pipeline")) return;
-  refuseUnsupported(a, backendName);
+  refuseUnsupported(backendName);
   noteWithoutLauncher();
   comm_ = comm;
   on_ = true;
@@ -55,10 +54,10 @@ PipelineRun::PipelineRun(const ParsedArgs& a, const std::string& backendName, co
 
 std::shared_ptr<Model> PipelineRun::loadStage(const ParsedArgs& a, const LoadOptions& given) {
   const std::string dir = a.get("checkpoint");
-  LoadOptions o = given;  // --weights: each stage quantises its own matrices (stage_load.h)
+  LoadOptions o = given;  // --adapter, --weights: each stage merges and quantises its own matrices (stage_load.h)
   o.weights = weightsOption(a, &o.quantize_head, &o.fp32_activations);
   ranges_ = split_checkpoint(dir, comm_.size);
-  return load_stage(dir, o, ranges_[static_cast<size_t>(comm_.rank)]);
+  return load_stage(dir, o, ranges_[static_cast<size_t>(comm_.rank)], a.getOr("adapter", ""));
 }
 
 std::unique_ptr<Backend> PipelineRun::run(const std::string& command, const std::string& backendName,

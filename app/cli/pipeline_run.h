@@ -23,7 +23,7 @@ void addPipelineOption(ArgParser& p);
 class PipelineRun {
  public:
   // With --pipeline: refuses (UsageError, one line) what is not supported yet — a backend other
-  // than cpu, --adapter — then initialises MPI when started by
+  // than cpu — then initialises MPI when started by
   // mpirun / srun (without them, as `sweep`: one rank, saying so on stderr). Without --pipeline:
   // off (every call below then does what one process does).
   PipelineRun(const ParsedArgs& a, const std::string& backendName);
@@ -34,7 +34,7 @@ class PipelineRun {
   bool writer() const { return comm_.rank == 0; }
   int ranks() const { return comm_.size; }
   // Splits --checkpoint over the ranks (split_checkpoint: more ranks than layers is an Error) and
-  // loads this rank's stage, quantised as --weights says.
+  // loads this rank's stage, with --adapter merged and quantised as --weights says.
   std::shared_ptr<Model> loadStage(const ParsedArgs& a, const LoadOptions& o);
   // With a pipeline: this rank's stage backend over MPI (make_stage_backend) given to `body`; without
   // one, runWithFallback (run_args.h). Returns the backend unless `body` moved it out.

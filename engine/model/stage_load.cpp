@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "engine/core/error.h"
 #include "engine/core/sys_memory.h"
+#include "engine/io/adapter.h"
 #include "engine/model/quantize.h"
 #include "engine/model/weight_binder.h"
 
@@ -57,7 +59,8 @@ CheckpointBytes checkpoint_bytes(const std::string& dir) {
   return out;
 }
 
-std::shared_ptr<Model> load_stage(const std::string& dir, const LoadOptions& o, LayerRange range) {
+std::shared_ptr<Model> load_stage(const std::string& dir, const LoadOptions& o, LayerRange range,
+                                  const std::string& adapter) {
   auto ck = std::make_shared<Checkpoint>(Checkpoint::open(dir, o.progress, FileAccess::Map));
   if (ck->is_gguf()) throw LoadError(dir + ": a pipeline of a GGUF file is not supported yet (convert it to safetensors)");
   const JambaConfig& c = ck->config();
@@ -89,6 +92,16 @@ std::shared_ptr<Model> load_stage(const std::string& dir, const LoadOptions& o, 
   lo.fp32_activations = false;            // marked after quantising, as load_model does
   const std::shared_ptr<Model> m = bind_model_stage(*ck, lo, range);
   ModelWeights& w = m->w;
+  if (!adapter.empty()) {  // checked whole against every layer's shapes, merged into this stage's modules
+    Adapter a = load_adapter(adapter, *m);
+    std::map<std::string, int> layer_of;
+    for (const LinearModule& lm : linear_modules(*m, true)) layer_of[lm.path] = lm.layer;
+    std::erase_if(a.modules, [&](const AdapterModule& am) {
+      const int l = layer_of.at(am.path);
+      return l < 0 ? range.end != L : l < range.begin || l >= range.end;
+    });
+    merge_adapter(*m, a, o.memory_budget_bytes);
+  }
   for (int64_t i = 0; i < L; ++i)
     if (i < range.begin || i >= range.end) w.layers[static_cast<size_t>(i)] = LayerWeights{};
   const bool tied = w.lm_head.data == w.embed.data;
@@ -119,7 +132,7 @@ std::shared_ptr<Model> load_stage(const std::string& dir, const LoadOptions& o, 
     const size_t n = static_cast<size_t>(x->bytes());
     const auto* src = static_cast<const uint8_t*>(x->data);
     const bool drop = mapped(src, n);
-    if (!drop && o.weights) continue;  // quantised: owned already
+    if (!drop) continue;  // owned already: merged, quantised or converted when bound
     std::shared_ptr<uint8_t[]> buf(new uint8_t[n]);
     for (size_t at = 0; at < n; at += kPiece) {
       const size_t len = std::min(kPiece, n - at);

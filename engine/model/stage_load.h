@@ -37,8 +37,12 @@ int64_t tensor_layer(const std::string& name);
 // embedding / head a stage does not need) are left empty. With o.weights (quantise on load) the
 // stage's matrices are quantised from the mapping as load_model would quantise them in the whole
 // model (a tied head with its embedding), the budget counting their quantised bytes. Safetensors
-// checkpoints only: a GGUF file throws LoadError; so does a range outside [0, L).
-std::shared_ptr<Model> load_stage(const std::string& dir, const LoadOptions& o, LayerRange range);
+// checkpoints only: a GGUF file throws LoadError; so does a range outside [0, L). With `adapter` (a
+// PEFT LoRA/DoRA folder) every module is checked against the whole model's shapes as load_adapter
+// does, and those of the stage's layers (the LM head's on the last stage) are merged before
+// quantising, as one process merges then quantises (run_args.h loadModelOptions).
+std::shared_ptr<Model> load_stage(const std::string& dir, const LoadOptions& o, LayerRange range,
+                                  const std::string& adapter = "");
 
 // bind_model (loader.h) for load_stage: the mean embedding row only when range.begin == 0.
 std::shared_ptr<Model> bind_model_stage(const Checkpoint& ck, const LoadOptions& o, LayerRange range);
