@@ -1,7 +1,7 @@
 // The CUDA backend's units of a model's layers, found in its module tables (cuda_module.h), to which
-// each unit's own file adds its line (cuda_attention.cpp, cuda_mamba1.cpp, cuda_ffn.cpp). A new kind
-// adds its unit's file; nothing here changes, and the model loop (cuda_forward.cpp) and the backend
-// (cuda_backend.cpp) name no kind.
+// each unit's own file adds its line (cuda_attention.cpp, cuda_mamba1.cpp, cuda_mamba2.cpp,
+// cuda_ffn.cpp). A new kind adds its unit's file; nothing here changes, and the model loop
+// (cuda_forward.cpp) and the backend (cuda_backend.cpp) name no kind.
 #include "engine/backend/cuda/cuda_module.h"
 #include "engine/backend/layer_modules.h"
 
@@ -11,7 +11,7 @@ CudaUnits make_cuda_units(const CudaModuleContext& ctx) {
   const LayerSchedule& sched = ctx.schedule;
   CudaUnits u;
   check_model_params(ctx.config, "cuda");
-  for (int64_t i = 0; i < sched.size(); ++i) check_layer_params(sched[i], "cuda", i);
+  for (int64_t i = 0; i < sched.size(); ++i) check_layer_params(sched[i], "cuda", i, /*rope=*/true);
   for (int64_t i = 0; i < sched.size(); ++i)
     u.mixers.push_back(find_module(CudaMixerTable::entries(), sched[i].mixer, "cuda", i)(ctx, i));
   for (int64_t i = 0; i < sched.size(); ++i)  // FfnKind::None has no unit: the layer ends after its mixer
