@@ -1,10 +1,10 @@
 // The CUDA backend's per-element math (engine/backend/cuda/cuda_math.h, `__host__ __device__`
 // functions) run on the host and checked against the CPU reference backend's own functions and
-// closed forms: every bf16/fp16 bit pattern widened, SiLU and softplus, the RMSNorm factor, the
-// attention normalizers and row instruments, the scan update (sequential and the chunked parallel
-// composition the prefill kernels use), Mamba-2's Δ, channel update and gated norm, the RoPE pair,
-// the router and the rank-to-1 distance. Needs no toolkit and
-// no device: built by the C++ compiler into hl_engine_tests (and into hl_cuda_tests).
+// closed forms: every bf16/fp16 bit pattern widened, SiLU, relu² and softplus, the RMSNorm factor,
+// the attention normalizers and row instruments, the scan update (sequential and the chunked
+// parallel composition the prefill kernels use), Mamba-2's Δ, channel update and gated norm, the
+// RoPE pair, the router and the rank-to-1 distance. Needs no toolkit and no device: built by the C++
+// compiler into hl_engine_tests (and into hl_cuda_tests).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -81,6 +81,18 @@ TEST(CudaMath, SiluAndSoftplusMatchTheCpuReference) {
     EXPECT_EQ(cudam::softplus(x[i]), sp[i]) << "softplus(" << x[i] << ")";
   }
   EXPECT_EQ(cudam::softplus(25.0f), 25.0f);  // the threshold: identity above 20
+}
+
+// relu(v)² of Nemotron-H's MLP: the CPU's relu2_mlp operations (v > 0 ? v : 0, squared) exactly.
+TEST(CudaMath, Relu2MatchesTheCpuMlp) {
+  std::vector<float> x = randoms(1000, -30, 30, 39);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e20f}) x.push_back(v);
+  for (float v : x) {
+    const float r = v > 0.0f ? v : 0.0f;
+    EXPECT_EQ(cudam::relu2(v), r * r) << v;
+  }
+  EXPECT_EQ(cudam::relu2(-3.0f), 0.0f);
+  EXPECT_EQ(cudam::relu2(3.0f), 9.0f);
 }
 
 TEST(CudaMath, RmsNormFactorMatchesTheCpuRmsnorm) {

@@ -133,4 +133,55 @@ TEST(CudaModules, Bamba_Mamba2UnitWithStateFromItsShape) {
             "cuda: no kernel for attention projection biases; use the cpu backend");
 }
 
+// Nemotron-H (nemotron-h-tiny, "M-M-M*-M-M*-"): a Mamba-2 layer has a mixer unit and no FFN unit, a
+// '-' layer an FFN unit (the relu² MLP) and no mixer unit, an attention layer its KV caches; the
+// relu² MLP's biases (mlp_bias) are taken.
+TEST(CudaModules, NemotronH_LayersWithoutAMixer_NoMixerUnit_Relu2MlpBiasesTaken) {
+  test::TempDir dir, bias_dir;
+  auto model = preset_model(dir, "nemotron-h-tiny");
+  const JambaConfig& c = model->config;
+  const LayerSchedule& s = model->schedule;
+  const cuda::CudaUnits u = cuda::make_cuda_units({*model, c, s});
+  const int64_t ssm = (c.mamba_d_conv * c.mamba2_conv_dim() + c.mamba_d_state * c.mamba_inner()) * 4;
+  for (int64_t i = 0; i < s.size(); ++i) {
+    EXPECT_EQ(u.mixers[i] != nullptr, s[i].mixer != MixerKind::None) << "layer " << i;
+    EXPECT_EQ(u.ffns[i] != nullptr, s[i].ffn != FfnKind::None) << "layer " << i;
+    EXPECT_TRUE(u.mixers[i] || u.ffns[i]) << "layer " << i;
+    if (s[i].mixer == MixerKind::Mamba2) {
+      const std::vector<cuda::CudaStateNeed> need = u.mixers[i]->state();
+      ASSERT_EQ(need.size(), 1u) << "layer " << i;
+      EXPECT_EQ(need[0].bytes, ssm) << "layer " << i;
+    }
+  }
+  auto biased =
+      preset_model(bias_dir, "nemotron-h-tiny", [](JambaConfig& b) { b.mlp_bias = b.mamba_proj_bias = true; });
+  EXPECT_EQ(cuda::make_cuda_units({*biased, biased->config, biased->schedule}).ffns.size(), 12u);
+}
+
+// What CUDA refuses of the family golden cases, each in one line before any device work; the rest it
+// takes (their golden suites run on a device, test_cuda.cpp).
+TEST(CudaModules, FamilyGoldenCases_ExactlyTheseRefused) {
+  const std::string kMoe = "cuda: no kernel for renormalised routing or a shared expert (layer 1); use the cpu backend";
+  const std::string kMultipliers =
+      "cuda: no kernel for the embedding / residual / attention / logits multipliers; use the cpu backend";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"bamba_basic", ""},
+      {"bamba_clamped", ""},
+      {"nemotron_basic", ""},
+      {"nemotron_list", ""},
+      {"nemotron_moe", kMoe},
+      {"nemotron_moe_latent", kMoe},
+      {"granite_dense", kMultipliers},
+      {"granite_moe", kMultipliers},
+      {"falcon_basic", kMultipliers},
+      {"falcon_variant", kMultipliers}};
+  for (const auto& [name, want] : cases) {
+    auto model = load_model(golden_case(name));
+    const Model& m = *model;
+    EXPECT_EQ(backend_test::backend_failure_of([&] { cuda::make_cuda_units({m, m.config, m.schedule}); }),
+              want.empty() ? "(no BackendFailure)" : want)
+        << name;
+  }
+}
+
 #endif  // HL_CUDA_TESTS

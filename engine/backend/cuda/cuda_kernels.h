@@ -236,6 +236,7 @@ void launch_router(DW W, const float* x, int S, int E, int K, float* probs, int3
 // Prefill helpers.
 void launch_widen(const void* src, int dtype, float* dst, int64_t n, cudaStream_t st);
 void launch_silu_mul(float* g, const float* u, int64_t n, cudaStream_t st);
+void launch_relu2(float* u, int64_t n, cudaStream_t st);  // u = relu(u)² (Nemotron-H's MLP)
 void launch_add_bias(float* y, const float* bias, int S, int64_t n, cudaStream_t st);
 void launch_gather(const float* x, const int32_t* rows, int n, int64_t H, float* xe, cudaStream_t st);
 void launch_scatter(float* y, const int32_t* rows, const float* w, int n, int64_t H, const float* ye, cudaStream_t st);

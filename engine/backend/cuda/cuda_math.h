@@ -1,7 +1,7 @@
 // The per-element math of the CUDA backend as `__host__ __device__` inline functions, so the same
 // lines run in the kernels (cuda_kernels.cu, cuda_kernels_ssm.cu, cuda_kernels_mamba2.cu) and in the
 // host tests (tests/engine/test_cuda_math.cpp, built by g++ without nvcc), which check them against
-// the CPU reference: bf16/fp16 widening (core/dtype.h), SiLU and softplus (threshold 20,
+// the CPU reference: bf16/fp16 widening (core/dtype.h), SiLU, relu² and softplus (threshold 20,
 // jamba-spec.md §3.5), the RMSNorm scale (§3.2), the attention normalizers and row instruments
 // (probes/attention_probe.h), one selective-scan update (§3.5), Mamba-2's Δ, channel update and
 // gated-norm value, one RoPE pair, the router's softmax/top-k/lse (probes/router_probe.h) and the
@@ -140,6 +140,12 @@ HL_HD inline float widen(int t, const void* p, int64_t i) {
 // silu(v) = v / (1 + e^-v), as cpu_simd.cpp's silu_ref.
 HL_HD inline float silu(float v) {
   return v / (1.0f + expf(-v));
+}
+
+// relu(v)² (Nemotron-H's MLP without gate, HF's relu2; cpu_ffn.cpp relu2_mlp).
+HL_HD inline float relu2(float v) {
+  const float r = v > 0.0f ? v : 0.0f;
+  return r * r;
 }
 
 // softplus(v) = log1p(e^v) for v ≤ 20, else v (jamba-spec.md §3.5, the CPU's threshold).
