@@ -52,12 +52,11 @@ auto find_module(const Table& table, Kind kind, const char* backend, int64_t lay
 }
 
 // Per-layer parameters a backend's units do not take yet, refused before anything is uploaded:
-// RoPE on the attention layers (Bamba) where `rope` is false (CUDA so far); where `moe_variants` is
-// false (CUDA), the MoE layers of Granite (renormalised routing, shared expert) and Nemotron-H (sigmoid
-// router, relu² experts, latent projections). One-line BackendFailure.
-// A layer without a mixer (Nemotron-H's '-') and its relu² MLP without gate need no check here: a
-// backend without the first refuses it through find_module (MixerKind::None has no unit in its
-// table), looked up before the layer's feed-forward unit is made (CUDA); Vulkan runs both.
+// RoPE on the attention layers (Bamba) where `rope` is false (Vulkan and CUDA both take it); where
+// `moe_variants` is false (CUDA), the MoE layers of Granite (renormalised routing, shared expert) and
+// Nemotron-H (sigmoid router, relu² experts, latent projections). One-line BackendFailure.
+// A layer without a mixer (Nemotron-H's '-') and its relu² MLP without gate need no check here:
+// Vulkan and CUDA run both.
 inline void check_layer_params(const LayerSpec& l, const char* backend, int64_t layer, bool rope = false,
                                bool moe_variants = false) {
   if (l.has_attention() && l.attn.rotary_dim > 0 && !rope)

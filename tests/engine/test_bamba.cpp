@@ -1,7 +1,7 @@
 // The Bamba family (HF BambaConfig / BambaForCausalLM, model_type "bamba"): its config fields and their
 // one-line errors, the schedule they give (attention at attn_layer_indices, Mamba-2 elsewhere, RoPE),
 // the bamba-tiny preset written in HF's format and run on the CPU backend against the reference
-// forward (prefill and decode), its state sizes, and the device backends' refusal. The logits against
+// forward (prefill and decode), its state sizes, and the CUDA backend against the CPU. The logits against
 // the independent NumPy reference are the golden cases bamba_basic / bamba_clamped (test_golden.cpp).
 #include <gtest/gtest.h>
 
@@ -167,12 +167,24 @@ TEST(BambaTiny, StateBytes_ConvWindowOfXBCAndTheHeadsState) {
   EXPECT_EQ(r.back().ssm_state_bytes, 6 * per_layer * 4);
 }
 
-// CUDA has no Mamba-2 unit: it refuses in one line naming what it lacks. (Vulkan runs Bamba, RoPE
-// included: the golden suites of test_vulkan.cpp over tests/golden/bamba_*.)
-TEST(BambaTiny, CudaRefusesInOneLineNamingWhatItLacks) {
-  test::TempDir dir;
+// CUDA runs Bamba (its Mamba-2 unit and RoPE) as the CPU does: logits and every instrument with full
+// records, by decode steps, a prefill of 5 tokens then decode steps, and one prefill of 40 tokens;
+// with 2 registers and softmax-1 too. Attention and MLP biases it refuses in one line. The runs skip
+// without a device (tools/gpu-check.sh runs them on one).
+TEST(BambaTiny, Cuda_MatchesTheCpuBackend_EveryInstrument_RefusesBiasesInOneLine) {
+  test::TempDir dir, bias_dir;
+  family_test::expect_device_backends_refuse(
+      bamba_tiny(bias_dir, true), "no kernel for attention projection biases; use the cpu backend", {"cuda"});
+  if (!family_test::backend_here("cuda")) GTEST_SKIP() << "no CUDA device";
+  std::vector<int32_t> ids = {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3};
+  for (int32_t i = 0; ids.size() < 40; ++i) ids.push_back((i * 977 + 5) % 4096);
   auto model = bamba_tiny(dir);
-  family_test::expect_device_backends_refuse(model, "no module for mixer kind 'mamba2' (layer 0)", {"cuda"});
+  family_test::expect_device_matches_cpu(model, "cuda", ids, 5, RunOptions{});
+  RunOptions reg;
+  reg.registers = 2;
+  reg.normalizer_override = true;
+  reg.normalizer = Normalizer::Softmax1;
+  family_test::expect_device_matches_cpu(model, "cuda", ids, 5, reg);
 }
 
 }  // namespace

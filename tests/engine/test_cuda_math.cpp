@@ -1,25 +1,30 @@
 // The CUDA backend's per-element math (engine/backend/cuda/cuda_math.h, `__host__ __device__`
 // functions) run on the host and checked against the CPU reference backend's own functions and
-// closed forms: every bf16/fp16 bit pattern widened, SiLU and softplus, the RMSNorm factor, the
-// attention normalizers and row instruments, the scan update (sequential and the chunked parallel
-// composition the prefill kernels use), the router and the rank-to-1 distance. Needs no toolkit and
-// no device: built by the C++ compiler into hl_engine_tests (and into hl_cuda_tests).
+// closed forms: every bf16/fp16 bit pattern widened, SiLU, relu² and softplus, the RMSNorm factor,
+// the attention normalizers and row instruments, the scan update (sequential and the chunked
+// parallel composition the prefill kernels use), Mamba-2's Δ, channel update and gated norm, the
+// RoPE pair, the router and the rank-to-1 distance. Needs no toolkit and no device: built by the C++
+// compiler into hl_engine_tests (and into hl_cuda_tests).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/cpu_simd.h"
+#include "engine/backend/cpu/cpu_ssd.h"
 #include "engine/backend/cuda/cuda_math.h"
 #include "engine/core/dtype.h"
 #include "engine/core/ggml_quant.h"
 #include "engine/probes/attention_probe.h"
 #include "engine/probes/rank1.h"
 #include "engine/probes/router_probe.h"
+#include "engine/reference/ref_mamba2.h"
 
 using namespace hl;
 
@@ -76,6 +81,18 @@ TEST(CudaMath, SiluAndSoftplusMatchTheCpuReference) {
     EXPECT_EQ(cudam::softplus(x[i]), sp[i]) << "softplus(" << x[i] << ")";
   }
   EXPECT_EQ(cudam::softplus(25.0f), 25.0f);  // the threshold: identity above 20
+}
+
+// relu(v)² of Nemotron-H's MLP: the CPU's relu2_mlp operations (v > 0 ? v : 0, squared) exactly.
+TEST(CudaMath, Relu2MatchesTheCpuMlp) {
+  std::vector<float> x = randoms(1000, -30, 30, 39);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e20f}) x.push_back(v);
+  for (float v : x) {
+    const float r = v > 0.0f ? v : 0.0f;
+    EXPECT_EQ(cudam::relu2(v), r * r) << v;
+  }
+  EXPECT_EQ(cudam::relu2(-3.0f), 0.0f);
+  EXPECT_EQ(cudam::relu2(3.0f), 9.0f);
 }
 
 TEST(CudaMath, RmsNormFactorMatchesTheCpuRmsnorm) {
@@ -242,6 +259,131 @@ TEST(CudaMath, ChunkedParallelScanCompositionMatchesSequential) {
       ASSERT_EQ(ret[i], ret_ref[i]) << "T " << T << " at " << i;
     }
   }
+}
+
+// Mamba-2's Δ: the CPU's softplus then std::clamp (cpu_mamba2.cpp), exactly, NaN included; the fp64
+// reference (ref_mamba2.h mamba2_delta) within float rounding.
+TEST(CudaMath, Mamba2DeltaMatchesTheCpuClampExactly) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> dt = randoms(2000, -30, 30, 30);
+  for (float v : {0.0f, 19.5f, 20.5f, -100.0f, std::numeric_limits<float>::quiet_NaN()}) dt.push_back(v);
+  const std::vector<float> bias = randoms(dt.size(), -2, 2, 31);
+  for (auto [lo, hi] : {std::pair{0.0f, inf}, std::pair{0.02f, inf}, std::pair{0.001f, 0.1f}}) {
+    std::vector<float> sp(dt.size()), want(dt.size());
+    for (size_t i = 0; i < dt.size(); ++i) sp[i] = dt[i] + bias[i];
+    cpu::simd::portable().softplus(sp.data(), static_cast<int64_t>(sp.size()));
+    ref::Mamba2Dims d;
+    d.nh = static_cast<int64_t>(dt.size());
+    d.dt_min = lo;
+    d.dt_max = hi;
+    ref::mamba2_delta(d, dt.data(), bias.data(), want.data());
+    for (size_t i = 0; i < dt.size(); ++i) {
+      const float got = cudam::mamba2_delta(dt[i], bias[i], lo, hi);
+      if (std::isnan(sp[i])) {
+        EXPECT_TRUE(std::isnan(got)) << "dt " << dt[i];
+        continue;
+      }
+      EXPECT_EQ(got, std::clamp(sp[i], lo, hi)) << "dt " << dt[i] << " lo " << lo << " hi " << hi;
+      EXPECT_NEAR(got, want[i], 1e-6 * (1 + std::fabs(want[i]))) << "dt " << dt[i];
+    }
+  }
+}
+
+// One Mamba-2 head through S tokens, channel by channel with the kernel's state layout (N, P): the
+// CPU's token-order scan (cpu_ssd.h scan_in_order, which its decode step and short blocks run)
+// exactly, outputs, retained shares and final state; the fp64 reference's steps within 1e-5.
+TEST(CudaMath, Mamba2ChannelMatchesTheCpuTokenOrderScanExactly) {
+  const int64_t S = 23, P = 4, N = 8, ld = P + 2 * N;  // token rows x (P) | B (N) | C (N)
+  const std::vector<float> row = randoms(static_cast<size_t>(S * ld), -1.5f, 1.5f, 32);
+  std::vector<float> dl = randoms(static_cast<size_t>(S), 0.001f, 0.9f, 33);
+  const float a = -1.7f, Dh = 0.6f;
+  const std::vector<float> s0 = randoms(static_cast<size_t>(P * N), -1, 1, 34);  // (P, N) as the CPU keeps it
+  std::vector<float> s_cpu = s0, y_cpu(static_cast<size_t>(S * P)), r_cpu(static_cast<size_t>(S));
+  cpu::scan_in_order(S, P, N, ld, P, row.data(), row.data() + P, row.data() + P + N, dl.data(), 1, a, Dh, s_cpu.data(),
+                     y_cpu.data(), r_cpu.data());
+  std::vector<float> st(static_cast<size_t>(N * P));  // (N, P): lanes at stride P, as the kernel's (N, Di)
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t n = 0; n < N; ++n) st[n * P + p] = s0[p * N + n];
+  // The reference: one head of P channels, B and C of one group; dt chosen so that Δ = dl after the
+  // softplus (dt_bias 0, no clamp): dt = log(expm1(Δ)).
+  std::vector<float> s_ref = s0, y_ref(static_cast<size_t>(P));
+  ref::Mamba2Dims d;
+  d.nh = 1;
+  d.P = P;
+  d.N = N;
+  const float zero = 0.0f;
+  for (int64_t s = 0; s < S; ++s) {
+    const float* x = &row[s * ld];
+    const float dA = cudam::mamba2_decay(dl[s], a);
+    EXPECT_EQ(dA, r_cpu[s]) << "token " << s;
+    for (int64_t p = 0; p < P; ++p) {
+      const float y = cudam::mamba2_channel(&st[p], P, static_cast<int>(N), dA, dl[s], x[p], x + P, x + P + N, Dh);
+      EXPECT_EQ(y, y_cpu[s * P + p]) << "token " << s << " channel " << p;
+    }
+    const float dt = static_cast<float>(std::log(std::expm1(static_cast<double>(dl[s]))));
+    ref::mamba2_step(d, ref::Mamba2Token{x, x + P, x + P + N, &dt}, &zero, &a, &Dh, s_ref.data(), y_ref.data(),
+                     nullptr);
+    for (int64_t p = 0; p < P; ++p)
+      EXPECT_NEAR(y_cpu[s * P + p], y_ref[p], 1e-5 * (1 + std::fabs(y_ref[p]))) << "token " << s << " channel " << p;
+  }
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t n = 0; n < N; ++n) EXPECT_EQ(st[n * P + p], s_cpu[p * N + n]) << p << " " << n;
+}
+
+// The gated RMSNorm after the gate over groups (Nemotron-H's Di / G, Bamba's Di), in the kernel's
+// terms (gated_value, the fp64 Σv², rms_inv, rms_scale): the CPU's order (silu_mul, then the group
+// RMS, cpu_mamba2.cpp) exactly; the reference's gated_rmsnorm within float rounding.
+TEST(CudaMath, GatedNormMatchesTheCpuOrderExactly) {
+  const int64_t Di = 96;
+  const std::vector<float> y = randoms(Di, -3, 3, 35), z = randoms(Di, -6, 6, 36), w = randoms(Di, 0.5f, 1.5f, 37);
+  for (int64_t group : {Di, Di / 2, Di / 3}) {
+    std::vector<float> v = z, want = y;
+    cpu::simd::portable().silu_mul(v.data(), y.data(), Di);  // v = silu(z)·y
+    ref::gated_rmsnorm(want.data(), z.data(), w.data(), Di, group, 1e-6);
+    for (int64_t g0 = 0; g0 < Di; g0 += group) {
+      double ss = 0, ss_cpu = 0;
+      for (int64_t c = g0; c < g0 + group; ++c) {
+        const float gv = cudam::gated_value(y[c], z[c]);
+        EXPECT_EQ(gv, v[c]) << c;
+        ss += static_cast<double>(gv) * gv;
+        ss_cpu += static_cast<double>(v[c]) * v[c];
+      }
+      const float inv = cudam::rms_inv(ss, group, 1e-6);
+      const float inv_cpu = static_cast<float>(1.0 / std::sqrt(ss_cpu / static_cast<double>(group) + 1e-6));
+      EXPECT_EQ(inv, inv_cpu) << "group " << group;
+      for (int64_t c = g0; c < g0 + group; ++c) {
+        const float got = cudam::rms_scale(w[c], cudam::gated_value(y[c], z[c]), inv);
+        EXPECT_EQ(got, w[c] * (v[c] * inv_cpu)) << c;
+        EXPECT_NEAR(got, want[c], 1e-5 * (1 + std::fabs(want[c]))) << c;
+      }
+    }
+  }
+}
+
+// One RoPE pair: the CPU attention's rotation (cos and sin of pos·inv_freq in double, rounded to
+// float; x1·cos − x2·sin, x2·cos + x1·sin) exactly; position 0 leaves the pair as it is; (1, 0) turns
+// into (cos, sin); lengths are kept within float rounding.
+TEST(CudaMath, RopePairMatchesTheCpuRotationExactly) {
+  const std::vector<float> x = randoms(64, -4, 4, 38);
+  for (int64_t pos : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{65537}})
+    for (int64_t i = 0; i < 16; ++i) {
+      const double angle = static_cast<double>(pos) * std::pow(10000.0, -2.0 * static_cast<double>(i) / 32.0);
+      const float cs = static_cast<float>(std::cos(angle)), sn = static_cast<float>(std::sin(angle));
+      float x1 = x[2 * i], x2 = x[2 * i + 1];
+      cudam::rope_pair(x1, x2, angle);
+      EXPECT_EQ(x1, x[2 * i] * cs - x[2 * i + 1] * sn) << pos << " " << i;
+      EXPECT_EQ(x2, x[2 * i + 1] * cs + x[2 * i] * sn) << pos << " " << i;
+      const double len0 = std::hypot(x[2 * i], x[2 * i + 1]);
+      EXPECT_NEAR(std::hypot(x1, x2), len0, 1e-6 * (1 + len0)) << pos << " " << i;
+      if (pos == 0) {
+        EXPECT_EQ(x1, x[2 * i]);
+        EXPECT_EQ(x2, x[2 * i + 1]);
+      }
+      float u1 = 1.0f, u2 = 0.0f;
+      cudam::rope_pair(u1, u2, angle);
+      EXPECT_EQ(u1, cs);
+      EXPECT_EQ(u2, sn);
+    }
 }
 
 TEST(CudaMath, RouterMatchesTheProbeIncludingTies) {

@@ -2,9 +2,9 @@
 // config fields under their own names and HF's legacy aliases, the layer pattern (one part a layer:
 // Mamba-2, attention without positions, or a relu² MLP), the one-line errors, the tensor names
 // ("backbone." as NVIDIA publishes them, one "norm" a layer), the nemotron-h-tiny preset on the CPU
-// backend against the reference forward, the Δ floor of HF's torch path, sessions, the Vulkan
-// backend against the CPU backend and CUDA's refusal. The logits against the independent NumPy reference are the golden cases
-// nemotron_* (test_golden.cpp).
+// backend against the reference forward, the Δ floor of HF's torch path, sessions, the Vulkan and
+// CUDA backends against the CPU backend. The logits against the independent NumPy reference are the
+// golden cases nemotron_* (test_golden.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -241,11 +241,29 @@ TEST(NemotronHTiny, Vulkan_PrefillThenDecode_MatchesTheCpuBackend_EveryInstrumen
   family_test::expect_device_matches_cpu(floored, "vulkan", {3, 1, 4, 1, 5, 9, 2, 6}, 3, RunOptions{});
 }
 
-// CUDA has no Mamba-2 unit yet: one line naming the kind and the first layer.
-TEST(NemotronHTiny, Cuda_RefusesInOneLine) {
-  test::TempDir dir;
-  family_test::expect_device_backends_refuse(nemotron_tiny(dir), "no module for mixer kind 'mamba2' (layer 0)",
-                                             {"cuda"});
+// CUDA runs Nemotron-H without MoE (its Mamba-2 unit, the layers without a mixer, the relu² MLP and
+// its mlp_bias biases) as the CPU does: logits and every instrument with full records, by decode
+// steps, a prefill of 5 tokens then decode steps, and one prefill of 40 tokens; with 2 registers and
+// softmax-1 too, and with the Δ floor of time_step_min binding every head, the Mamba-2 projections'
+// biases (use_bias) and the MLP's (mlp_bias). Skips without a device (tools/gpu-check.sh runs it).
+TEST(NemotronHTiny, Cuda_PrefillThenDecode_MatchesTheCpuBackend_EveryInstrument) {
+  if (!family_test::backend_here("cuda")) GTEST_SKIP() << "no CUDA device";
+  std::vector<int32_t> ids = {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3};
+  for (int32_t i = 0; ids.size() < 40; ++i) ids.push_back((i * 977 + 5) % 4096);
+  test::TempDir dir, floor_dir;
+  auto model = nemotron_tiny(dir);
+  family_test::expect_device_matches_cpu(model, "cuda", ids, 5, RunOptions{});
+  RunOptions reg;
+  reg.registers = 2;
+  reg.normalizer_override = true;
+  reg.normalizer = Normalizer::Softmax1;
+  family_test::expect_device_matches_cpu(model, "cuda", ids, 5, reg);
+  auto floored = nemotron_tiny(floor_dir, [](JambaConfig& c) {
+    c.time_step_min = 0.75;
+    c.mamba_proj_bias = true;  // use_bias: in_proj and out_proj biases
+    c.mlp_bias = true;         // the relu² MLP's up and down biases
+  });
+  family_test::expect_device_matches_cpu(floored, "cuda", {3, 1, 4, 1, 5, 9, 2, 6}, 3, RunOptions{});
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The CUDA attention mixer (jamba-spec.md §3.4): q|k|v products (k, v written straight into this
 // layer's fp32 KV cache), the attention kernel with the row instruments and the run's normalizer
 // (trace-format.md §2), then o. Decode: one 3-segment matrix-vector launch, o accumulated into h with
-// the next norm fused. Prefill: cuBLAS products. State: the key and value caches (per position).
+// the next norm fused. Prefill: cuBLAS products. RoPE (Bamba) turns the first rotary dims of the new q
+// and key rows at their KV slots before the attention. State: the key and value caches (per position).
 #include <cmath>
 
 #include "engine/backend/cuda/cuda_module.h"
@@ -15,6 +16,9 @@ class CudaAttention final : public CudaMixer {
   CudaAttention(const CudaModuleContext& c, int64_t layer)
       : w_(c.model.w.layers[layer].attn), cfg_(c.config), layer_(layer), ai_(c.schedule[layer].attn_index),
         an_(c.schedule.num_attention()) {
+    const AttentionParams& a = c.schedule[layer].attn;
+    for (int64_t i = 0; i < a.rotary_dim / 2; ++i)  // θ_i = base^(−2i/rot), in double as cpu_attention.cpp
+      inv_freq_.push_back(std::pow(a.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(a.rotary_dim)));
     if (cfg_.head_dim() > 256)
       throw BackendFailure("cuda: head_dim " + std::to_string(cfg_.head_dim()) +
                            " is above the attention kernel's limit of 256");
@@ -26,6 +30,8 @@ class CudaAttention final : public CudaMixer {
     v_ = w.upload(w_.v);
     o_ = w.upload(w_.o);
     sinks_ = w.upload_vec(w_.sinks, "the sink logits");
+    rope_freq_ = static_cast<const double*>(
+        w.upload_bytes(inv_freq_.data(), inv_freq_.size() * sizeof(double), "the RoPE frequencies"));
   }
 
   std::vector<CudaStateNeed> state() const override {
@@ -69,6 +75,11 @@ class CudaAttention final : public CudaMixer {
       r.gemm(q_, x, S, q_buf_, nh * hd);
       r.gemm(k_, x, S, kc_ + r.cached() * kvw, kvw);
       r.gemm(v_, x, S, vc_ + r.cached() * kvw, kvw);
+    }
+    if (rope_freq_) {
+      launch_rope(q_buf_, kc_, r.params(), rope_freq_, static_cast<int>(S), static_cast<int>(nh), static_cast<int>(nkv),
+                  static_cast<int>(hd), static_cast<int>(inv_freq_.size()), r.stream());
+      r.counted(1);
     }
     const RecLayout& rl = r.record();
     const RunOptions& opts = r.options();
@@ -115,6 +126,8 @@ class CudaAttention final : public CudaMixer {
   const int64_t layer_, ai_, an_;  // the layer, its index among the attention layers (A_n slot), A_n
   DW q_, k_, v_, o_;
   const float* sinks_ = nullptr;
+  std::vector<double> inv_freq_;       // (rotary dims / 2,) RoPE frequencies; empty without RoPE
+  const double* rope_freq_ = nullptr;  // their device copy, or null
   int norm_ = 0;  // the Normalizer of this run
   float *kc_ = nullptr, *vc_ = nullptr;                                   // (kv_cap, nkv·hd)
   float *q_buf_ = nullptr, *o_buf_ = nullptr, *z_ = nullptr;

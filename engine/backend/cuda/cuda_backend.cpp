@@ -29,7 +29,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, const CudaOptions& 
   mixers_ = std::move(units.mixers);
   ffns_ = std::move(units.ffns);
   for (int64_t i = 0; i < L; ++i) {
-    units_.push_back(mixers_[i].get());
+    if (mixers_[i]) units_.push_back(mixers_[i].get());
     if (ffns_[i]) units_.push_back(ffns_[i].get());
   }
   if (!cuda_available()) throw BackendFailure("cuda: " + cuda_unavailable_reason());
@@ -149,7 +149,7 @@ void CudaBackend::upload_weights() {
     const LayerWeights& lw = w.layers[i];
     layers_[i].in_norm = weights_.upload_vec(lw.input_norm, "a norm");
     layers_[i].ff_norm = weights_.upload_vec(lw.pre_ff_norm, "a norm");
-    mixers_[i]->upload(weights_);
+    if (mixers_[i]) mixers_[i]->upload(weights_);
     if (ffns_[i]) ffns_[i]->upload(weights_);
   }
   wide_cap_ = std::min<int64_t>(weights_.widest(), int64_t{32} << 20);  // ≤ 128 MiB of widened panel

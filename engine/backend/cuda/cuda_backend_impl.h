@@ -100,8 +100,8 @@ class CudaBackend final : public Backend {
   cublasHandle_t blas_ = nullptr;
   int64_t launches_ = 0, kernels_per_token_ = 0;
 
-  // The layer modules (cuda_modules.cpp): per layer its mixer and its FFN (null: none); units_ all
-  // of them, each layer's mixer then its FFN.
+  // The layer modules (cuda_modules.cpp): per layer its mixer and its FFN (null: none, never both);
+  // units_ all of them, each layer's mixer then its FFN.
   std::vector<std::unique_ptr<CudaMixer>> mixers_;
   std::vector<std::unique_ptr<CudaFfn>> ffns_;
   std::vector<CudaUnit*> units_;

@@ -1,8 +1,10 @@
-// The CUDA feed-forwards: the dense MLP (jamba-spec.md §3.8, down(silu(gate·x) ⊙ up·x)) and the
-// mixture of experts (§3.9: router softmax, top-k in ascending index, the chosen experts' outputs
-// weighted by their probabilities). Decode: fused gate|up and down kernels over a device table of the
-// experts, the MoE router run in the norm before. Prefill: cuBLAS products; MoE reads the routing back
-// and runs each chosen expert once on the rows that chose it. No run state.
+// The CUDA feed-forwards: the dense MLP (jamba-spec.md §3.8, down(silu(gate·x) ⊙ up·x); or Nemotron-H's
+// relu² MLP without gate, down(relu(up·x + b_up)²) + b_down, HF's NemotronHMLP) and the mixture of
+// experts (§3.9: router softmax, top-k in ascending index, the chosen experts' outputs weighted by their
+// probabilities). Decode: fused gate|up and down kernels over a device table of the experts, the MoE
+// router run in the norm before (relu²: matrix-vector products around the relu² kernel). Prefill:
+// cuBLAS products; MoE reads the routing back and runs each chosen expert once on the rows that chose
+// it. No run state.
 #include <vector>
 
 #include "engine/backend/cuda/cuda_module.h"
@@ -39,9 +41,16 @@ class CudaMlps : public CudaFfn {
 
 class CudaDenseFfn final : public CudaMlps {
  public:
-  using CudaMlps::CudaMlps;
+  CudaDenseFfn(const CudaModuleContext& c, int64_t layer)
+      : CudaMlps(c, layer), relu2_(!c.schedule[layer].ffn_params.gated) {}
 
-  void upload(CudaWeights& w) override { upload_mlps(w, {&lw_.mlp}); }
+  void upload(CudaWeights& w) override {
+    if (!relu2_) return upload_mlps(w, {&lw_.mlp});
+    up_ = w.upload(lw_.mlp.up);
+    down_ = w.upload(lw_.mlp.down);
+    up_bias_ = w.upload_vec(lw_.mlp.up_bias, "an MLP bias");
+    down_bias_ = w.upload_vec(lw_.mlp.down_bias, "an MLP bias");
+  }
 
   // g, u (S, I).
   std::vector<CudaScratchNeed> scratch(int64_t cap, const CudaRun&) const override {
@@ -54,6 +63,7 @@ class CudaDenseFfn final : public CudaMlps {
 
   void enqueue(CudaRun& r, int64_t S, float*) override {
     const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
+    if (relu2_) return enqueue_relu2(r, S);
     if (S == 1) {
       launch_glu(table_, nullptr, 1, I, H, r.x(), g_, r.stream());
       launch_down(table_, nullptr, nullptr, 1, H, I, g_, r.h(), r.tail(), r.stream());
@@ -69,6 +79,34 @@ class CudaDenseFfn final : public CudaMlps {
   }
 
  private:
+  // u = relu(x·upᵀ + b_up)², then down: decode h += u·downᵀ + b_down (then the norm), prefill y.
+  void enqueue_relu2(CudaRun& r, int64_t S) {
+    const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
+    if (S == 1) {
+      r.gemv({{up_, uf_, 0, up_bias_}}, r.x(), 0);
+    } else {
+      r.gemm(up_, r.x(), S, uf_, I);
+      if (up_bias_) {
+        launch_add_bias(uf_, up_bias_, static_cast<int>(S), I, r.stream());
+        r.counted(1);
+      }
+    }
+    launch_relu2(uf_, S * I, r.stream());
+    r.counted(1);
+    if (S == 1) {
+      r.gemv({{down_, r.h(), 0, down_bias_}}, uf_, 1, r.tail());
+      return;
+    }
+    r.gemm(down_, uf_, S, r.y(), H);
+    if (down_bias_) {
+      launch_add_bias(r.y(), down_bias_, static_cast<int>(S), H, r.stream());
+      r.counted(1);
+    }
+  }
+
+  const bool relu2_;  // Nemotron-H's MLP without gate (up and down, their mlp_bias biases)
+  DW up_, down_;      // relu²
+  const float *up_bias_ = nullptr, *down_bias_ = nullptr;
   float *g_ = nullptr, *uf_ = nullptr;
 };
 

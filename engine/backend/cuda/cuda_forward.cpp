@@ -124,36 +124,46 @@ void CudaBackend::enqueue(int64_t S, bool records) {
   check(cudaMemcpyAsync(params_d_.as<void>(), params_h_.as<void>(), static_cast<size_t>((2 + S) * 4),
                         cudaMemcpyHostToDevice, st_),
         "uploading the step parameters");
-  // Decode: the products accumulate into h and (fuse_) run the next norm themselves.
+  // Decode: the products accumulate into h and (fuse_) run the next norm themselves. A layer without a
+  // mixer (Nemotron-H's '-') starts with its FFN's norm, run (with the MoE router fused) by the layer
+  // before it.
   const bool decode = S == 1, fused = decode && fuse_;
+  auto entry_norm = [&](int64_t i) { return mixers_[i] ? layers_[i].in_norm : layers_[i].ff_norm; };
+  auto entry_ffn = [&](int64_t i) -> const CudaFfn* { return mixers_[i] ? nullptr : ffns_[i].get(); };
+  auto observe_entry = [&](int64_t i) { observe(mixers_[i] ? "attn_norm" : "ffn_norm", i, x_, H, H, S); };
   if (fused) {
-    const Tail first = tail(resid_args(1, false, 0, layers_[0].in_norm, rec, nullptr));
+    const Tail first = tail(resid_args(1, false, 0, entry_norm(0), rec, entry_ffn(0)));
     launch_embed(embed_, regs_, params_d_.as<int32_t>(), 1, h_, first, st_);
     ++launches_;
   } else {
     launch_embed(embed_, regs_, params_d_.as<int32_t>(), static_cast<int>(S), h_, Tail{}, st_);
     ++launches_;
-    resid(S, false, 0, layers_[0].in_norm, rec);
+    resid(S, false, 0, entry_norm(0), rec, entry_ffn(0));
   }
   observe("embed", -1, h_, H, H, S);  // the norm after the embedding leaves h as it is
-  observe("attn_norm", 0, x_, H, H, S);
+  observe_entry(0);
   for (int64_t i = 0; i < L; ++i) {
-    const float* next_norm = i + 1 < L ? layers_[i + 1].in_norm : final_norm_;
+    const bool last = i + 1 == L;
+    const float* next_norm = last ? final_norm_ : entry_norm(i + 1);
+    const CudaFfn* next_ffn = last ? nullptr : entry_ffn(i + 1);
     const int end = static_cast<int>(i + 1);  // the residual point after layer i
     CudaFfn* ffn = ffns_[i].get();
-    if (!ffn) {  // no feed-forward: the layer ends after its mixer
-      half_layer(*mixers_[i], S, fused, end, next_norm, rec, nullptr);
+    if (!mixers_[i]) {  // no mixer: the layer is its feed-forward
+      half_layer(*ffn, S, fused, end, next_norm, rec, next_ffn);
+      observe_output("ffn_out", i, S);
+    } else if (!ffn) {  // no feed-forward: the layer ends after its mixer
+      half_layer(*mixers_[i], S, fused, end, next_norm, rec, next_ffn);
       observe_output("mixer_out", i, S);
     } else {
       half_layer(*mixers_[i], S, fused, -1, layers_[i].ff_norm, rec, ffn);
       observe_output("mixer_out", i, S);
       observe("ffn_norm", i, x_, H, H, S);
-      half_layer(*ffn, S, fused, end, next_norm, rec, nullptr);
+      half_layer(*ffn, S, fused, end, next_norm, rec, next_ffn);
       observe_output("ffn_out", i, S);
     }
     observe("layer_out", i, h_, H, H, S);
-    if (i + 1 < L)
-      observe("attn_norm", i + 1, x_, H, H, S);
+    if (!last)
+      observe_entry(i + 1);
     else if (records)  // registers: the final norm runs, but the reference has no final_norm for them
       observe("final_norm", -1, x_, H, H, S);
   }

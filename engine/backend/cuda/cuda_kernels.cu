@@ -334,6 +334,12 @@ __global__ void silu_mul_kernel(float* g, const float* u, int64_t n) {
   if (i < n) g[i] = silu(g[i]) * u[i];
 }
 
+__global__ void relu2_kernel(float* u, int64_t n) {
+  pdl_enter();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) u[i] = relu2(u[i]);
+}
+
 __global__ void add_bias_kernel(float* y, const float* bias, int64_t total, int64_t n) {
   pdl_enter();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -414,6 +420,10 @@ void launch_widen(const void* src, int dtype, float* dst, int64_t n, cudaStream_
 
 void launch_silu_mul(float* g, const float* u, int64_t n, cudaStream_t st) {
   launch_k(silu_mul_kernel, blocks_for(n), kThreads, st, g, u, n);
+}
+
+void launch_relu2(float* u, int64_t n, cudaStream_t st) {
+  launch_k(relu2_kernel, blocks_for(n), kThreads, st, u, n);
 }
 
 void launch_add_bias(float* y, const float* bias, int S, int64_t n, cudaStream_t st) {

@@ -1,6 +1,7 @@
-// The CUDA backend's kernels (cuda_kernels.cu, cuda_kernels_ssm.cu) behind plain launch functions, so the host side
-// (cuda_backend.cpp) is ordinary C++ built by g++. Every launch function enqueues one kernel on `st`
-// (launch_scan_chunked three; the backend counts them per token) and never synchronises. Shapes use the
+// The CUDA backend's kernels (cuda_kernels.cu, cuda_kernels_ssm.cu, cuda_kernels_mamba2.cu) behind
+// plain launch functions, so the host side (cuda_backend.cpp) is ordinary C++ built by g++. Every
+// launch function enqueues one kernel on `st` (launch_scan_chunked three; the backend counts them per
+// token) and never synchronises. Shapes use the
 // trace-format.md §2 notation; activations are fp32 row-major, weights in their stored dtype
 // (cuda_math.h codes). `params` is the device copy of the step parameters: [0] cached positions
 // before the step (registers included), [1] S, then S ids (a register row r as -1-r).
@@ -134,10 +135,11 @@ struct AttnArgs {
 };
 void launch_attention(const AttnArgs& a, cudaStream_t st);
 
-// Causal depthwise conv + bias + SiLU over [window, block]: u (S, Di) from xz (S, 2Di) rows' first Di;
-// the window (W, Di) becomes the raw inputs of the last W positions.
-void launch_conv(const float* xz, float* win, const float* w, const float* b, float* u, int S, int64_t Di, int W,
-                 cudaStream_t st);
+// Causal depthwise conv + bias + SiLU over [window, block]: u (S, Di) from the first Di floats of the
+// rows of x (row stride xs: Mamba-1's x|z 2Di, Mamba-2's z | x|B|C | dt read from x|B|C with Di =
+// conv_dim); the window (W, Di) becomes the raw inputs of the last W positions.
+void launch_conv(const float* x, int64_t xs, float* win, const float* w, const float* b, float* u, int S, int64_t Di,
+                 int W, cudaStream_t st);
 // p (S, R+2N) → dtr (S, R), B (S, N), C (S, N) through their RMSNorms.
 void launch_xnorms(const float* p, float* dtr, float* Bm, float* Cm, const float* wdt, const float* wb, const float* wc,
                    int S, int R, int N, double eps, cudaStream_t st);
@@ -197,6 +199,35 @@ void launch_mamba_stats(const float* dt, const float* ret, int M, int64_t cap, i
                         int64_t rec_stride, int64_t off_mean, int64_t off_delta, int64_t off_ret, bool full,
                         cudaStream_t st);
 
+// Mamba-2's recurrence in token order (cuda_kernels_mamba2.cu; HF BambaMixer's slow path, as the
+// CPU's scan_in_order and Vulkan's mamba2_scan.comp): one thread per channel c of head h = c / P
+// (B/C group g = h / (nh/G)) walks the S tokens: Δ = cuda_math.h mamba2_delta, dA = e^(Δ·A_h), its
+// state row ← dA·row + (Δ·x)·B_g, y = row·C_g + D_h·x before the gate. Decode (S = 1) and prefill are
+// the same steps, so a prefill equals its decode steps.
+struct Mamba2Args {
+  const float* xbc = nullptr;  // token s: x (Di) | B (G·N) | C (G·N) at xbc + s·conv after the conv
+  int64_t conv = 0;
+  const float* dt = nullptr;  // token s: dt (nh,) at dt + s·dts (in_proj's output)
+  int64_t dts = 0;
+  const float *dt_bias = nullptr, *A = nullptr, *D = nullptr;  // (nh,) each
+  float lo = 0, hi = 0;                                        // the Δ clamp (hi may be +∞)
+  float* h = nullptr;         // (N, Di) the state, channel innermost
+  float* y = nullptr;         // (S, Di) before the gate
+  float* dch = nullptr;       // (S, Di) each channel's head Δ (the record's Δ statistics)
+  float* dhead = nullptr;     // (S, nh) Δ per head (the ssm_delta intermediate)
+  float* retained = nullptr;  // (S, Di) each channel's head e^(Δ·A), or null
+  int S = 0, nh = 0, P = 0, N = 0, G = 1;
+};
+void launch_mamba2_scan(const Mamba2Args& a, cudaStream_t st);
+// Mamba-2's gated RMSNorm after the gate, in place: per token and group of `group` channels, v =
+// silu(z)·y, y ← w · v / sqrt(mean(v²) + eps) (fp64 Σv²). y (S, Di); z of token s at z + s·zs.
+void launch_gated_norm(float* y, const float* z, int64_t zs, const float* w, int S, int64_t Di, int64_t group,
+                       double eps, cudaStream_t st);
+// RoPE in place on the first 2r dims of every q head (S rows of nh·hd) and of the S new key rows in
+// the cache (nkv·hd each, row params[0] + s): pair (i, i + r) turned by (params[0] + s)·inv_freq[i].
+void launch_rope(float* q, float* kc, const int32_t* params, const double* inv_freq, int S, int nh, int nkv, int hd,
+                 int r, cudaStream_t st);
+
 // Router: logits (E) of each token row, softmax/top-k/lse; probs (S, E), sel (S, K) the chosen
 // experts in ascending index, selw (S, K) their probabilities; into the record when rec.
 void launch_router(DW W, const float* x, int S, int E, int K, float* probs, int32_t* sel, float* selw, float* rec,
@@ -205,6 +236,7 @@ void launch_router(DW W, const float* x, int S, int E, int K, float* probs, int3
 // Prefill helpers.
 void launch_widen(const void* src, int dtype, float* dst, int64_t n, cudaStream_t st);
 void launch_silu_mul(float* g, const float* u, int64_t n, cudaStream_t st);
+void launch_relu2(float* u, int64_t n, cudaStream_t st);  // u = relu(u)² (Nemotron-H's MLP)
 void launch_add_bias(float* y, const float* bias, int S, int64_t n, cudaStream_t st);
 void launch_gather(const float* x, const int32_t* rows, int n, int64_t H, float* xe, cudaStream_t st);
 void launch_scatter(float* y, const int32_t* rows, const float* w, int n, int64_t H, const float* ye, cudaStream_t st);

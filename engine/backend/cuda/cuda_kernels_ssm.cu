@@ -7,18 +7,18 @@
 namespace hl::cuda {
 namespace {
 
-__global__ void conv_kernel(const float* xz, float* win, const float* w, const float* b, float* u, int S, int64_t Di,
-                            int W) {
+__global__ void conv_kernel(const float* x, int64_t xs, float* win, const float* w, const float* b, float* u, int S,
+                            int64_t Di, int W) {
   pdl_enter();
   const int64_t d = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (d >= Di) return;
-  auto in = [&](int64_t t) { return t >= 0 ? xz[t * 2 * Di + d] : win[(t + W) * Di + d]; };
+  auto in = [&](int64_t t) { return t >= 0 ? x[t * xs + d] : win[(t + W) * Di + d]; };
   for (int s = 0; s < S; ++s) {
     float c = b ? b[d] : 0.0f;
     for (int k = 0; k < W; ++k) c += w[d * W + k] * in(s - (W - 1) + k);
     u[s * Di + d] = silu(c);
   }
-  // Row j of the new window is position S−W+j: from xz, or from old row S+j > j (not yet overwritten).
+  // Row j of the new window is position S−W+j: from x, or from old row S+j > j (not yet overwritten).
   for (int j = 0; j < W; ++j) win[j * Di + d] = in(static_cast<int64_t>(S) - W + j);
 }
 
@@ -170,9 +170,9 @@ __global__ void mamba_step_kernel(StepArgs a) {
 
 }  // namespace
 
-void launch_conv(const float* xz, float* win, const float* w, const float* b, float* u, int S, int64_t Di, int W,
-                 cudaStream_t st) {
-  launch_k(conv_kernel, blocks_for(Di), kThreads, st, xz, win, w, b, u, S, Di, W);
+void launch_conv(const float* x, int64_t xs, float* win, const float* w, const float* b, float* u, int S, int64_t Di,
+                 int W, cudaStream_t st) {
+  launch_k(conv_kernel, blocks_for(Di), kThreads, st, x, xs, win, w, b, u, S, Di, W);
 }
 
 void launch_xnorms(const float* p, float* dtr, float* Bm, float* Cm, const float* wdt, const float* wb, const float* wc,

@@ -118,7 +118,7 @@ class CudaMamba1 final : public CudaMixer {
         r.counted(1);
       }
     }
-    launch_conv(xz_, win_, conv_w_, conv_b_, u_, static_cast<int>(S), Di, static_cast<int>(W), r.stream());
+    launch_conv(xz_, 2 * Di, win_, conv_w_, conv_b_, u_, static_cast<int>(S), Di, static_cast<int>(W), r.stream());
     r.counted(1);
     observe_in(r, S);
     if (S == 1)

@@ -1,10 +1,12 @@
 // The per-element math of the CUDA backend as `__host__ __device__` inline functions, so the same
-// lines run in the kernels (cuda_kernels.cu, cuda_kernels_ssm.cu) and in the host tests (tests/engine/test_cuda_math.cpp,
-// built by g++ without nvcc), which check them against the CPU reference: bf16/fp16 widening
-// (core/dtype.h), SiLU and softplus (threshold 20, jamba-spec.md §3.5), the RMSNorm scale (§3.2),
-// the attention normalizers and row instruments (probes/attention_probe.h), one selective-scan
-// update (§3.5), the router's softmax/top-k/lse (probes/router_probe.h) and the rank-to-1 distance
-// (probes/rank1.h). Not a kernel: reductions over rows live in the kernels, these are their terms.
+// lines run in the kernels (cuda_kernels.cu, cuda_kernels_ssm.cu, cuda_kernels_mamba2.cu) and in the
+// host tests (tests/engine/test_cuda_math.cpp, built by g++ without nvcc), which check them against
+// the CPU reference: bf16/fp16 widening (core/dtype.h), SiLU, relu² and softplus (threshold 20,
+// jamba-spec.md §3.5), the RMSNorm scale (§3.2), the attention normalizers and row instruments
+// (probes/attention_probe.h), one selective-scan update (§3.5), Mamba-2's Δ, channel update and
+// gated-norm value, one RoPE pair, the router's softmax/top-k/lse (probes/router_probe.h) and the
+// rank-to-1 distance (probes/rank1.h). Not a kernel: reductions over rows live in the kernels, these
+// are their terms.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -140,6 +142,12 @@ HL_HD inline float silu(float v) {
   return v / (1.0f + expf(-v));
 }
 
+// relu(v)² (Nemotron-H's MLP without gate, HF's relu2; cpu_ffn.cpp relu2_mlp).
+HL_HD inline float relu2(float v) {
+  const float r = v > 0.0f ? v : 0.0f;
+  return r * r;
+}
+
 // softplus(v) = log1p(e^v) for v ≤ 20, else v (jamba-spec.md §3.5, the CPU's threshold).
 HL_HD inline float softplus(float v) {
   return v <= 20.0f ? log1pf(expf(v)) : v;
@@ -198,6 +206,49 @@ HL_HD inline float scan_update(float& h, float delta, float A, float B, float u)
 }
 HL_HD inline float scan_output(float acc, float D, float u, float z) {
   return (acc + D * u) * silu(z);
+}
+
+// Mamba-2 (HF BambaMixer's slow path, cpu_mamba2.cpp): Δ of one head = clamp(softplus(dt + dt_bias),
+// lo, hi), the clamp of time_step_limit (Nemotron-H's floor time_step_min, JambaConfig::mamba2_dt_lo);
+// hi may be +∞. The comparisons are std::clamp's, so a NaN Δ stays NaN as on the CPU.
+HL_HD inline float mamba2_delta(float dt, float dt_bias, float lo, float hi) {
+  const float d = softplus(dt + dt_bias);
+  return d < lo ? lo : hi < d ? hi : d;
+}
+
+// One channel of a Mamba-2 head for one token (cpu_ssd.cpp scan_in_order, operation for operation):
+// with the head's decay dA = e^(Δ·A_h) (its retained share) and Δ, the channel's state row s (N
+// lanes at stride `ld`) ← dA·s + (Δ·x)·B_g; returns y = s·C_g + D_h·x, the output before the gate.
+HL_HD inline float mamba2_decay(float delta, float A) {
+  return expf(delta * A);
+}
+HL_HD inline float mamba2_channel(float* s, int64_t ld, int N, float dA, float delta, float x, const float* B,
+                                  const float* C, float D) {
+  const float dx = delta * x;
+  float acc = 0.0f;
+  for (int n = 0; n < N; ++n) {
+    const float v = dA * s[n * ld] + dx * B[n];
+    s[n * ld] = v;
+    acc += v * C[n];
+  }
+  return acc + D * x;
+}
+
+// The gated RMSNorm after the gate (HF MambaRMSNormGated, Bamba's order): v = silu(z)·y per channel;
+// each group of channels is then normalised with rms_inv over its fp64 Σv² and rms_scale by the
+// weight (the group: JambaConfig::mamba2_norm_group).
+HL_HD inline float gated_value(float y, float z) {
+  return silu(z) * y;
+}
+
+// RoPE (Su et al. 2021; HF's rotate_half, cpu_attention.cpp): the pair (x1, x2) = dims (i, i + r) of a
+// head turned by angle = position · inv_freq_i (inv_freq_i = θ^(−2i/rotary_dims), computed on the
+// host in double), cos and sin in double rounded to float as the CPU computes them.
+HL_HD inline void rope_pair(float& x1, float& x2, double angle) {
+  const float cs = static_cast<float>(cos(angle)), sn = static_cast<float>(sin(angle));
+  const float a = x1 * cs - x2 * sn, b = x2 * cs + x1 * sn;
+  x1 = a;
+  x2 = b;
 }
 
 // Router (probes/router_probe.cpp, for the small E of a block's one thread): fp32 softmax with

@@ -1,8 +1,9 @@
 // The CUDA backend's layer modules (issue 14 item 2, layer_modules.h): one unit per mixer kind
-// (cuda_attention.cpp, cuda_mamba1.cpp) and per feed-forward kind (cuda_ffn.cpp), one instance per
-// layer with that part, made through the tables of cuda_modules.cpp. A unit uploads its weights,
-// names its run state and block scratch (the backend allocates them) and enqueues its kernels
-// through CudaRun, the narrow view of the backend it runs in. Not the model loop (cuda_forward.cpp).
+// (cuda_attention.cpp, cuda_mamba1.cpp, cuda_mamba2.cpp) and per feed-forward kind (cuda_ffn.cpp),
+// one instance per layer with that part, made through the tables of cuda_modules.cpp. A unit uploads
+// its weights, names its run state and block scratch (the backend allocates them) and enqueues its
+// kernels through CudaRun, the narrow view of the backend it runs in. Not the model loop
+// (cuda_forward.cpp).
 #pragma once
 #include <cstdint>
 #include <initializer_list>
@@ -154,9 +155,10 @@ using MakeCudaFfn = std::unique_ptr<CudaFfn> (*)(const CudaModuleContext&, int64
 using CudaMixerTable = ModuleTable<MixerKind, MakeCudaMixer, struct CudaMixerTag>;
 using CudaFfnTable = ModuleTable<FfnKind, MakeCudaFfn, struct CudaFfnTag>;
 
-// The units of every layer (cuda_modules.cpp): mixers[i], and ffns[i] (null where the layer has no
-// FFN). Every mixer is made before the first FFN. Throws BackendFailure for a kind without a unit
-// (find_module) or a shape a unit's kernels do not take.
+// The units of every layer (cuda_modules.cpp): mixers[i] (null where the layer has no mixer,
+// Nemotron-H's '-'), and ffns[i] (null where it has no FFN). Every mixer is made before the first
+// FFN. Throws BackendFailure for a kind without a unit (find_module) or a shape a unit's kernels do
+// not take.
 struct CudaUnits {
   std::vector<std::unique_ptr<CudaMixer>> mixers;
   std::vector<std::unique_ptr<CudaFfn>> ffns;

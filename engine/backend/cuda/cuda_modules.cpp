@@ -1,7 +1,7 @@
 // The CUDA backend's units of a model's layers, found in its module tables (cuda_module.h), to which
-// each unit's own file adds its line (cuda_attention.cpp, cuda_mamba1.cpp, cuda_ffn.cpp). A new kind
-// adds its unit's file; nothing here changes, and the model loop (cuda_forward.cpp) and the backend
-// (cuda_backend.cpp) name no kind.
+// each unit's own file adds its line (cuda_attention.cpp, cuda_mamba1.cpp, cuda_mamba2.cpp,
+// cuda_ffn.cpp). A new kind adds its unit's file; nothing here changes, and the model loop
+// (cuda_forward.cpp) and the backend (cuda_backend.cpp) name no kind.
 #include "engine/backend/cuda/cuda_module.h"
 #include "engine/backend/layer_modules.h"
 
@@ -10,10 +10,15 @@ namespace hl::cuda {
 CudaUnits make_cuda_units(const CudaModuleContext& ctx) {
   const LayerSchedule& sched = ctx.schedule;
   CudaUnits u;
-  check_model_params(ctx.config, "cuda");
-  for (int64_t i = 0; i < sched.size(); ++i) check_layer_params(sched[i], "cuda", i);
-  for (int64_t i = 0; i < sched.size(); ++i)
-    u.mixers.push_back(find_module(CudaMixerTable::entries(), sched[i].mixer, "cuda", i)(ctx, i));
+  // MLP biases: the relu² MLPs' only (Nemotron-H's '-' layers), not a gated MLP's.
+  bool relu2_only = true;
+  for (const LayerSpec& l : sched.layers()) relu2_only = relu2_only && (l.ffn == FfnKind::None || !l.ffn_params.gated);
+  check_model_params(ctx.config, "cuda", relu2_only);
+  for (int64_t i = 0; i < sched.size(); ++i) check_layer_params(sched[i], "cuda", i, /*rope=*/true);
+  for (int64_t i = 0; i < sched.size(); ++i)  // MixerKind::None has no unit: the layer is its feed-forward
+    u.mixers.push_back(mixer_present(sched[i].mixer)
+                           ? find_module(CudaMixerTable::entries(), sched[i].mixer, "cuda", i)(ctx, i)
+                           : nullptr);
   for (int64_t i = 0; i < sched.size(); ++i)  // FfnKind::None has no unit: the layer ends after its mixer
     u.ffns.push_back(sched[i].ffn == FfnKind::None
                          ? nullptr
