@@ -27,14 +27,16 @@ class VkFeedForward : public VkFfn {
   const DLayer& d_;
 };
 
+// Falcon-H1's MLP (HF FalconH1MLP) adds gate/up/down biases (mlp_bias), the gate multiplier inside
+// the SiLU (on gate x + bias: gate_up_scale) and the down multiplier on the output (dm_).
 class VkDense final : public VkFeedForward {
  public:
-  VkDense(const DLayer& d, bool gated) : VkFeedForward(d), gated_(gated) {}
+  VkDense(const DLayer& d, bool gated, float down_multiplier) : VkFeedForward(d), gated_(gated), dm_(down_multiplier) {}
   void record(VkRecorder& r, int64_t S, bool /*records*/) override {
     const ActLayout& al = r.act();
     const uint32_t H = u32(r.config().hidden_size), I = u32(d_.down.cols);
     if (!gated_) {  // Nemotron-H's relu² MLP: down(relu(up x)²); gate_up holds up alone
-      r.linear(d_.gate_up, al.x, H, S, al.uf, I, false, d_.up_bias);  // (S, I)
+      r.linear(d_.gate_up, al.x, H, S, al.uf, I, false, d_.gate_up_bias);  // (S, I)
       r.barrier();
       r.dispatch(Kernel::Relu2, r.binds(), Relu2PC{I, u32(S), al.uf}, ceil_div(I, 64), u32(S));
       r.barrier();
@@ -42,22 +44,22 @@ class VkDense final : public VkFeedForward {
       r.barrier();
       return;
     }
-    if (S == 1) {
+    if (S == 1 && d_.gate_up_bias < 0 && d_.gate_up_scale < 0) {  // the fused kernel has no bias or gate factor
       record_gate_up_one(r, -1, 1);
-      r.residual(d_.down, al.uf, I, 1, -1);
+    } else {
+      // (S, 2I) = ((x Wᵀ + bias) ⊙ (gate multiplier | 1)), then silu(gate) ⊙ up
+      r.linear(d_.gate_up, al.x, H, S, al.g, 2 * I, false, d_.gate_up_bias, false, {1.0f, 1.0f, d_.gate_up_scale});
       r.barrier();
-      return;
+      r.dispatch(Kernel::Swiglu, r.binds(), SwigluPC{I, u32(S), al.g, al.uf, -1}, ceil_div(I, 64), u32(S));
+      r.barrier();
     }
-    r.linear(d_.gate_up, al.x, H, S, al.g, 2 * I, false, -1);  // (S, 2I)
-    r.barrier();
-    r.dispatch(Kernel::Swiglu, r.binds(), SwigluPC{I, u32(S), al.g, al.uf, -1}, ceil_div(I, 64), u32(S));
-    r.barrier();
-    r.residual(d_.down, al.uf, I, S, -1);
+    r.residual(d_.down, al.uf, I, S, d_.down_bias, dm_);
     r.barrier();
   }
 
  private:
   bool gated_;  // SwiGLU, or the relu² MLP without gate
+  float dm_;    // Falcon-H1's down multiplier (1 elsewhere)
 };
 
 class VkMoe final : public VkFeedForward {
@@ -129,7 +131,8 @@ class VkMoe final : public VkFeedForward {
 }  // namespace
 
 std::unique_ptr<VkFfn> make_vk_dense(const VkModuleContext& c, int64_t layer) {
-  return std::make_unique<VkDense>(c.weights.layers[layer], c.model.schedule[layer].ffn_params.gated);
+  const FfnParams& fp = c.model.schedule[layer].ffn_params;
+  return std::make_unique<VkDense>(c.weights.layers[layer], fp.gated, static_cast<float>(fp.down_multiplier));
 }
 
 std::unique_ptr<VkFfn> make_vk_moe(const VkModuleContext& c, int64_t layer) {

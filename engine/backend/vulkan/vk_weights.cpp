@@ -6,9 +6,11 @@
 #include "engine/backend/vulkan/vk_weights.h"
 
 #include "engine/backend/backend_util.h"
+#include "engine/model/mixer_mamba2.h"
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <string>
 
 namespace hl::vk {
@@ -133,6 +135,20 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
   auto add_vec = [&](const std::vector<float>& v, int32_t* dst) {
     if (!v.empty()) vecs.push_back(VecItem{v.data(), v.size(), dst});
   };
+  // Vectors made here (concatenated biases, factors) live until the upload; a deque keeps them in place.
+  std::deque<std::vector<float>> made;
+  // The concatenation of `parts` (n_i each; an empty part: n_i zeros), or nothing when all are empty.
+  auto add_concat = [&](std::initializer_list<std::pair<const std::vector<float>*, int64_t>> parts, int32_t* dst) {
+    if (std::all_of(parts.begin(), parts.end(), [](const auto& p) { return p.first->empty(); })) return;
+    std::vector<float>& v = made.emplace_back();
+    for (const auto& [part, n] : parts)
+      if (part->empty())
+        v.insert(v.end(), static_cast<size_t>(n), 0.0f);
+      else
+        v.insert(v.end(), part->begin(), part->end());
+    add_vec(v, dst);
+  };
+  const std::vector<float> mup = mamba2_mup_vector(m.config);  // empty: all 1
 
   add_block({&w.embed}, &embed);
   const bool tied = w.lm_head.data == w.embed.data;
@@ -149,11 +165,17 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
     add_vec(lw.input_norm, &d.input_norm);
     add_vec(lw.pre_ff_norm, &d.pre_ff_norm);
     // The weights of the kinds this upload knows; a unit of another kind uploads its own.
-    if (m.schedule[i].mixer == MixerKind::Attention) {
-      add_block({&lw.attn.q, &lw.attn.k, &lw.attn.v}, &d.qkv);
-      add_block({&lw.attn.o}, &d.o);
-      add_vec(lw.attn.sinks, &d.sinks);
-    } else if (m.schedule[i].mixer == MixerKind::Mamba1) {
+    // Falcon-H1's parallel layer has both the attention's and the Mamba-2's.
+    const MixerKind kind = m.schedule[i].mixer;
+    if (kind == MixerKind::Attention || kind == MixerKind::Parallel) {
+      const AttentionWeights& a = lw.attn;
+      add_block({&a.q, &a.k, &a.v}, &d.qkv);
+      add_block({&a.o}, &d.o);
+      add_vec(a.sinks, &d.sinks);
+      add_concat({{&a.q_bias, a.q.rows}, {&a.k_bias, a.k.rows}, {&a.v_bias, a.v.rows}}, &d.qkv_bias);
+      add_vec(a.o_bias, &d.o_bias);
+    }
+    if (kind == MixerKind::Mamba1) {
       const MambaWeights& mw = lw.mamba;
       add_block({&mw.in_proj}, &d.in_proj);
       add_block({&mw.x_proj}, &d.x_proj);
@@ -169,7 +191,7 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
       add_vec(mw.A, &d.A);
       add_vec(mw.D, &d.D);
       add_vec(mw.out_bias, &d.out_bias);
-    } else if (m.schedule[i].mixer == MixerKind::Mamba2) {
+    } else if (kind == MixerKind::Mamba2 || kind == MixerKind::Parallel) {
       const Mamba2Weights& mw = lw.mamba2;
       add_block({&mw.in_proj}, &d.in_proj);
       add_block({&mw.out_proj}, &d.out_proj);
@@ -181,6 +203,7 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
       add_vec(mw.D, &d.D);
       add_vec(mw.norm_w, &d.gate_norm);
       add_vec(mw.out_bias, &d.out_bias);
+      add_vec(mup, &d.in_scale);
     }
     if (m.schedule[i].ffn == FfnKind::None) continue;  // a mixer-only layer: no feed-forward weights
     std::vector<const Mat*> gu, dn;  // per expert: gate, up | down
@@ -199,9 +222,19 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
     const int64_t E = static_cast<int64_t>(dn.size());
     add_block(gu, &d.gate_up, E);
     add_block(dn, &d.down, E);
-    if (!moe && !m.schedule[i].ffn_params.gated) {  // the relu² MLP's biases (check_vk_modules)
-      add_vec(lw.mlp.up_bias, &d.up_bias);
+    if (!moe) {  // a dense MLP's biases (experts have none: check_vk_modules) and gate multiplier
+      const FfnParams& fp = m.schedule[i].ffn_params;
+      const int64_t I = lw.mlp.up.rows;
+      if (fp.gated)
+        add_concat({{&lw.mlp.gate_bias, I}, {&lw.mlp.up_bias, I}}, &d.gate_up_bias);
+      else
+        add_vec(lw.mlp.up_bias, &d.gate_up_bias);
       add_vec(lw.mlp.down_bias, &d.down_bias);
+      if (fp.gated && fp.gate_multiplier != 1.0) {
+        std::vector<float>& v = made.emplace_back(static_cast<size_t>(2 * I), 1.0f);
+        std::fill(v.begin(), v.begin() + I, static_cast<float>(fp.gate_multiplier));
+        add_vec(v, &d.gate_up_scale);
+      }
     }
   }
 

@@ -33,16 +33,20 @@ struct DLayer {
   int32_t input_norm = -1, pre_ff_norm = -1;
   DMat qkv, o;  // attention: rows q (nh·hd), k (nkv·hd), v (nkv·hd)
   int32_t sinks = -1;
+  int32_t qkv_bias = -1, o_bias = -1;  // attention_bias (Falcon-H1, Granite): q|k|v's (zeros where absent), o's
   DMat in_proj, x_proj, dt_proj, out_proj;  // Mamba (Mamba-2: no x_proj, dt_proj)
   int32_t in_bias = -1, conv_w = -1, conv_b = -1, dt_norm = -1, b_norm = -1, c_norm = -1, dt_bias = -1;
   int32_t A = -1, D = -1, out_bias = -1;  // A: Mamba-1 (Di, N), Mamba-2 (nh,); D: (Di,), (nh,)
   int32_t gate_norm = -1;                 // Mamba-2: the gated RMSNorm's weight (Di,)
+  int32_t in_scale = -1;                  // Mamba-2: Falcon-H1's µP factors of in_proj's rows (mamba2_mup_vector)
   DMat router;                            // MoE
   // (E_l, 2I, H): gate rows then up rows (the relu² MLP without gate: up alone, (1, I, H)); (E_l, H, I);
   // E_l = 1 if dense.
   DMat gate_up, down;
-  // The relu² MLP's biases (mlp_bias: Nemotron-H's '-' layers): up and down; -1: none.
-  int32_t up_bias = -1, down_bias = -1;
+  // A dense MLP's biases (mlp_bias: Nemotron-H's relu² MLP, Falcon-H1's SwiGLU): gate_up's rows (gate |
+  // up, or up alone) and down's; -1: none. gate_up_scale: (2I,) Falcon-H1's gate multiplier on the gate
+  // rows and 1 on the up rows, or -1.
+  int32_t gate_up_bias = -1, down_bias = -1, gate_up_scale = -1;
 };
 
 class DeviceWeights {
