@@ -1,5 +1,6 @@
 // The Vulkan backend's units of a model's layers, found in its module tables (vk_module.h), to which
-// each unit's own file adds its line (vk_attention.cpp, vk_mamba1.cpp, vk_mamba2.cpp, vk_ffn.cpp); a
+// each unit's own file adds its line (vk_attention.cpp, vk_mamba1.cpp, vk_mamba2.cpp, vk_parallel.cpp,
+// vk_ffn.cpp); a
 // layer without a mixer has no unit, as on the CPU (cpu_modules.cpp). A new kind adds
 // its unit's file; nothing here changes, and the model loop (vk_record.cpp) names no kind. The
 // lookup and its error: layer_modules.h.
@@ -9,12 +10,11 @@
 namespace hl::vk {
 
 void check_vk_modules(const Model& m) {
-  // MLP biases: the relu² MLP's (Nemotron-H's '-' layers) only, not a gated MLP's or an expert's.
-  bool relu2_only = true;
-  for (const LayerSpec& l : m.schedule.layers())
-    relu2_only = relu2_only && (l.ffn == FfnKind::None || (!l.is_moe() && !l.ffn_params.gated));
-  // Granite's multipliers; the residual one not with MoE layers (their kernels add the experts unscaled).
-  check_model_params(m.config, "vulkan", relu2_only, /*granite_ok=*/true);
+  // MLP biases: a dense MLP's (Nemotron-H's relu², Falcon-H1's SwiGLU), not an expert's.
+  // Granite's and Falcon-H1's multipliers; the residual one not with MoE layers (their kernels add the
+  // experts unscaled); Falcon-H1's MLP multipliers are dense-only (FfnParams).
+  check_model_params(m.config, "vulkan", /*mlp_bias_ok=*/m.schedule.num_moe() == 0, /*granite_ok=*/true,
+                     /*falcon_ok=*/true);
   if (m.config.residual_multiplier != 1.0 && m.schedule.num_moe() > 0)
     throw BackendFailure("vulkan: no kernel for the residual multiplier on MoE layers (layer " +
                          std::to_string(m.schedule.moe_layers()[0]) + "); use the cpu backend");
