@@ -89,8 +89,8 @@ inline void check_model_params(const JambaConfig& c, const char* backend, bool m
     throw BackendFailure(std::string(backend) +
                          ": no kernel for the embedding / residual / attention / logits multipliers; use the cpu backend");
   if (rest.attention_bias || (c.mlp_bias && !mlp_bias_ok))
-    throw BackendFailure(std::string(backend) + ": no kernel for " +
-                         (rest.attention_bias ? "attention" : "MLP") + " projection biases; use the cpu backend");
+    throw BackendFailure(std::string(backend) + ": no kernel for " + (rest.attention_bias ? "attention" : "MLP") +
+                         " projection biases; use the cpu backend");
 }
 
 }  // namespace hl

@@ -3,7 +3,8 @@
 // appended to this layer's own cache, grouped-query attention under the run's normalizer (with the
 // layer's trained sinks as p_null logits where the plan says so) and its row statistics into the
 // records, then h += o Woᵀ. Falcon-H1 (HF FalconH1Attention): q|k|v and o biases, key_multiplier in
-// the scale, and in a parallel layer the input and output multipliers (VkMixer::set_multipliers). Not the cache's host-side bookkeeping (kv_len_ in vk_backend.cpp).
+// the scale, and in a parallel layer the input and output multipliers (VkMixer::set_multipliers).
+// Not the cache's host-side bookkeeping (kv_len_ in vk_backend.cpp).
 #include <string>
 
 #include "engine/backend/vulkan/vk_module.h"

@@ -1,8 +1,8 @@
 // The Vulkan backend's layer modules (issue 14 item 2): one unit per layer for its mixer (VkMixer:
-// vk_attention.cpp, vk_mamba1.cpp, vk_mamba2.cpp, vk_parallel.cpp) and one for its feed-forward (VkFfn: vk_ffn.cpp), made through
-// the tables of vk_modules.cpp (the lookup: layer_modules.h). A unit records its layer's commands
-// through VkRecorder, the narrow view of the backend's recording state, and owns its own state
-// buffers. Not the model loop (vk_record.cpp) nor the run's buffers (vk_backend.cpp).
+// vk_attention.cpp, vk_mamba1.cpp, vk_mamba2.cpp, vk_parallel.cpp) and one for its feed-forward (VkFfn: vk_ffn.cpp),
+// made through the tables of vk_modules.cpp (the lookup: layer_modules.h). A unit records its layer's commands through
+// VkRecorder, the narrow view of the backend's recording state, and owns its own state buffers. Not the model loop
+// (vk_record.cpp) nor the run's buffers (vk_backend.cpp).
 #pragma once
 #include <algorithm>
 #include <array>

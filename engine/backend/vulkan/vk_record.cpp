@@ -180,13 +180,13 @@ void VkRecorder::linear(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_
   if (S == 1) {
     uint32_t gx, gy;
     matvec_groups(W.rows, &gx, &gy);
-    MatvecPC pc{W.off, u32(W.rows), u32(W.cols),      x_off, 0,  y_off, 0,    accumulate ? 1u : 0u, bias, gx,
-                -1,    0,           to_rec ? 1u : 0u, 0,     -1, 0.0f, f.alpha, f.beta, f.row_scale};
+    MatvecPC pc{W.off, u32(W.rows),      u32(W.cols), x_off, 0,    y_off,   0,      accumulate ? 1u : 0u, bias, gx, -1,
+                0,     to_rec ? 1u : 0u, 0,           -1,    0.0f, f.alpha, f.beta, f.row_scale};
     dispatch_w(Kernel::Matvec, W.dtype, b, pc, gx, gy);
     return;
   }
   MatmulPC pc{W.off, u32(W.rows), u32(W.cols), x_off, x_stride,         y_off, y_stride, u32(S), accumulate ? 1u : 0u,
-              bias,  -1,          -1,          -1,    to_rec ? 1u : 0u, 0,        f.alpha, f.beta, f.row_scale};
+              bias,  -1,          -1,          -1,    to_rec ? 1u : 0u, 0,     f.alpha,  f.beta, f.row_scale};
   matmul(pc, W, S);
 }
 

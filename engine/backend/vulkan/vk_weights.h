@@ -33,7 +33,7 @@ struct DLayer {
   int32_t input_norm = -1, pre_ff_norm = -1;
   DMat qkv, o;  // attention: rows q (nh·hd), k (nkv·hd), v (nkv·hd)
   int32_t sinks = -1;
-  int32_t qkv_bias = -1, o_bias = -1;  // attention_bias (Falcon-H1, Granite): q|k|v's (zeros where absent), o's
+  int32_t qkv_bias = -1, o_bias = -1;       // attention_bias (Falcon-H1, Granite): q|k|v's (zeros where absent), o's
   DMat in_proj, x_proj, dt_proj, out_proj;  // Mamba (Mamba-2: no x_proj, dt_proj)
   int32_t in_bias = -1, conv_w = -1, conv_b = -1, dt_norm = -1, b_norm = -1, c_norm = -1, dt_bias = -1;
   int32_t A = -1, D = -1, out_bias = -1;  // A: Mamba-1 (Di, N), Mamba-2 (nh,); D: (Di,), (nh,)
