@@ -25,6 +25,8 @@ layout(push_constant) uniform PC {
   uint to_rec;
   uint groups_x;  // matmul_rows.comp's (unused here)
   float alpha;    // Y (+)= alpha·(X Wᵀ + bias): Granite's residual multiplier, 1 / logits_scaling; else 1
+  float beta;     // X's factor before the bias: Y (+)= alpha·((beta·X) Wᵀ + bias) (Falcon-H1's input multipliers)
+  int scale_off;  // vec offset of per-feature factors (rows,) after the bias (Falcon-H1's µP vector), -1: none
 } pc;
 
 WEIGHT_LOADER(load_w, w)
@@ -69,7 +71,9 @@ void main() {
     uint r = r0 + tx + 16u * q;
     if (r >= pc.rows) continue;
     float v = acc[q];
+    v *= pc.beta;
     if (pc.bias_off >= 0) v += vec[pc.bias_off + int(r)];
+    if (pc.scale_off >= 0) v *= vec[pc.scale_off + int(r)];
     v *= pc.alpha;
     uint yi = pc.y_off + yrow * pc.y_stride + r;
     if (pc.to_rec != 0u)

@@ -26,6 +26,8 @@ layout(push_constant) uniform PC {
   uint to_rec;
   uint groups_x;
   float alpha;  // as matmul.comp
+  float beta;
+  int scale_off;
 } pc;
 
 WEIGHT_LOADER(load_w, w)
@@ -55,7 +57,9 @@ void main() {
     for (uint q = 0u; q < kTok; ++q) {
       float v = subgroupAdd(acc[q]);
       if (q >= n || !subgroupElect()) continue;
+      v *= pc.beta;
       if (pc.bias_off >= 0) v += vec[pc.bias_off + int(r)];
+      if (pc.scale_off >= 0) v *= vec[pc.scale_off + int(r)];
       v *= pc.alpha;
       uint i = i0 + q;
       uint yrow = pc.scatter_off >= 0 ? uint(route[pc.scatter_off + int(i)]) : i;

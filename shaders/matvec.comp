@@ -30,6 +30,8 @@ layout(push_constant) uniform PC {
   int norm_off;             // vec offset of an RMSNorm weight (cols,) applied to x, -1: none
   float eps;
   float alpha;              // y (+)= alpha·(W x + bias): Granite's residual multiplier, 1 / logits_scaling; else 1
+  float beta;               // x's factor before the bias: y (+)= alpha·(W (beta·x) + bias) (Falcon-H1's input multipliers)
+  int scale_off;            // vec offset of per-row factors (rows,) after the bias (Falcon-H1's µP vector), -1: none
 } pc;
 
 WEIGHT_LOADER(load_w, w)
@@ -62,7 +64,9 @@ void main() {
     float v = subgroupAdd(acc);
     if (pc.swiglu != 0u) v = silu(v) * subgroupAdd(accu);
     if (!subgroupElect()) continue;
+    v *= pc.beta;
     if (pc.bias_off >= 0) v += vec[uint(pc.bias_off) + expert * pc.rows + r];
+    if (pc.scale_off >= 0) v *= vec[pc.scale_off + int(r)];
     v *= pc.alpha;
     uint yi = pc.y_off + j * pc.y_slot + r;
     if (pc.to_rec != 0u)

@@ -72,22 +72,28 @@ inline void check_layer_params(const LayerSpec& l, const char* backend, int64_t 
 }
 
 // Model-level factors a backend's loop does not apply yet: multipliers (Granite's embedding, residual,
-// attention and logits ones unless `granite_ok`: Vulkan applies those; Falcon-H1's µP set), projection
-// biases, MLP biases unless `mlp_bias_ok` (Vulkan takes those of relu² MLPs): one-line
-// BackendFailure before anything is uploaded.
+// attention and logits ones unless `granite_ok`; Falcon-H1's µP set unless `falcon_ok`: Vulkan applies
+// both), attention projection biases unless `falcon_ok`, MLP biases unless `mlp_bias_ok` (Vulkan takes
+// those of dense MLPs): one-line BackendFailure before anything is uploaded.
 inline void check_model_params(const JambaConfig& c, const char* backend, bool mlp_bias_ok = false,
-                               bool granite_ok = false) {
+                               bool granite_ok = false, bool falcon_ok = false) {
   JambaConfig rest = c;
   if (granite_ok) {
     rest.embedding_multiplier = rest.residual_multiplier = rest.logits_scaling = 1.0;
     rest.attention_multiplier = 0.0;
   }
+  if (falcon_ok) {
+    rest.key_multiplier = rest.lm_head_multiplier = rest.attention_in_multiplier = rest.attention_out_multiplier = 1.0;
+    rest.ssm_in_multiplier = rest.ssm_out_multiplier = rest.mlp_gate_multiplier = rest.mlp_down_multiplier = 1.0;
+    rest.ssm_multipliers.clear();
+    rest.attention_bias = false;
+  }
   if (rest.has_multipliers())
     throw BackendFailure(std::string(backend) +
                          ": no kernel for the embedding / residual / attention / logits multipliers; use the cpu backend");
-  if (c.attention_bias || (c.mlp_bias && !mlp_bias_ok))
-    throw BackendFailure(std::string(backend) + ": no kernel for " +
-                         (c.attention_bias ? "attention" : "MLP") + " projection biases; use the cpu backend");
+  if (rest.attention_bias || (c.mlp_bias && !mlp_bias_ok))
+    throw BackendFailure(std::string(backend) + ": no kernel for " + (rest.attention_bias ? "attention" : "MLP") +
+                         " projection biases; use the cpu backend");
 }
 
 }  // namespace hl

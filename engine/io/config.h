@@ -145,6 +145,13 @@ struct JambaConfig {
     return (attention_multiplier > 0 ? attention_multiplier : 1.0 / std::sqrt(static_cast<double>(head_dim()))) *
            key_multiplier;
   }
+  // The backends' float scale: attention_scale() rounded once, or without key_multiplier the float
+  // 1/√head_dim (or attention_multiplier) the kernels have always used.
+  float attention_scale_f32() const {
+    if (key_multiplier != 1.0) return static_cast<float>(attention_scale());
+    return attention_multiplier > 0 ? static_cast<float>(attention_multiplier)
+                                    : 1.0f / std::sqrt(static_cast<float>(head_dim()));
+  }
   // Multipliers a plain Jamba-shaped forward pass does not apply (device backends refuse them).
   bool has_multipliers() const {
     return embedding_multiplier != 1.0 || residual_multiplier != 1.0 || logits_scaling != 1.0 ||

@@ -214,9 +214,37 @@ TEST(FalconH1Tiny, LmHeadMultiplier_ScalesTheLogits) {
   EXPECT_GT(moved, 1e-3);  // the µP segment factors act
 }
 
-TEST(FalconH1Tiny, DeviceBackends_RefuseInOneLine) {
+// Vulkan runs the parallel layer as the CPU does (vk_parallel.cpp), with every µP multiplier: logits and
+// every instrument with full records, by decode steps, by a prefill of 5 tokens then decode steps and by
+// one prefill; without the gated norm (the preset), and with the norm before the gate and every bias
+// (attention q/k/v/o, in_proj and out_proj, the MLP's gate/up/down), 2 registers and softmax-1.
+// The golden suites of test_vulkan.cpp run tests/golden/falcon_* there too.
+TEST(FalconH1Tiny, Vulkan_PrefillThenDecode_MatchesTheCpuBackend_EveryInstrument) {
+  if (!family_test::backend_here("vulkan")) GTEST_SKIP() << "no Vulkan device";
+  std::vector<int32_t> ids = kIds;
+  for (int32_t i = 0; ids.size() < 24; ++i) ids.push_back((i * 977 + 5) % 4096);
+  test::TempDir dir, biased_dir;
+  family_test::expect_device_matches_cpu(falcon_tiny(dir), "vulkan", ids, 5, RunOptions{});
+  auto biased = falcon_tiny(biased_dir, [](JambaConfig& c) {
+    c.mamba_rms_norm = true;
+    c.mamba_norm_before_gate = true;
+    c.mamba_n_groups = 2;
+    c.mamba_proj_bias = true;
+    c.projectors_bias = true;
+    c.mlp_bias = true;
+    c.attention_bias = true;
+  });
+  RunOptions reg;
+  reg.registers = 2;
+  reg.normalizer_override = true;
+  reg.normalizer = Normalizer::Softmax1;
+  family_test::expect_device_matches_cpu(biased, "vulkan", {3, 1, 4, 1, 5, 9, 2, 6}, 3, reg);
+}
+
+// CUDA applies none of Falcon-H1's multipliers: one line.
+TEST(FalconH1Tiny, Cuda_RefusesInOneLine) {
   test::TempDir dir;
-  family_test::expect_device_backends_refuse(falcon_tiny(dir));
+  family_test::expect_device_backends_refuse(falcon_tiny(dir), "", {"cuda"});
 }
 
 }  // namespace

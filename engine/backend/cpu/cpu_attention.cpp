@@ -100,10 +100,7 @@ void CpuAttention::forward(const float* x, int64_t S, float* y, TokenTrace* cons
   float* o = grow(sc.o, S * nh * hd);  // (S, nh*hd)
   std::fill(o, o + S * nh * hd, 0.0f);
   // 1/√hd; Granite's attention_multiplier replaces it, Falcon-H1's key_multiplier scales it.
-  const double mult = run_.cfg.attention_multiplier;
-  const float scale = run_.cfg.key_multiplier != 1.0 ? static_cast<float>(run_.cfg.attention_scale())
-                      : mult > 0                     ? static_cast<float>(mult)
-                                                     : 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = run_.cfg.attention_scale_f32();
   const bool instr = run_.opts.instruments, full = run_.opts.full;
   const simd::Kernels& kern = simd::kernels();
   const float* K = k_.data();  // (len, nkv*hd)

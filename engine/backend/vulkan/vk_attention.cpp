@@ -2,8 +2,9 @@
 // layer has rotary dims (Bamba; the angles from the backend's step parameters), the new K and V rows
 // appended to this layer's own cache, grouped-query attention under the run's normalizer (with the
 // layer's trained sinks as p_null logits where the plan says so) and its row statistics into the
-// records, then h += o Woᵀ. Not the cache's host-side bookkeeping (kv_len_ in vk_backend.cpp).
-#include <cmath>
+// records, then h += o Woᵀ. Falcon-H1 (HF FalconH1Attention): q|k|v and o biases, key_multiplier in
+// the scale, and in a parallel layer the input and output multipliers (VkMixer::set_multipliers).
+// Not the cache's host-side bookkeeping (kv_len_ in vk_backend.cpp).
 #include <string>
 
 #include "engine/backend/vulkan/vk_module.h"
@@ -62,7 +63,8 @@ class VkAttention final : public VkMixer {
     const uint32_t H = u32(cfg.hidden_size), nh = u32(cfg.num_attention_heads), hd = u32(cfg.head_dim());
     const uint32_t kvw = u32(kvw_);
     const uint32_t qw = nh * hd, row = qw + 2 * kvw;
-    r.linear(d_.qkv, al.x, H, S, al.qkv, row, false, -1);  // (S, nh·hd | nkv·hd | nkv·hd)
+    // (S, nh·hd | nkv·hd | nkv·hd) = (in · x) Wᵀ + bias (Falcon-H1: attention_in_multiplier, attention_bias)
+    r.linear(d_.qkv, al.x, H, S, al.qkv, row, false, d_.qkv_bias, false, {1.0f, in_});
     r.barrier();
     if (const uint32_t pairs = r.rope_pairs(); pairs > 0) {  // before the keys are cached, as on the CPU
       const uint32_t nkv = u32(cfg.num_key_value_heads);
@@ -78,8 +80,7 @@ class VkAttention final : public VkMixer {
     AttentionPC pc{nh,
                    u32(cfg.num_key_value_heads),
                    hd,
-                   cfg.attention_multiplier > 0 ? static_cast<float>(cfg.attention_multiplier)  // Granite
-                                                : 1.0f / std::sqrt(static_cast<float>(hd)),
+                   cfg.attention_scale_f32(),  // Granite's attention_multiplier, Falcon-H1's key_multiplier
                    al.qkv,
                    row,
                    al.o,
@@ -96,7 +97,7 @@ class VkAttention final : public VkMixer {
     r.dispatch(Kernel::Attention, kv, pc, nh, u32(S));
     r.barrier();
     r.observe("attn_heads", layer_, al.o, qw, qw, S);
-    r.residual(d_.o, al.o, nh * hd, S, -1);  // h += o Woᵀ
+    r.residual(d_.o, al.o, nh * hd, S, d_.o_bias, out_);  // h += out · (o Woᵀ + bias)
     r.barrier();
   }
 

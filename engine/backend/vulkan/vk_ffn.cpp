@@ -33,43 +33,49 @@ class VkFeedForward : public VkFfn {
     r.barrier();
   }
   // h += residual(mlp(x)) of one MLP: SwiGLU (gate_up (1, 2I, H)) or, not `gated`, Nemotron-H's relu²
-  // MLP down(relu(up x [+ up_bias])²) [+ down_bias] (gate_up holding up alone).
-  static void record_mlp(VkRecorder& r, const DMat& gate_up, const DMat& down, bool gated, int32_t up_bias,
-                         int32_t down_bias, int64_t S) {
+  // MLP down(relu(up x [+ bias])²) [+ down_bias] (gate_up holding up alone); with Falcon-H1's gate|up
+  // biases, gate multiplier inside the SiLU (gate_up_scale: factors of the gate|up rows after their
+  // bias) and down multiplier `dm` on the output.
+  static void record_mlp(VkRecorder& r, const DMat& gate_up, const DMat& down, bool gated, int32_t gate_up_bias,
+                         int32_t down_bias, int64_t S, int32_t gate_up_scale = -1, float dm = 1.0f) {
     const ActLayout& al = r.act();
     const uint32_t H = u32(r.config().hidden_size), I = u32(down.cols);
     if (!gated) {
-      r.linear(gate_up, al.x, H, S, al.uf, I, false, up_bias);  // (S, I)
+      r.linear(gate_up, al.x, H, S, al.uf, I, false, gate_up_bias);  // (S, I)
       r.barrier();
       r.dispatch(Kernel::Relu2, r.binds(), Relu2PC{I, u32(S), al.uf}, ceil_div(I, 64), u32(S));
       r.barrier();
-      r.residual(down, al.uf, I, S, down_bias);
+      r.residual(down, al.uf, I, S, down_bias, dm);
       r.barrier();
       return;
     }
-    if (S == 1) {
+    if (S == 1 && gate_up_bias < 0 && gate_up_scale < 0) {  // the fused kernel has no bias or gate factor
       record_gate_up_one(r, gate_up, -1, 1);
     } else {
-      r.linear(gate_up, al.x, H, S, al.g, 2 * I, false, -1);  // (S, 2I)
+      // (S, 2I) = ((x Wᵀ + bias) ⊙ (gate multiplier | 1)), then silu(gate) ⊙ up
+      r.linear(gate_up, al.x, H, S, al.g, 2 * I, false, gate_up_bias, false, {1.0f, 1.0f, gate_up_scale});
       r.barrier();
       r.dispatch(Kernel::Swiglu, r.binds(), SwigluPC{I, u32(S), al.g, al.uf, -1}, ceil_div(I, 64), u32(S));
       r.barrier();
     }
-    r.residual(down, al.uf, I, S, -1);
+    r.residual(down, al.uf, I, S, down_bias, dm);
     r.barrier();
   }
   const DLayer& d_;
 };
 
+// Falcon-H1's MLP (HF FalconH1MLP) adds gate/up/down biases (mlp_bias), the gate multiplier inside
+// the SiLU (on gate x + bias: gate_up_scale) and the down multiplier on the output (dm_).
 class VkDense final : public VkFeedForward {
  public:
-  VkDense(const DLayer& d, bool gated) : VkFeedForward(d), gated_(gated) {}
+  VkDense(const DLayer& d, bool gated, float down_multiplier) : VkFeedForward(d), gated_(gated), dm_(down_multiplier) {}
   void record(VkRecorder& r, int64_t S, bool /*records*/) override {
-    record_mlp(r, d_.gate_up, d_.down, gated_, d_.up_bias, d_.down_bias, S);
+    record_mlp(r, d_.gate_up, d_.down, gated_, d_.gate_up_bias, d_.down_bias, S, d_.gate_up_scale, dm_);
   }
 
  private:
   bool gated_;  // SwiGLU, or the relu² MLP without gate
+  float dm_;    // Falcon-H1's down multiplier (1 elsewhere)
 };
 
 class VkMoe final : public VkFeedForward {
@@ -147,7 +153,7 @@ class VkMoe final : public VkFeedForward {
   void record_experts_one(VkRecorder& r, uint32_t xin, uint32_t yout, bool accumulate) {
     const RouteLayout& ro = r.route();
     const uint32_t K = u32(r.config().num_experts_per_tok), I = u32(d_.down.cols), Hout = u32(d_.down.rows);
-    record_gate_up_one(r, d_.gate_up, static_cast<int32_t>(ro.sel), K, fp_.gated, xin, d_.up_bias);
+    record_gate_up_one(r, d_.gate_up, static_cast<int32_t>(ro.sel), K, fp_.gated, xin, d_.gate_up_bias);
     uint32_t hx, hy;
     matvec_groups(Hout, &hx, &hy);
     MoeDownPC dn{d_.down.off, Hout, I, r.act().uf, I, yout, K, ro.sel, ro.selw, d_.down.stride(), hx,
@@ -168,7 +174,7 @@ class VkMoe final : public VkFeedForward {
     for (uint32_t e = 0; e < E; ++e) {
       const int32_t cnt = static_cast<int32_t>(ro.cnt + e);
       const int32_t in = static_cast<int32_t>(ro.in + e * u32(S)), out = static_cast<int32_t>(ro.out + e * u32(S));
-      const int32_t ub = d_.up_bias < 0 ? -1 : d_.up_bias + static_cast<int32_t>(e * I);
+      const int32_t ub = d_.gate_up_bias < 0 ? -1 : d_.gate_up_bias + static_cast<int32_t>(e * I);
       const int32_t db = d_.down_bias < 0 ? -1 : d_.down_bias + static_cast<int32_t>(e * Hout);
       const uint32_t act_out = fp_.gated ? al.g : al.uf;
       r.matmul(MatmulPC{gu.off + e * gu.stride(), gw, Hin, xin, Hin, act_out, gw, u32(S), 0, ub, in, -1, cnt, 0, 0},
@@ -197,7 +203,8 @@ class VkMoe final : public VkFeedForward {
 }  // namespace
 
 std::unique_ptr<VkFfn> make_vk_dense(const VkModuleContext& c, int64_t layer) {
-  return std::make_unique<VkDense>(c.weights.layers[layer], c.model.schedule[layer].ffn_params.gated);
+  const FfnParams& fp = c.model.schedule[layer].ffn_params;
+  return std::make_unique<VkDense>(c.weights.layers[layer], fp.gated, static_cast<float>(fp.down_multiplier));
 }
 
 std::unique_ptr<VkFfn> make_vk_moe(const VkModuleContext& c, int64_t layer) {

@@ -60,7 +60,9 @@ struct MatvecPC {
   uint32_t expert_stride, to_rec, swiglu;
   int32_t norm_off;
   float eps;
-  float alpha = 1.0f;  // y (+)= alpha·(W x + bias)
+  float alpha = 1.0f;      // y (+)= alpha·(W x + bias)
+  float beta = 1.0f;       // x's factor before the bias: y (+)= alpha·(W (beta·x) + bias)
+  int32_t scale_off = -1;  // vec offset of per-row factors after the bias, -1: none
 };
 struct MoeDownPC {
   uint32_t w_off, rows, cols, x_off, x_slot, y_off, K, sel_off, selw_off, expert_stride, groups_x;
@@ -72,7 +74,9 @@ struct MatmulPC {
   uint32_t w_off, rows, cols, x_off, x_stride, y_off, y_stride, M, accumulate;
   int32_t bias_off, gather_off, scatter_off, count_idx;
   uint32_t to_rec, groups_x;
-  float alpha = 1.0f;  // Y (+)= alpha·(X Wᵀ + bias)
+  float alpha = 1.0f;      // Y (+)= alpha·(X Wᵀ + bias)
+  float beta = 1.0f;       // X's factor before the bias: Y (+)= alpha·((beta·X) Wᵀ + bias)
+  int32_t scale_off = -1;  // vec offset of per-feature factors after the bias, -1: none
 };
 struct RopePC {
   uint32_t nh, nkv, hd, r, q_off, k_off, stride, table;
@@ -123,8 +127,10 @@ struct Mamba2ScanPC {
   float lo, hi;
 };
 struct GatedNormPC {
-  uint32_t Di, group, y_off, z_off, z_stride, w_off;
+  uint32_t Di, group, y_off, z_off, z_stride;
+  int32_t w_off;  // -1: no norm (y · silu(z) alone)
   float eps;
+  uint32_t before;  // 1: normalise y, then gate
 };
 struct Relu2PC {
   uint32_t I, M, off;

@@ -3,9 +3,9 @@
 // (conv.comp over conv_dim channels); the recurrence per head in token order with Δ =
 // clamp(softplus(dt + dt_bias), time_step_limit), the Δ / retained instruments (mamba2_scan.comp);
 // the gated RMSNorm per norm group (gated_norm.comp); then h += out Woutᵀ. The unit owns its
-// recurrent state: the conv window (conv_dim, W) then the SSM state (nh, P, N).
-#include <string>
-
+// recurrent state: the conv window (conv_dim, W) then the SSM state (nh, P, N). Falcon-H1 (HF
+// FalconH1Mixer.torch_forward): in_proj's µP factors, the norm before the gate or none, and in a
+// parallel layer the input and output multipliers (VkMixer::set_multipliers).
 #include "engine/backend/vulkan/vk_module.h"
 
 namespace hl::vk {
@@ -16,9 +16,6 @@ class VkMamba2 final : public VkMixer {
   VkMamba2(const VkModuleContext& c, int64_t layer)
       : d_(c.weights.layers[layer]), layer_(layer), m_(c.model.schedule[layer].ssm_index) {
     const JambaConfig& cfg = c.model.config;
-    if (!cfg.mamba_rms_norm || cfg.mamba_norm_before_gate)  // Falcon-H1's options (its layers are parallel ones)
-      throw BackendFailure("vulkan: no kernel for the Mamba-2 norm before the gate or without a norm (layer " +
-                           std::to_string(layer) + "); use the cpu backend");
     state_ = Buffer(
         c.ctx,
         static_cast<VkDeviceSize>(cfg.mamba2_conv_dim() * cfg.mamba_d_conv + cfg.mamba_inner() * cfg.mamba_d_state) * 4,
@@ -37,7 +34,8 @@ class VkMamba2 final : public VkMixer {
     const uint32_t nh = u32(cfg.mamba_n_heads), W = u32(cfg.mamba_d_conv), proj = Di + conv + nh;
     const uint32_t win = 0, hoff = win + conv * W;  // this layer's window (conv_dim, W), state (nh, P, N)
     const Binds st = r.binds(-1, state_.handle());
-    r.linear(d.in_proj, al.x, H, S, al.xz, proj, false, d.in_bias);  // (S, proj): z | x|B|C | dt
+    // (S, proj): z | x|B|C | dt = ((in · x) Wᵀ + bias) ⊙ µP (Falcon-H1: ssm_in_multiplier, mamba2_mup_vector)
+    r.linear(d.in_proj, al.x, H, S, al.xz, proj, false, d.in_bias, false, {1.0f, in_, d.in_scale});
     r.barrier();
     r.observe("ssm_in", layer_, al.xz, proj, proj, S);
     r.dispatch(Kernel::Conv, st, ConvPC{conv, W, u32(S), al.xz + Di, proj, al.u, win, u32(d.conv_w), d.conv_b},
@@ -68,12 +66,15 @@ class VkMamba2 final : public VkMixer {
                     static_cast<float>(cfg.mamba2_dt_hi())};
     r.dispatch(Kernel::Mamba2Scan, st, pc, ceil_div(Di, 64));  // y (S, Di) before the gate, Δ (S, nh)
     r.barrier();
+    // The gate and its norm: after the gate, before it (Falcon-H1's mamba_norm_before_gate) or none
+    // (Falcon-H1's mamba_rms_norm false: no weight), as cpu_mamba2.cpp.
     const uint32_t group = u32(cfg.mamba2_norm_group());
+    const uint32_t before = d.gate_norm >= 0 && cfg.mamba_norm_before_gate ? 1u : 0u;
     r.dispatch(Kernel::GatedNorm, r.binds(),
-               GatedNormPC{Di, group, al.gated, al.xz, proj, u32(d.gate_norm), static_cast<float>(cfg.rms_norm_eps)},
+               GatedNormPC{Di, group, al.gated, al.xz, proj, d.gate_norm, static_cast<float>(cfg.rms_norm_eps), before},
                Di / group, u32(S));
     r.barrier();
-    r.ssm_output(d, layer_, m_, nh, Di, S, instr);  // Δ per head
+    r.ssm_output(d, layer_, m_, nh, Di, S, instr, out_);  // Δ per head
   }
 
  private:

@@ -1,8 +1,8 @@
 // The Vulkan backend's layer modules (issue 14 item 2): one unit per layer for its mixer (VkMixer:
-// vk_attention.cpp, vk_mamba1.cpp, vk_mamba2.cpp) and one for its feed-forward (VkFfn: vk_ffn.cpp), made through
-// the tables of vk_modules.cpp (the lookup: layer_modules.h). A unit records its layer's commands
-// through VkRecorder, the narrow view of the backend's recording state, and owns its own state
-// buffers. Not the model loop (vk_record.cpp) nor the run's buffers (vk_backend.cpp).
+// vk_attention.cpp, vk_mamba1.cpp, vk_mamba2.cpp, vk_parallel.cpp) and one for its feed-forward (VkFfn: vk_ffn.cpp),
+// made through the tables of vk_modules.cpp (the lookup: layer_modules.h). A unit records its layer's commands through
+// VkRecorder, the narrow view of the backend's recording state, and owns its own state buffers. Not the model loop
+// (vk_record.cpp) nor the run's buffers (vk_backend.cpp).
 #pragma once
 #include <algorithm>
 #include <array>
@@ -59,6 +59,13 @@ inline void matvec_groups(int64_t rows, uint32_t* gx, uint32_t* gy) {
 
 class VulkanBackend;
 
+// A product's factors (1 and none elsewhere): y [+]= alpha·((beta·x) Wᵀ [+ bias]) ⊙ vec[row_scale + ·].
+struct ProductFactors {
+  float alpha = 1.0f;      // on the output: Granite's residual multiplier, the logits' factor, an out multiplier
+  float beta = 1.0f;       // on x, before the bias: Falcon-H1's attention / SSM input multipliers
+  int32_t row_scale = -1;  // vec offset of per-output-row factors after the bias (Falcon-H1's µP vector)
+};
+
 // What a unit may use while recording: the kernels' launch helpers (one descriptor set per distinct
 // Binds, cached until the backend reallocates) and the run's layouts, options and configuration.
 // Made by VulkanBackend::record_block for one recording; defined in vk_record.cpp.
@@ -66,11 +73,12 @@ class VkRecorder {
  public:
   explicit VkRecorder(VulkanBackend& b) : b_(b) {}
 
-  // y (S, rows) [+]= alpha·(x (S, cols) Wᵀ [+ bias]): the matrix–vector kernel at S = 1, else the matmul.
+  // y (S, rows) [+]= the product of x (S, cols) and W with `f`: the matrix–vector kernel at S = 1, else the matmul.
   void linear(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, uint32_t y_off, uint32_t y_stride,
-              bool accumulate, int32_t bias, bool to_rec = false, float alpha = 1.0f);
-  // h += residual(y Wᵀ [+ bias]): a residual branch's output product, × Granite's residual_multiplier.
-  void residual(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, int32_t bias);
+              bool accumulate, int32_t bias, bool to_rec = false, ProductFactors f = {});
+  // h += residual_multiplier · out · (y Wᵀ [+ bias]): a residual branch's output product (Granite's
+  // residual_multiplier; `out`: Falcon-H1's attention / SSM / MLP-down output multiplier).
+  void residual(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, int32_t bias, float out = 1.0f);
   void matmul(MatmulPC pc, const DMat& W, int64_t S);  // pc may describe a part of W (one expert)
   void rmsnorm(uint32_t in_off, uint32_t in_stride, uint32_t out_off, uint32_t out_stride, uint32_t n, int32_t w_off,
                int64_t S);
@@ -96,9 +104,9 @@ class VkRecorder {
                From from = From::Act);
   // The end of an SSM unit (Mamba-1 and Mamba-2): observes Δ (S, delta_cols, in act().dt) and the
   // gated y (S, Di, in act().gated), writes Δ's row mean as SSM layer m's ssm_delta_mean when
-  // `instruments`, then h += y Woutᵀ.
+  // `instruments`, then h += out · (y Woutᵀ [+ bias]) (residual()).
   void ssm_output(const DLayer& d, int64_t layer, int64_t m, uint32_t delta_cols, uint32_t Di, int64_t S,
-                  bool instruments);
+                  bool instruments, float out = 1.0f);
 
   const JambaConfig& config() const;
   const RunOptions& options() const;
@@ -143,6 +151,14 @@ class VkMixer {
   virtual void reserve_positions(int64_t /*cap*/, int64_t /*kept*/, std::vector<DeviceCopy>* /*copies*/) {}
   // Records S positions of this layer: reads x (the normed residual), adds its output into h.
   virtual void record(VkRecorder& r, int64_t S, bool records) = 0;
+  // Falcon-H1's parallel layer (vk_parallel.cpp): this unit reads in · x and adds out · its output.
+  void set_multipliers(float in, float out) {
+    in_ = in;
+    out_ = out;
+  }
+
+ protected:
+  float in_ = 1.0f, out_ = 1.0f;
 };
 
 // The feed-forward of one layer: reads x (the normed residual), adds its output into h.

@@ -1,5 +1,6 @@
 // The Vulkan backend's units of a model's layers, found in its module tables (vk_module.h), to which
-// each unit's own file adds its line (vk_attention.cpp, vk_mamba1.cpp, vk_mamba2.cpp, vk_ffn.cpp); a
+// each unit's own file adds its line (vk_attention.cpp, vk_mamba1.cpp, vk_mamba2.cpp, vk_parallel.cpp,
+// vk_ffn.cpp); a
 // layer without a mixer has no unit, as on the CPU (cpu_modules.cpp). A new kind adds
 // its unit's file; nothing here changes, and the model loop (vk_record.cpp) names no kind. The
 // lookup and its error: layer_modules.h.
@@ -9,13 +10,12 @@
 namespace hl::vk {
 
 void check_vk_modules(const Model& m) {
-  // MLP biases: the relu² MLPs' (Nemotron-H's '-' layers, its experts and shared expert) only, not a
-  // gated MLP's.
-  bool relu2_only = true;
-  for (const LayerSpec& l : m.schedule.layers())
-    relu2_only = relu2_only && (l.ffn == FfnKind::None || !l.ffn_params.gated);
-  // Granite's multipliers (the residual one on MoE layers through the routing weights, moe_route.comp).
-  check_model_params(m.config, "vulkan", relu2_only, /*granite_ok=*/true);
+  // MLP biases: a dense MLP's (Nemotron-H's relu², Falcon-H1's SwiGLU) and relu² experts' (Nemotron-H),
+  // not a SwiGLU expert's. Granite's and Falcon-H1's multipliers (the residual one on MoE layers through
+  // the routing weights, moe_route.comp); Falcon-H1's MLP multipliers are dense-only (FfnParams).
+  bool expert_bias_ok = true;
+  for (const LayerSpec& l : m.schedule.layers()) expert_bias_ok = expert_bias_ok && (!l.is_moe() || !l.ffn_params.gated);
+  check_model_params(m.config, "vulkan", expert_bias_ok, /*granite_ok=*/true, /*falcon_ok=*/true);
   for (int64_t i = 0; i < m.schedule.size(); ++i) {
     if (mixer_present(m.schedule[i].mixer)) find_module(VkMixerTable::entries(), m.schedule[i].mixer, "vulkan", i);
     check_layer_params(m.schedule[i], "vulkan", i, /*rope=*/true, /*moe_variants=*/true);

@@ -127,14 +127,14 @@ VkCommandBuffer VulkanBackend::commands(int64_t S, bool records) {
 }
 
 void VkRecorder::ssm_output(const DLayer& d, int64_t layer, int64_t m, uint32_t delta_cols, uint32_t Di, int64_t S,
-                            bool instruments) {
+                            bool instruments, float out) {
   const ActLayout& al = act();
   const RecLayout& rl = rec();
   observe("ssm_delta", layer, al.dt, delta_cols, delta_cols, S);
   observe("ssm_y", layer, al.gated, Di, Di, S);
   if (instruments)
     dispatch(Kernel::RowMean, binds(), RowMeanPC{delta_cols, al.dt, delta_cols, rl.stride, rl.dmean + u32(m)}, u32(S));
-  residual(d.out_proj, al.gated, Di, S, d.out_bias);  // h += out Woutᵀ
+  residual(d.out_proj, al.gated, Di, S, d.out_bias, out);  // h += out · (y Woutᵀ + bias)
   barrier();
 }
 
@@ -168,24 +168,25 @@ void VkRecorder::observe(const char* name, int64_t layer, uint32_t off, uint32_t
                        nullptr, 0, nullptr);
 }
 
-void VkRecorder::residual(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, int32_t bias) {
+void VkRecorder::residual(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, int32_t bias, float out) {
+  const double res = config().residual_multiplier;
   linear(W, x_off, x_stride, S, act().h, u32(config().hidden_size), true, bias, false,
-         static_cast<float>(config().residual_multiplier));
+         {out == 1.0f ? static_cast<float>(res) : static_cast<float>(res * out)});
 }
 
 void VkRecorder::linear(const DMat& W, uint32_t x_off, uint32_t x_stride, int64_t S, uint32_t y_off, uint32_t y_stride,
-                        bool accumulate, int32_t bias, bool to_rec, float alpha) {
+                        bool accumulate, int32_t bias, bool to_rec, ProductFactors f) {
   const Binds b = binds(W.chunk);
   if (S == 1) {
     uint32_t gx, gy;
     matvec_groups(W.rows, &gx, &gy);
-    MatvecPC pc{W.off, u32(W.rows), u32(W.cols),      x_off, 0,  y_off, 0,    accumulate ? 1u : 0u, bias, gx,
-                -1,    0,           to_rec ? 1u : 0u, 0,     -1, 0.0f, alpha};
+    MatvecPC pc{W.off, u32(W.rows),      u32(W.cols), x_off, 0,    y_off,   0,      accumulate ? 1u : 0u, bias, gx, -1,
+                0,     to_rec ? 1u : 0u, 0,           -1,    0.0f, f.alpha, f.beta, f.row_scale};
     dispatch_w(Kernel::Matvec, W.dtype, b, pc, gx, gy);
     return;
   }
   MatmulPC pc{W.off, u32(W.rows), u32(W.cols), x_off, x_stride,         y_off, y_stride, u32(S), accumulate ? 1u : 0u,
-              bias,  -1,          -1,          -1,    to_rec ? 1u : 0u, 0,        alpha};
+              bias,  -1,          -1,          -1,    to_rec ? 1u : 0u, 0,     f.alpha,  f.beta, f.row_scale};
   matmul(pc, W, S);
 }
 
@@ -259,9 +260,10 @@ void VulkanBackend::record_block(VkCommandBuffer cmd, int64_t S, bool records) {
   record_norm_observe(r, w.final_norm, S, cfg_.num_hidden_layers, records);  // point L: before the final norm
   r.barrier();
   r.observe("final_norm", -1, al_.x, H, H, S);
-  // Granite: logits ÷ logits_scaling (× its float reciprocal: within an ulp of the CPU's division).
+  // Granite: logits ÷ logits_scaling (× its float reciprocal: within an ulp of the CPU's division);
+  // Falcon-H1: logits × lm_head_multiplier (FalconH1ForCausalLM).
   r.linear(w.lm_head, al_.x, H, S, rl_.logits, rl_.stride, false, -1, true,
-           static_cast<float>(1.0 / cfg_.logits_scaling));
+           {static_cast<float>(cfg_.lm_head_multiplier / cfg_.logits_scaling)});
   r.observe("logits", -1, rl_.logits, rl_.stride, u32(cfg_.vocab_size), S, VkRecorder::From::Records);
   // The one device→host transfer of the step: the S records.
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};

@@ -6,6 +6,7 @@
 #include "engine/backend/vulkan/vk_weights.h"
 
 #include "engine/backend/backend_util.h"
+#include "engine/model/mixer_mamba2.h"
 
 #include <algorithm>
 #include <cstring>
@@ -128,13 +129,26 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
   layers.resize(static_cast<size_t>(L));
   std::vector<Block> blocks;
   std::vector<VecItem> vecs;
-  std::deque<std::vector<float>> owned;  // vectors made here (the experts' biases in one run), kept to the upload
   auto add_block = [&](std::vector<const Mat*> mats, DMat* dst, int64_t experts = 1) {
     blocks.push_back(Block{std::move(mats), dst, experts});
   };
   auto add_vec = [&](const std::vector<float>& v, int32_t* dst) {
     if (!v.empty()) vecs.push_back(VecItem{v.data(), v.size(), dst});
   };
+  // Vectors made here (concatenated biases, factors) live until the upload; a deque keeps them in place.
+  std::deque<std::vector<float>> made;
+  // The concatenation of `parts` (n_i each; an empty part: n_i zeros), or nothing when all are empty.
+  auto add_concat = [&](std::initializer_list<std::pair<const std::vector<float>*, int64_t>> parts, int32_t* dst) {
+    if (std::all_of(parts.begin(), parts.end(), [](const auto& p) { return p.first->empty(); })) return;
+    std::vector<float>& v = made.emplace_back();
+    for (const auto& [part, n] : parts)
+      if (part->empty())
+        v.insert(v.end(), static_cast<size_t>(n), 0.0f);
+      else
+        v.insert(v.end(), part->begin(), part->end());
+    add_vec(v, dst);
+  };
+  const std::vector<float> mup = mamba2_mup_vector(m.config);  // empty: all 1
 
   add_block({&w.embed}, &embed);
   const bool tied = w.lm_head.data == w.embed.data;
@@ -151,11 +165,17 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
     add_vec(lw.input_norm, &d.input_norm);
     add_vec(lw.pre_ff_norm, &d.pre_ff_norm);
     // The weights of the kinds this upload knows; a unit of another kind uploads its own.
-    if (m.schedule[i].mixer == MixerKind::Attention) {
-      add_block({&lw.attn.q, &lw.attn.k, &lw.attn.v}, &d.qkv);
-      add_block({&lw.attn.o}, &d.o);
-      add_vec(lw.attn.sinks, &d.sinks);
-    } else if (m.schedule[i].mixer == MixerKind::Mamba1) {
+    // Falcon-H1's parallel layer has both the attention's and the Mamba-2's.
+    const MixerKind kind = m.schedule[i].mixer;
+    if (kind == MixerKind::Attention || kind == MixerKind::Parallel) {
+      const AttentionWeights& a = lw.attn;
+      add_block({&a.q, &a.k, &a.v}, &d.qkv);
+      add_block({&a.o}, &d.o);
+      add_vec(a.sinks, &d.sinks);
+      add_concat({{&a.q_bias, a.q.rows}, {&a.k_bias, a.k.rows}, {&a.v_bias, a.v.rows}}, &d.qkv_bias);
+      add_vec(a.o_bias, &d.o_bias);
+    }
+    if (kind == MixerKind::Mamba1) {
       const MambaWeights& mw = lw.mamba;
       add_block({&mw.in_proj}, &d.in_proj);
       add_block({&mw.x_proj}, &d.x_proj);
@@ -171,7 +191,7 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
       add_vec(mw.A, &d.A);
       add_vec(mw.D, &d.D);
       add_vec(mw.out_bias, &d.out_bias);
-    } else if (m.schedule[i].mixer == MixerKind::Mamba2) {
+    } else if (kind == MixerKind::Mamba2 || kind == MixerKind::Parallel) {
       const Mamba2Weights& mw = lw.mamba2;
       add_block({&mw.in_proj}, &d.in_proj);
       add_block({&mw.out_proj}, &d.out_proj);
@@ -183,6 +203,7 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
       add_vec(mw.D, &d.D);
       add_vec(mw.norm_w, &d.gate_norm);
       add_vec(mw.out_bias, &d.out_bias);
+      add_vec(mup, &d.in_scale);
     }
     if (m.schedule[i].ffn == FfnKind::None) continue;  // a mixer-only layer: no feed-forward weights
     std::vector<const Mat*> gu, dn;  // per expert: gate, up | down
@@ -219,15 +240,29 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
         add_vec(lw.moe.latent_out_bias, &d.latent_out_bias);
       }
     }
-    if (!m.schedule[i].ffn_params.gated) {  // relu² MLPs' biases (check_vk_modules), experts' concatenated
-      std::vector<float>& ub = owned.emplace_back();
-      std::vector<float>& db = owned.emplace_back();
+    if (moe && !m.schedule[i].ffn_params.gated) {  // relu² experts' biases (check_vk_modules), concatenated
+      std::vector<float>& ub = made.emplace_back();
+      std::vector<float>& db = made.emplace_back();
       for (const MlpWeights* e : mlps) {
         ub.insert(ub.end(), e->up_bias.begin(), e->up_bias.end());
         db.insert(db.end(), e->down_bias.begin(), e->down_bias.end());
       }
-      add_vec(ub, &d.up_bias);
+      add_vec(ub, &d.gate_up_bias);
       add_vec(db, &d.down_bias);
+    }
+    if (!moe) {  // a dense MLP's biases and Falcon-H1's gate multiplier
+      const FfnParams& fp = m.schedule[i].ffn_params;
+      const int64_t I = lw.mlp.up.rows;
+      if (fp.gated)
+        add_concat({{&lw.mlp.gate_bias, I}, {&lw.mlp.up_bias, I}}, &d.gate_up_bias);
+      else
+        add_vec(lw.mlp.up_bias, &d.gate_up_bias);
+      add_vec(lw.mlp.down_bias, &d.down_bias);
+      if (fp.gated && fp.gate_multiplier != 1.0) {
+        std::vector<float>& v = made.emplace_back(static_cast<size_t>(2 * I), 1.0f);
+        std::fill(v.begin(), v.begin() + I, static_cast<float>(fp.gate_multiplier));
+        add_vec(v, &d.gate_up_scale);
+      }
     }
   }
 

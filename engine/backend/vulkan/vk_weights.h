@@ -33,10 +33,12 @@ struct DLayer {
   int32_t input_norm = -1, pre_ff_norm = -1;
   DMat qkv, o;  // attention: rows q (nh·hd), k (nkv·hd), v (nkv·hd)
   int32_t sinks = -1;
+  int32_t qkv_bias = -1, o_bias = -1;       // attention_bias (Falcon-H1, Granite): q|k|v's (zeros where absent), o's
   DMat in_proj, x_proj, dt_proj, out_proj;  // Mamba (Mamba-2: no x_proj, dt_proj)
   int32_t in_bias = -1, conv_w = -1, conv_b = -1, dt_norm = -1, b_norm = -1, c_norm = -1, dt_bias = -1;
   int32_t A = -1, D = -1, out_bias = -1;  // A: Mamba-1 (Di, N), Mamba-2 (nh,); D: (Di,), (nh,)
   int32_t gate_norm = -1;                 // Mamba-2: the gated RMSNorm's weight (Di,)
+  int32_t in_scale = -1;                  // Mamba-2: Falcon-H1's µP factors of in_proj's rows (mamba2_mup_vector)
   DMat router;                            // MoE
   int32_t router_bias = -1;               // a sigmoid router's correction bias (E,) (Nemotron-H)
   DMat latent_in, latent_out;             // Nemotron-H's latent projections (Lat, H), (H, Lat), or rows 0
@@ -47,9 +49,11 @@ struct DLayer {
   // An MoE layer's shared expert (Granite's shared_mlp), beside the routed ones: (1, 2I_s, H) (up alone
   // without gate: (1, I_s, H)), (1, H, I_s); rows 0 where the layer has none.
   DMat shared_gate_up, shared_down;
-  // The relu² MLP's biases (mlp_bias: Nemotron-H): up and down, (I,), (H,); of an MoE layer's routed
-  // experts (E, I), (E, H_in) in expert order; -1: none. The shared expert's, (I_s,), (H,).
-  int32_t up_bias = -1, down_bias = -1;
+  // A dense MLP's biases (mlp_bias: Nemotron-H's relu² MLP, Falcon-H1's SwiGLU): gate_up's rows (gate |
+  // up, or up alone) and down's; of an MoE layer's relu² experts (E, I) and (E, H_in) in expert order;
+  // -1: none. gate_up_scale: (2I,) Falcon-H1's gate multiplier on the gate rows and 1 on the up rows,
+  // or -1. The shared expert's biases, (I_s,), (H,).
+  int32_t gate_up_bias = -1, down_bias = -1, gate_up_scale = -1;
   int32_t shared_up_bias = -1, shared_down_bias = -1;
 };
 
