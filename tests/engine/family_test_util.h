@@ -93,6 +93,23 @@ inline void report_worst(const std::vector<TokenTrace>& got, const std::vector<T
   }
 }
 
+// The ids the device-vs-CPU family tests feed: twelve fixed ones, then a spread up to `n` (a
+// prefill long enough for the chunked scans).
+inline std::vector<int32_t> device_test_ids(size_t n = 40) {
+  std::vector<int32_t> ids = {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3};
+  for (int32_t i = 0; ids.size() < n; ++i) ids.push_back((i * 977 + 5) % 4096);
+  return ids;
+}
+
+// Their second run: 2 registers and softmax-1.
+inline RunOptions registers_softmax1() {
+  RunOptions reg;
+  reg.registers = 2;
+  reg.normalizer_override = true;
+  reg.normalizer = Normalizer::Softmax1;
+  return reg;
+}
+
 // The device backend `backend` against the CPU backend on `model` with full records, every record
 // field within kVsGolden (trace_compare_util.h; the CPU's token-order and chunked scans, its SIMD
 // exp and its summation orders differ from the device's in the last bits): by decode steps; by a

@@ -176,14 +176,10 @@ TEST(BambaTiny, Cuda_MatchesTheCpuBackend_EveryInstrument_RefusesBiasesInOneLine
   family_test::expect_device_backends_refuse(
       bamba_tiny(bias_dir, true), "no kernel for attention projection biases; use the cpu backend", {"cuda"});
   if (!family_test::backend_here("cuda")) GTEST_SKIP() << "no CUDA device";
-  std::vector<int32_t> ids = {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3};
-  for (int32_t i = 0; ids.size() < 40; ++i) ids.push_back((i * 977 + 5) % 4096);
+  const std::vector<int32_t> ids = family_test::device_test_ids(40);
   auto model = bamba_tiny(dir);
   family_test::expect_device_matches_cpu(model, "cuda", ids, 5, RunOptions{});
-  RunOptions reg;
-  reg.registers = 2;
-  reg.normalizer_override = true;
-  reg.normalizer = Normalizer::Softmax1;
+  const RunOptions reg = family_test::registers_softmax1();
   family_test::expect_device_matches_cpu(model, "cuda", ids, 5, reg);
 }
 

@@ -146,6 +146,17 @@ std::shared_ptr<Model> falcon_tiny(const test::TempDir& dir, void (*patch)(Jamba
   return load_model(dir.path);
 }
 
+// The variant no golden case has: the gated norm before the gate in 2 groups, and every bias.
+void norm_before_gate_every_bias(JambaConfig& c) {
+  c.mamba_rms_norm = true;
+  c.mamba_norm_before_gate = true;
+  c.mamba_n_groups = 2;
+  c.mamba_proj_bias = true;
+  c.projectors_bias = true;
+  c.mlp_bias = true;
+  c.attention_bias = true;
+}
+
 const std::vector<int32_t> kIds = {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3};
 
 TEST(FalconH1Tiny, HfNames_CpuPrefillAndDecode_MatchTheReferenceForward) {
@@ -173,15 +184,7 @@ TEST(FalconH1Tiny, GatedNormBothOrdersAndBiases_MatchTheReference) {
       c.mamba_n_groups = 3;
     };
     if (before)
-      patch = [](JambaConfig& c) {
-        c.mamba_rms_norm = true;
-        c.mamba_norm_before_gate = true;
-        c.mamba_n_groups = 2;
-        c.mamba_proj_bias = true;
-        c.projectors_bias = true;
-        c.mlp_bias = true;
-        c.attention_bias = true;
-      };
+      patch = norm_before_gate_every_bias;
     auto model = falcon_tiny(dir, patch);
     const SafetensorsFile f = SafetensorsFile::open(dir / "model.safetensors");
     EXPECT_NE(f.find("model.layers.0.mamba.norm.weight"), nullptr);
@@ -225,19 +228,8 @@ TEST(FalconH1Tiny, Vulkan_PrefillThenDecode_MatchesTheCpuBackend_EveryInstrument
   for (int32_t i = 0; ids.size() < 24; ++i) ids.push_back((i * 977 + 5) % 4096);
   test::TempDir dir, biased_dir;
   family_test::expect_device_matches_cpu(falcon_tiny(dir), "vulkan", ids, 5, RunOptions{});
-  auto biased = falcon_tiny(biased_dir, [](JambaConfig& c) {
-    c.mamba_rms_norm = true;
-    c.mamba_norm_before_gate = true;
-    c.mamba_n_groups = 2;
-    c.mamba_proj_bias = true;
-    c.projectors_bias = true;
-    c.mlp_bias = true;
-    c.attention_bias = true;
-  });
-  RunOptions reg;
-  reg.registers = 2;
-  reg.normalizer_override = true;
-  reg.normalizer = Normalizer::Softmax1;
+  auto biased = falcon_tiny(biased_dir, norm_before_gate_every_bias);
+  const RunOptions reg = family_test::registers_softmax1();
   family_test::expect_device_matches_cpu(biased, "vulkan", {3, 1, 4, 1, 5, 9, 2, 6}, 3, reg);
 }
 

@@ -200,13 +200,9 @@ TEST(GraniteHTiny, Vulkan_MoeWithSharedExpert_MatchesTheCpuBackend_EveryInstrume
   ASSERT_TRUE(model->schedule[0].ffn_params.renormalize);
   ASSERT_GT(model->schedule[0].ffn_params.shared_d_ff, 0);
   ASSERT_NE(model->config.residual_multiplier, 1.0);
-  std::vector<int32_t> ids = {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3};
-  for (int32_t i = 0; ids.size() < 40; ++i) ids.push_back((i * 977 + 5) % 4096);
+  const std::vector<int32_t> ids = family_test::device_test_ids(40);
   family_test::expect_device_matches_cpu(model, "vulkan", ids, 5, RunOptions{});
-  RunOptions reg;
-  reg.registers = 2;
-  reg.normalizer_override = true;
-  reg.normalizer = Normalizer::Softmax1;
+  const RunOptions reg = family_test::registers_softmax1();
   family_test::expect_device_matches_cpu(model, "vulkan", ids, 5, reg);
 }
 

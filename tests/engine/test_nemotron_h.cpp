@@ -222,15 +222,11 @@ TEST(NemotronHTiny, StateBytes_OnlyTheMamba2LayersKeepState) {
 // time_step_min binding every head and the Mamba-2 projections' biases (use_bias).
 TEST(NemotronHTiny, Vulkan_PrefillThenDecode_MatchesTheCpuBackend_EveryInstrument) {
   if (!family_test::backend_here("vulkan")) GTEST_SKIP() << "no Vulkan device";
-  std::vector<int32_t> ids = {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3};
-  for (int32_t i = 0; ids.size() < 40; ++i) ids.push_back((i * 977 + 5) % 4096);
+  const std::vector<int32_t> ids = family_test::device_test_ids(40);
   test::TempDir dir, floor_dir;
   auto model = nemotron_tiny(dir);
   family_test::expect_device_matches_cpu(model, "vulkan", ids, 5, RunOptions{});
-  RunOptions reg;
-  reg.registers = 2;
-  reg.normalizer_override = true;
-  reg.normalizer = Normalizer::Softmax1;
+  const RunOptions reg = family_test::registers_softmax1();
   family_test::expect_device_matches_cpu(model, "vulkan", ids, 5, reg);
   auto floored = nemotron_tiny(floor_dir, [](JambaConfig& c) {
     c.time_step_min = 0.75;
@@ -248,15 +244,11 @@ TEST(NemotronHTiny, Vulkan_PrefillThenDecode_MatchesTheCpuBackend_EveryInstrumen
 // biases (use_bias) and the MLP's (mlp_bias). Skips without a device (tools/gpu-check.sh runs it).
 TEST(NemotronHTiny, Cuda_PrefillThenDecode_MatchesTheCpuBackend_EveryInstrument) {
   if (!family_test::backend_here("cuda")) GTEST_SKIP() << "no CUDA device";
-  std::vector<int32_t> ids = {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3};
-  for (int32_t i = 0; ids.size() < 40; ++i) ids.push_back((i * 977 + 5) % 4096);
+  const std::vector<int32_t> ids = family_test::device_test_ids(40);
   test::TempDir dir, floor_dir;
   auto model = nemotron_tiny(dir);
   family_test::expect_device_matches_cpu(model, "cuda", ids, 5, RunOptions{});
-  RunOptions reg;
-  reg.registers = 2;
-  reg.normalizer_override = true;
-  reg.normalizer = Normalizer::Softmax1;
+  const RunOptions reg = family_test::registers_softmax1();
   family_test::expect_device_matches_cpu(model, "cuda", ids, 5, reg);
   auto floored = nemotron_tiny(floor_dir, [](JambaConfig& c) {
     c.time_step_min = 0.75;

@@ -221,17 +221,13 @@ TEST(NemotronHMoeTiny, Cuda_RefusesInOneLine) {
 // no renormalisation.
 TEST(NemotronHMoeTiny, Vulkan_PrefillThenDecode_MatchesTheCpuBackend_EveryInstrument) {
   if (!family_test::backend_here("vulkan")) GTEST_SKIP() << "no Vulkan device";
-  std::vector<int32_t> ids = {1, 17, 400, 4095, 9, 9, 2000, 33, 5, 77, 1024, 3};
-  for (int32_t i = 0; ids.size() < 40; ++i) ids.push_back((i * 977 + 5) % 4096);
+  const std::vector<int32_t> ids = family_test::device_test_ids(40);
   test::TempDir dir, latent_dir;
   auto model = moe_tiny(dir);
   ASSERT_TRUE(model->schedule[1].ffn_params.sigmoid_router);
   ASSERT_EQ(model->schedule[1].ffn_params.groups, 4);
   family_test::expect_device_matches_cpu(model, "vulkan", ids, 5, RunOptions{});
-  RunOptions reg;
-  reg.registers = 2;
-  reg.normalizer_override = true;
-  reg.normalizer = Normalizer::Softmax1;
+  const RunOptions reg = family_test::registers_softmax1();
   family_test::expect_device_matches_cpu(model, "vulkan", ids, 5, reg);
   auto latent = moe_tiny(
       latent_dir,
