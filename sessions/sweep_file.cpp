@@ -252,7 +252,7 @@ void read_distribution(const Reader& rd, const std::string& p, Distribution& d) 
     for (int64_t b = off[cc]; b < off[cc + 1]; ++b) {
       int32_t k;
       std::memcpy(&k, kt->data + 4 * b, 4);
-      const int32_t a = k < 0 ? -k : k;
+      const int64_t a = k < 0 ? -int64_t{k} : int64_t{k};  // INT32_MIN has no int32 negation
       if ((k != 0 && (a < SketchParams::kKeyOffset - kMaxKeySpan || a > SketchParams::kKeyOffset + kMaxKeySpan)) ||
           k <= prev)
         rd.fail("tensor " + quote_name(p + ".sketch_keys") + ": element " + std::to_string(b) + " is " +

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -220,6 +221,8 @@ TEST(SweepFile, CorruptionTable) {
        "buckets per cell"},
       {"key out of range", [](auto&, auto& t) { poke<int32_t>(t["router_probs.sketch_keys"], 0, 250000); },
        "router_probs.sketch_keys': element 0 is 250000"},
+      {"key INT32_MIN", [](auto&, auto& t) { poke<int32_t>(t["router_probs.sketch_keys"], 0, std::numeric_limits<int32_t>::min()); },
+       "router_probs.sketch_keys': element 0 is -2147483648"},
       {"keys not increasing",
        [](auto&, auto& t) {
          Tensor& k = t["resid_max_abs.sketch_keys"];
