@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include "app/cli/run_args.h"
+#include "engine/backend/backend_registry.h"
+#include "engine/backend/pipeline.h"
 #include "engine/core/error.h"
 #include "engine/model/stage_load.h"
 
@@ -15,15 +17,17 @@ namespace hl::cli {
 void addPipelineOption(ArgParser& p) {
   p.flag("pipeline",
          "under mpirun / srun: split the layers over the ranks (balanced by weight bytes), each rank loading only "
-         "its stage's weights; rank 0 writes the output (CPU backend only, see resources/docs/cluster.md)");
+         "its stage's weights; rank 0 writes the output (backends: " + stage_backend_choices() +
+             "; see resources/docs/cluster.md)");
 }
 
 namespace {
 
-// What --pipeline does not support yet: one UsageError line.
+// What --pipeline does not support yet: one UsageError line, before any rank loads anything.
 void refuseUnsupported(const std::string& backendName) {
-  if (backendName != "cpu" && backendName != "auto")
-    throw UsageError("--pipeline: backend " + backendName + " is not supported yet (only cpu)");
+  const BackendEntry* e = find_backend(backendName);
+  if (backendName != "auto" && (!e || !e->make_stage))
+    throw UsageError("--pipeline: backend " + backendName + " is not supported yet (" + stage_backend_choices() + ")");
 }
 
 void noteWithoutLauncher() {

@@ -101,6 +101,14 @@ namespace {
 class MpiStageLink final : public StageLink {
  public:
   explicit MpiStageLink(const SweepComm& c) : c_(c) {
+#ifdef HL_HAVE_MPI
+    if (c.mpi) {  // the ranks sharing this host's memory (MPI-3), numbered as in the world
+      MPI_Comm node = MPI_COMM_NULL;
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c.rank, MPI_INFO_NULL, &node);
+      MPI_Comm_rank(node, &local_);
+      MPI_Comm_free(&node);
+    }
+#endif
     const char* v = std::getenv("HL_PIPELINE_KILL_AFTER");
     if (!v || !*v) return;
     const std::string s = v;
@@ -110,6 +118,7 @@ class MpiStageLink final : public StageLink {
   }
   int rank() const override { return c_.rank; }
   int size() const override { return c_.size; }
+  int local_rank() const override { return local_; }
   void send(int to, const void* data, size_t bytes) override {
     if (kill_after_ > 0 && ++sent_ >= kill_after_) ::kill(::getpid(), SIGKILL);
 #ifdef HL_HAVE_MPI
@@ -147,7 +156,7 @@ class MpiStageLink final : public StageLink {
   static constexpr size_t kChunk = size_t{1} << 30;
   static constexpr int kTag = 22;
   SweepComm c_;
-  int kill_after_ = 0, sent_ = 0;
+  int kill_after_ = 0, sent_ = 0, local_ = 0;
 };
 
 }  // namespace

@@ -13,6 +13,9 @@
 
 namespace hl {
 
+class StageLink;    // engine/backend/pipeline.h
+struct LayerRange;  // engine/model/stage_load.h
+
 struct BackendEntry {
   const char* name = "";   // what --backend, sessions and traces say: "cpu", "vulkan", "cuda"
   const char* label = "";  // in messages: "using the Vulkan backend"
@@ -24,6 +27,10 @@ struct BackendEntry {
   // Builds one; for_auto: as `auto` does (native devices only, the same settings otherwise).
   // Throws BackendFailure when the device cannot run the model (no device, not enough memory).
   std::unique_ptr<Backend> (*make)(std::shared_ptr<const Model> model, bool for_auto) = nullptr;
+  // Builds one stage of a pipeline over `link` (pipeline.h make_stage_backend): `model` loaded with
+  // the layers ranges[link->rank()]. nullptr: the backend cannot run a stage yet.
+  std::unique_ptr<Backend> (*make_stage)(std::shared_ptr<const Model> model, StageLink* link,
+                                         const std::vector<LayerRange>& ranges) = nullptr;
   // One line saying what the device is ("NVIDIA H200", "llvmpipe (CPU emulation of a Vulkan
   // device)"), or why there is none. Never throws.
   std::string (*describe)() = nullptr;

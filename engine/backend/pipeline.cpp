@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/backend_registry.h"
 #include "engine/core/error.h"
 #include "engine/trace/trace_fields.h"
 
@@ -227,11 +227,33 @@ void gather_stage_records(StageLink& link, const std::vector<LayerRange>& ranges
   for (int r = 1; r < n; ++r) send_bytes(link, r, merged);
 }
 
+LayerRange stage_layers(const Model& m, const StageLink* link, std::vector<LayerRange>* ranges) {
+  if (!link) *ranges = {LayerRange{0, m.config.num_hidden_layers}};
+  if (link && static_cast<int>(ranges->size()) != link->size())
+    throw Error("pipeline: " + std::to_string(ranges->size()) + " stage ranges for " + std::to_string(link->size()) +
+                " stages");
+  const LayerRange mine = (*ranges)[static_cast<size_t>(link ? link->rank() : 0)];
+  const LayerRange held = loaded_layers(m);
+  if (mine.begin != held.begin || mine.end != held.end)
+    throw Error("pipeline: this stage runs layers [" + std::to_string(mine.begin) + ", " + std::to_string(mine.end) +
+                ") but the model holds [" + std::to_string(held.begin) + ", " + std::to_string(held.end) + ")");
+  return mine;
+}
+
+std::string stage_backend_choices() {
+  std::string s;
+  for (const BackendEntry& e : backend_registry())
+    if (e.make_stage) s += std::string(s.empty() ? "" : ", ") + e.name;
+  return s;
+}
+
 std::unique_ptr<Backend> make_stage_backend(const std::string& which, std::shared_ptr<const Model> model,
                                             StageLink* link, std::vector<LayerRange> ranges) {
-  if (which != "cpu" && which != "auto")
-    throw Error("--pipeline: backend " + which + " is not supported yet (only cpu)");
-  return std::make_unique<cpu::CpuBackend>(std::move(model), link, std::move(ranges));
+  // auto: the CPU, as every rank must pick the same kind of backend without asking the others.
+  const BackendEntry* e = find_backend(which == "auto" ? "cpu" : which);
+  if (!e || !e->make_stage)
+    throw Error("--pipeline: backend " + which + " is not supported yet (" + stage_backend_choices() + ")");
+  return e->make_stage(std::move(model), link, ranges);
 }
 
 }  // namespace hl

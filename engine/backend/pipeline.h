@@ -25,6 +25,9 @@ class StageLink {
   virtual ~StageLink() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // This stage's index among the stages on the same host (0 where that is unknown): which of the
+  // host's GPUs a device backend takes (VulkanOptions::device_slot).
+  virtual int local_rank() const { return 0; }
   virtual void send(int to, const void* data, size_t bytes) = 0;
   // Exactly `bytes` bytes of the next message from `from` (a message of another size is an Error).
   virtual void recv(int from, void* data, size_t bytes) = 0;
@@ -60,9 +63,18 @@ void merge_stage_record(TokenTrace& into, const TokenTrace& from, const LayerSch
 void gather_stage_records(StageLink& link, const std::vector<LayerRange>& ranges, const LayerSchedule& s,
                           TokenTrace* const* recs, int64_t S);
 
-// The backend of one stage of a pipeline over `link`: `model` loaded with LoadOptions::stage =
-// ranges[link.rank()]. Only "cpu" (and "auto", which is the CPU here); another name throws Error
-// "--pipeline: backend NAME is not supported yet (only cpu)".
+// The layers a stage backend over `link` runs: ranges[link->rank()] (without a link: every layer,
+// and *ranges becomes that one range). Throws Error when the ranges are not one per stage or the
+// model holds other layers than that range (loaded_layers).
+LayerRange stage_layers(const Model& m, const StageLink* link, std::vector<LayerRange>* ranges);
+
+// The backends of this build that run a pipeline stage (BackendEntry::make_stage): "cpu, vulkan".
+std::string stage_backend_choices();
+// The backend of one stage of a pipeline over `link`: `model` loaded with load_stage for
+// ranges[link.rank()], by the registry's make_stage ("auto" is the CPU: every rank picks the same
+// without asking the others); a backend without one throws Error "--pipeline: backend NAME is not
+// supported yet (cpu, vulkan)". The stages of one pipeline may run on different backends: they
+// exchange the residual rows in float32 on the host.
 std::unique_ptr<Backend> make_stage_backend(const std::string& which, std::shared_ptr<const Model> model,
                                             StageLink* link, std::vector<LayerRange> ranges);
 

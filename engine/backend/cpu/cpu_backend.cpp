@@ -35,15 +35,7 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model) : CpuBackend(std::mov
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model, StageLink* link, std::vector<LayerRange> ranges)
     : model_(std::move(model)), cfg_(model_->config), run_(*model_), link_(link), ranges_(std::move(ranges)) {
   const int64_t L = cfg_.num_hidden_layers;
-  if (!link_) ranges_ = {LayerRange{0, L}};
-  if (link_ && static_cast<int>(ranges_.size()) != link_->size())
-    throw Error("pipeline: " + std::to_string(ranges_.size()) + " stage ranges for " + std::to_string(link_->size()) +
-                " stages");
-  mine_ = ranges_[static_cast<size_t>(link_ ? link_->rank() : 0)];
-  const LayerRange held = loaded_layers(*model_);
-  if (mine_.begin != held.begin || mine_.end != held.end)
-    throw Error("pipeline: this stage runs layers [" + std::to_string(mine_.begin) + ", " + std::to_string(mine_.end) +
-                ") but the model holds [" + std::to_string(held.begin) + ", " + std::to_string(held.end) + ")");
+  mine_ = stage_layers(*model_, link_, &ranges_);
   mixers_.resize(static_cast<size_t>(L));
   ffns_.resize(static_cast<size_t>(L));
   for (int64_t i = mine_.begin; i < mine_.end; ++i) {

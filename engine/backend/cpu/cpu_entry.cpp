@@ -37,6 +37,10 @@ BackendEntry cpu_backend_entry() {
   e.make = [](std::shared_ptr<const Model> model, bool) -> std::unique_ptr<Backend> {
     return std::make_unique<cpu::CpuBackend>(std::move(model));
   };
+  e.make_stage = [](std::shared_ptr<const Model> model, StageLink* link,
+                    const std::vector<LayerRange>& ranges) -> std::unique_ptr<Backend> {
+    return std::make_unique<cpu::CpuBackend>(std::move(model), link, ranges);
+  };
   e.describe = [] {
     const std::string cpu = cpu_model_name();
     return (cpu.empty() ? std::string("this machine's CPU") : cpu) + ", " +

@@ -20,9 +20,16 @@
 
 namespace hl::vk {
 
-VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanOptions& opts)
-    : model_(std::move(model)), cfg_(model_->config), vopts_(opts), sched_(model_->schedule) {
-  ctx_ = Context::get(opts.gpu_only);
+VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanOptions& opts, StageLink* link,
+                             std::vector<LayerRange> ranges)
+    : model_(std::move(model)),
+      cfg_(model_->config),
+      vopts_(opts),
+      sched_(model_->schedule),
+      link_(link),
+      ranges_(std::move(ranges)) {
+  mine_ = stage_layers(*model_, link_, &ranges_);
+  ctx_ = Context::get(opts.gpu_only, opts.device_slot);
   tiled_ = opts.matmul == VulkanOptions::Matmul::Tiled ||
            (opts.matmul == VulkanOptions::Matmul::Auto && !ctx_->cpu_device());
   try {
@@ -31,11 +38,13 @@ VulkanBackend::VulkanBackend(std::shared_ptr<const Model> model, const VulkanOpt
     for (int64_t i = 0; i < ap.rotary_dim / 2; ++i)  // as the CPU backend's attention unit
       rope_freq_.push_back(std::pow(ap.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(ap.rotary_dim)));
     dw_ = std::make_unique<DeviceWeights>(ctx_, *model_, opts.f32_as_f16);
-    // One unit per layer for its mixer and its feed-forward; a kind without a unit throws here.
+    // One unit per layer of the stage for its mixer and its feed-forward; a kind without a unit throws here.
     const VkModuleContext mc{*model_, *dw_, ctx_};
-    for (int64_t i = 0; i < sched_.size(); ++i) {
-      mixers_.push_back(make_vk_mixer(mc, i));
-      ffns_.push_back(make_vk_ffn(mc, i));
+    mixers_.resize(static_cast<size_t>(sched_.size()));
+    ffns_.resize(static_cast<size_t>(sched_.size()));
+    for (int64_t i = mine_.begin; i < mine_.end; ++i) {
+      mixers_[static_cast<size_t>(i)] = make_vk_mixer(mc, i);
+      ffns_[static_cast<size_t>(i)] = make_vk_ffn(mc, i);
     }
     VkDevice d = ctx_->device();
     VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
@@ -241,6 +250,11 @@ void VulkanBackend::ensure_block(int64_t S) {
   rec_ = Buffer(ctx_, c * rl_.stride * 4, MemKind::Device, "the per-token records");
   rec_direct_ = rec_.mapped() != nullptr;
   if (!rec_direct_) readback_ = Buffer(ctx_, c * rl_.stride * 4, MemKind::Readback, "the records' readback");
+  const uint64_t rows_bytes = c * static_cast<uint64_t>(cfg_.hidden_size) * 4;
+  hin_ = Buffer();
+  hout_ = Buffer();
+  if (!first_stage()) hin_ = Buffer(ctx_, rows_bytes, MemKind::Upload, "the stage's input rows");
+  if (!last_stage()) hout_ = Buffer(ctx_, rows_bytes, MemKind::Readback, "the stage's output rows");
   // (2 + c) ints: cached positions, S, ids; then c rows of RoPE cos | sin (2r floats each).
   params_ = Buffer(ctx_, (2 + c + c * 2 * rope_freq_.size()) * 4, MemKind::Upload, "the step parameters");
   al_ = a;
@@ -273,20 +287,28 @@ void VulkanBackend::start(const RunOptions& opts) {
             if (m) m->clear(c);
         },
         "clearing the Mamba state");
-    // Registers: trained rows first, then the mean embedding row (row `trained` of the block).
+    // Registers: trained rows first, then the mean embedding row (row `trained` of the block); a
+    // later stage receives their rows from the stage before.
+    rows_.resize(static_cast<size_t>(n_reg_ * H));
+    if (n_reg_ > 0 && !first_stage()) link_->recv(link_->rank() - 1, rows_.data(), rows_.size() * sizeof(float));
+    int64_t fed = 0;
     feed_registers(
         n_reg_, trained, [&] { return block_limit(); }, [&](int64_t n) { ensure_block(n); },
         [&](const int32_t* ids, int64_t n) {
-          run_block(ids, n, false);
+          run_block(ids, n, false, fed);
           kv_len_ += n;
+          fed += n;
         });
+    if (n_reg_ > 0 && !last_stage()) link_->send(link_->rank() + 1, rows_.data(), rows_.size() * sizeof(float));
   } catch (const BackendFailure& e) {
     failed_ = e.what();
     throw;
   }
 }
 
-void VulkanBackend::run_block(const int32_t* ids, int64_t S, bool records) {
+void VulkanBackend::run_block(const int32_t* ids, int64_t S, bool records, int64_t row0) {
+  const size_t H = static_cast<size_t>(cfg_.hidden_size), n = static_cast<size_t>(S) * H;
+  if (!first_stage()) std::memcpy(hin_.mapped(), rows_.data() + static_cast<size_t>(row0) * H, n * sizeof(float));
   int32_t* p = static_cast<int32_t*>(params_.mapped());  // (2 + S,): cached positions, S, ids
   p[0] = static_cast<int32_t>(kv_len_);
   p[1] = static_cast<int32_t>(S);
@@ -301,6 +323,7 @@ void VulkanBackend::run_block(const int32_t* ids, int64_t S, bool records) {
     }
   VkCommandBuffer cmd = commands(S, records);
   ctx_->submit_wait(cmd, fence_, records ? "running the model" : "feeding the registers");
+  if (!last_stage()) std::memcpy(rows_.data() + static_cast<size_t>(row0) * H, hout_.mapped(), n * sizeof(float));
   const Recorded& slot = cmd == decode_.cmd ? decode_ : block_;
   if (queries_) profile_collect(slot);
   if (observer_) report_observations(slot);
@@ -333,15 +356,32 @@ void VulkanBackend::read_records(int64_t S, TokenTrace* recs) {
 void VulkanBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) {
   fail_guard();
   model_->check_files();  // the checkpoint still the one loaded (Model::files)
+  if (S <= 0) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t first = out->size();
+  const int64_t H = cfg_.hidden_size;
   forward_in_blocks(
       tokens, S, out, cfg_, opts_, sched_, n_reg_, position_, failed_,
-      [&](int64_t total) { ensure_kv(kv_len_ + total); }, [&] { return block_limit(); },
-      [&](int64_t n) { ensure_block(n); },
+      [&](int64_t total) {
+        ensure_kv(kv_len_ + total);
+        if (!link_) return;  // a stage: the call's rows, from the stage before (after the checks every stage makes)
+        rows_.resize(static_cast<size_t>(total * H));
+        if (!first_stage()) link_->recv(link_->rank() - 1, rows_.data(), rows_.size() * sizeof(float));
+      },
+      [&] { return block_limit(); }, [&](int64_t n) { ensure_block(n); },
       [&](const int32_t* ids, int64_t n, TokenTrace* recs) {
-        run_block(ids, n, true);
+        run_block(ids, n, true, ids - tokens);
         read_records(n, recs);
         kv_len_ += n;
       });
+  if (!link_) return;
+  if (!last_stage()) link_->send(link_->rank() + 1, rows_.data(), rows_.size() * sizeof(float));
+  std::vector<TokenTrace*> recs(static_cast<size_t>(S));
+  for (int64_t s = 0; s < S; ++s) recs[static_cast<size_t>(s)] = &(*out)[first + static_cast<size_t>(s)];
+  gather_stage_records(*link_, ranges_, sched_, recs.data(), S);
+  // Stage 0's time covers the whole pipeline's step (it waits for the merge), as the CPU stage's.
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (TokenTrace* r : recs) r->step_seconds = dt / static_cast<double>(S);
 }
 
 }  // namespace hl::vk
@@ -350,6 +390,11 @@ namespace hl {
 
 std::unique_ptr<Backend> make_vulkan_backend(std::shared_ptr<const Model> model, const VulkanOptions& opts) {
   return std::make_unique<vk::VulkanBackend>(std::move(model), opts);
+}
+
+std::unique_ptr<Backend> make_vulkan_stage_backend(std::shared_ptr<const Model> model, const VulkanOptions& opts,
+                                                   StageLink* link, std::vector<LayerRange> ranges) {
+  return std::make_unique<vk::VulkanBackend>(std::move(model), opts, link, std::move(ranges));
 }
 
 void set_vulkan_observer(Backend& b, IntermediateObserver f) {

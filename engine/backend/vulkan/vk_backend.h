@@ -24,7 +24,9 @@ namespace hl::vk {
 
 class VulkanBackend final : public Backend {
  public:
-  VulkanBackend(std::shared_ptr<const Model> model, const VulkanOptions& opts);
+  // With a link: one stage of a pipeline (make_vulkan_stage_backend), layers ranges[link->rank()].
+  VulkanBackend(std::shared_ptr<const Model> model, const VulkanOptions& opts, StageLink* link = nullptr,
+                std::vector<LayerRange> ranges = {});
   ~VulkanBackend() override;
   std::string name() const override { return "vulkan"; }
   void start(const RunOptions& opts) override;
@@ -67,14 +69,24 @@ class VulkanBackend final : public Backend {
   void release();  // frees the Vulkan objects that are not Buffers
   void run_one_off(const std::function<void(VkCommandBuffer)>& rec, const char* what);
   void fail_guard() const;
-  // Runs S positions (token ids, or register rows as -row-1) and leaves their records mapped.
-  void run_block(const int32_t* ids, int64_t S, bool records);
+  // Runs S positions (token ids, or register rows as -row-1) and leaves their records mapped. A stage
+  // after the first takes its input rows from rows_ at row `row0`, a stage before the last leaves
+  // its output rows there.
+  void run_block(const int32_t* ids, int64_t S, bool records, int64_t row0 = 0);
+  bool first_stage() const { return !link_ || link_->rank() == 0; }
+  bool last_stage() const { return !link_ || link_->rank() == link_->size() - 1; }
   void read_records(int64_t S, TokenTrace* recs);
   void report_observations(const Recorded& r) const;  // the observer on each, rows from kv_len_
 
   // Recording (vk_record.cpp).
   VkCommandBuffer commands(int64_t S, bool records);
   void record_block(VkCommandBuffer cmd, int64_t S, bool records);
+  // The S rows of the residual stream between the stages (pipeline): in from hin_ (not the first
+  // stage), out to hout_ (not the last).
+  void record_rows_in(int64_t S);
+  void record_rows_out(int64_t S);
+  // The records' one device→host transfer (a copy to readback_ unless rec_ is host-visible).
+  void record_readback(int64_t S);
   // RMSNorm of h into x that also observes residual point `column` into the records.
   void record_norm_observe(VkRecorder& r, int32_t w_off, int64_t S, int64_t column, bool records);
   VkDescriptorSet descriptor_set(const Binds& b);
@@ -94,6 +106,12 @@ class VulkanBackend final : public Backend {
   std::string failed_;  // non-empty: a BackendFailure happened; every call rethrows it
 
   const LayerSchedule& sched_;  // model_->schedule: per layer its kinds and its index among each kind
+  // Pipeline (pipeline.h): the link to the other stages (null: the whole model), every stage's
+  // layers, this stage's, and the host rows of the call in flight (registers or tokens, (n, H)).
+  StageLink* link_ = nullptr;
+  std::vector<LayerRange> ranges_;
+  LayerRange mine_;
+  std::vector<float> rows_;
   // Per layer: its mixer's unit, and its feed-forward's (null where the layer has none). Each unit
   // owns its state (KV rows, SSM window and state); made through vk_modules.cpp's tables.
   std::vector<std::unique_ptr<VkMixer>> mixers_;
@@ -103,6 +121,7 @@ class VulkanBackend final : public Backend {
   // Device buffers of the run.
   Buffer dummy_;  // bound where a kernel uses no buffer
   Buffer act_, route_, rec_, readback_, params_;
+  Buffer hin_, hout_;  // a stage's residual rows in (Upload) and out (Readback), (act_cap_, H)
   int64_t kv_cap_ = 0, act_cap_ = 0;
   uint32_t rec_alloc_stride_ = 0;
   bool rec_direct_ = false;  // the record buffer is host-visible: no copy

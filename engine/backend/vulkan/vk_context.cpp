@@ -142,9 +142,9 @@ const std::vector<DeviceEntry>& device_list(std::string* error) {
   return list;
 }
 
-// Index of the device get(gpu_only) uses, or -1 with the reason in *why. Reads the environment
-// (HL_VULKAN_DEVICE, HL_VULKAN_ALLOW_CPU_DEVICE) on every call.
-int choose_device(bool gpu_only, std::string* why) {
+// Index of the device get(gpu_only, slot) uses, or -1 with the reason in *why. Reads the
+// environment (HL_VULKAN_DEVICE, HL_VULKAN_ALLOW_CPU_DEVICE) on every call.
+int choose_device(bool gpu_only, int slot, std::string* why) {
   std::string error;
   const std::vector<DeviceEntry>& devs = device_list(&error);
   if (!error.empty()) {
@@ -169,7 +169,8 @@ int choose_device(bool gpu_only, std::string* why) {
     return static_cast<int>(forced);
   }
   const bool cpu_ok = !gpu_only || env_int("HL_VULKAN_ALLOW_CPU_DEVICE", 0) == 1;
-  int best = -1, best_rank = 99;
+  int best_rank = 99;
+  std::vector<int> best;  // the usable devices of the best kind, in enumeration order
   std::string reasons;
   for (size_t i = 0; i < devs.size(); ++i) {
     const DeviceEntry& d = devs[i];
@@ -181,13 +182,17 @@ int choose_device(bool gpu_only, std::string* why) {
       reasons += (reasons.empty() ? "" : "; ") + d.name + ": " + d.bad;
       continue;
     }
-    if (d.rank < best_rank) {
-      best = static_cast<int>(i);
+    if (d.rank < best_rank) best.clear();
+    if (d.rank <= best_rank) {
+      best.push_back(static_cast<int>(i));
       best_rank = d.rank;
     }
   }
-  if (best < 0) *why = "vulkan: no usable Vulkan " + std::string(gpu_only ? "GPU" : "device") + " (" + reasons + ")";
-  return best;
+  if (best.empty()) {
+    *why = "vulkan: no usable Vulkan " + std::string(gpu_only ? "GPU" : "device") + " (" + reasons + ")";
+    return -1;
+  }
+  return best[static_cast<size_t>(std::max(slot, 0)) % best.size()];
 }
 
 std::mutex g_mu;
@@ -247,12 +252,12 @@ const char* result_name(VkResult r) {
 
 bool Context::available(bool gpu_only) {
   std::string why;
-  return choose_device(gpu_only, &why) >= 0;
+  return choose_device(gpu_only, -1, &why) >= 0;
 }
 
 std::string Context::describe_device() {
   std::string why, error;
-  const int index = choose_device(false, &why);
+  const int index = choose_device(false, -1, &why);
   if (index < 0) return why;
   const DeviceEntry& d = device_list(&error)[static_cast<size_t>(index)];
   static const char* const kinds[] = {"discrete GPU", "integrated GPU", "virtual GPU",
@@ -260,10 +265,10 @@ std::string Context::describe_device() {
   return d.name + ": " + kinds[std::min(d.rank, 4)];
 }
 
-std::shared_ptr<Context> Context::get(bool gpu_only) {
+std::shared_ptr<Context> Context::get(bool gpu_only, int slot) {
   std::lock_guard<std::mutex> lock(g_mu);
   std::string why;
-  const int index = choose_device(gpu_only, &why);
+  const int index = choose_device(gpu_only, slot, &why);
   if (index < 0) throw BackendFailure(why);
   if (std::shared_ptr<Context> c = g_live[index].lock(); c && !c->lost()) return c;
   std::shared_ptr<Context> c(new Context());

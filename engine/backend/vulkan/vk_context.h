@@ -65,8 +65,10 @@ class Context : public std::enable_shared_from_this<Context> {
   // first discrete, then integrated, virtual, and (unless gpu_only) CPU device (lavapipe). CPU
   // devices count as GPUs when HL_VULKAN_ALLOW_CPU_DEVICE=1 (tests of the `auto` fallback).
   // Shared by the backends of the process; a lost context is dropped and the next get() makes a
-  // new one. Throws BackendFailure with the reason when no usable device exists.
-  static std::shared_ptr<Context> get(bool gpu_only);
+  // new one. Throws BackendFailure with the reason when no usable device exists. slot >= 0 (a
+  // pipeline stage's index on its host, VulkanOptions::device_slot): among several devices of the
+  // preferred kind, the (slot mod their count)-th in enumeration order, one GPU per stage.
+  static std::shared_ptr<Context> get(bool gpu_only, int slot = -1);
   // Whether get(gpu_only) would find a device (enumerates once per process; never throws).
   static bool available(bool gpu_only);
   // The device get(false) uses, "NAME: discrete GPU" ... "NAME: CPU emulation ...", or why none.

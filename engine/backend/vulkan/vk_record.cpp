@@ -11,6 +11,17 @@
 
 namespace hl::vk {
 
+namespace {
+// Later kernels see what a transfer (a copy, a fill) wrote.
+void transfer_to_compute(VkCommandBuffer cmd) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr,
+                       0, nullptr);
+}
+}  // namespace
+
 Binds VkRecorder::binds(int weight_chunk, VkBuffer a, VkBuffer b) {
   const VkBuffer none = b_.dummy_.handle();
   Binds r;
@@ -231,11 +242,19 @@ void VulkanBackend::record_block(VkCommandBuffer cmd, int64_t S, bool records) {
   const DeviceWeights& w = *dw_;
   const uint32_t H = u32(cfg_.hidden_size);
   VkRecorder r(*this);
-  EmbedPC pe{w.embed.off, H, u32(w.registers), al_.h, static_cast<float>(cfg_.embedding_multiplier)};
-  r.dispatch_w(Kernel::Embed, w.embed.dtype, r.binds(w.embed.chunk), pe, ceil_div(H, 64), u32(S));
-  r.barrier();
-  r.observe("embed", -1, al_.h, H, H, S);
-  for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
+  if (link_ && records) {  // a stage writes its own columns of the records: the others read as zeros
+    vkCmdFillBuffer(cmd_, rec_.handle(), 0, static_cast<VkDeviceSize>(S) * rl_.stride * 4, 0);
+    transfer_to_compute(cmd_);
+  }
+  if (first_stage()) {
+    EmbedPC pe{w.embed.off, H, u32(w.registers), al_.h, static_cast<float>(cfg_.embedding_multiplier)};
+    r.dispatch_w(Kernel::Embed, w.embed.dtype, r.binds(w.embed.chunk), pe, ceil_div(H, 64), u32(S));
+    r.barrier();
+    r.observe("embed", -1, al_.h, H, H, S);
+  } else {
+    record_rows_in(S);  // the stage before's output rows, already × embedding_multiplier
+  }
+  for (int64_t i = mine_.begin; i < mine_.end; ++i) {
     const DLayer& d = w.layers[i];
     // Residual point i, what enters layer i, is observed by the layer's first norm: the mixer's, or
     // the feed-forward's in a layer without a mixer (Nemotron-H's '-').
@@ -256,6 +275,16 @@ void VulkanBackend::record_block(VkCommandBuffer cmd, int64_t S, bool records) {
     }
     r.observe("layer_out", i, al_.h, H, H, S);
   }
+  if (!last_stage()) {  // residual point mine_.end (what the next stage receives) observed here, as on the CPU
+    if (records) {
+      const DLayer& d = w.layers[mine_.end - 1];
+      record_norm_observe(r, d.input_norm >= 0 ? d.input_norm : d.pre_ff_norm, S, mine_.end, records);
+      r.barrier();
+    }
+    record_rows_out(S);
+    if (records) record_readback(S);
+    return;
+  }
   if (!records) return;                                                      // registers: no logits, no records
   record_norm_observe(r, w.final_norm, S, cfg_.num_hidden_layers, records);  // point L: before the final norm
   r.barrier();
@@ -265,7 +294,32 @@ void VulkanBackend::record_block(VkCommandBuffer cmd, int64_t S, bool records) {
   r.linear(w.lm_head, al_.x, H, S, rl_.logits, rl_.stride, false, -1, true,
            {static_cast<float>(cfg_.lm_head_multiplier / cfg_.logits_scaling)});
   r.observe("logits", -1, rl_.logits, rl_.stride, u32(cfg_.vocab_size), S, VkRecorder::From::Records);
-  // The one device→host transfer of the step: the S records.
+  record_readback(S);
+}
+
+void VulkanBackend::record_rows_in(int64_t S) {
+  const VkBufferCopy region{0, static_cast<VkDeviceSize>(al_.h) * 4,
+                            static_cast<VkDeviceSize>(S) * static_cast<VkDeviceSize>(cfg_.hidden_size) * 4};
+  vkCmdCopyBuffer(cmd_, hin_.handle(), act_.handle(), 1, &region);
+  transfer_to_compute(cmd_);
+}
+
+void VulkanBackend::record_rows_out(int64_t S) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
+                       nullptr, 0, nullptr);
+  const VkBufferCopy region{static_cast<VkDeviceSize>(al_.h) * 4, 0,
+                            static_cast<VkDeviceSize>(S) * static_cast<VkDeviceSize>(cfg_.hidden_size) * 4};
+  vkCmdCopyBuffer(cmd_, act_.handle(), hout_.handle(), 1, &region);
+  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0,
+                       nullptr);
+}
+
+void VulkanBackend::record_readback(int64_t S) {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
   if (rec_direct_) {

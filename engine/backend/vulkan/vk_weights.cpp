@@ -6,6 +6,7 @@
 #include "engine/backend/vulkan/vk_weights.h"
 
 #include "engine/backend/backend_util.h"
+#include "engine/model/stage_load.h"
 #include "engine/model/mixer_mamba2.h"
 
 #include <algorithm>
@@ -130,6 +131,8 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
   std::vector<Block> blocks;
   std::vector<VecItem> vecs;
   auto add_block = [&](std::vector<const Mat*> mats, DMat* dst, int64_t experts = 1) {
+    // None of a pipeline stage's absent embedding or head (stage_load.h); a loaded matrix is never empty.
+    if (std::all_of(mats.begin(), mats.end(), [](const Mat* x) { return x->empty(); })) return;
     blocks.push_back(Block{std::move(mats), dst, experts});
   };
   auto add_vec = [&](const std::vector<float>& v, int32_t* dst) {
@@ -159,7 +162,8 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
   regs.insert(regs.end(), w.mean_embedding.begin(), w.mean_embedding.end());
   trained_registers = static_cast<int64_t>(w.register_rows.size()) / H;
   add_vec(regs, &registers);
-  for (int64_t i = 0; i < L; ++i) {
+  const LayerRange held = loaded_layers(m);  // every layer, or a pipeline stage's
+  for (int64_t i = held.begin; i < held.end; ++i) {
     const LayerWeights& lw = w.layers[i];
     DLayer& d = layers[i];
     add_vec(lw.input_norm, &d.input_norm);

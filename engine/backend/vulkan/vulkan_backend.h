@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/pipeline.h"
 #include "engine/model/intermediates.h"
 
 namespace hl {
@@ -19,11 +20,22 @@ struct VulkanOptions {
   // Prefill products: shared-memory tiles (GPUs) or barrier-free subgroup rows (CPU devices such
   // as lavapipe, where barriers are expensive). Auto picks by device type; HL_VULKAN_MATMUL=tiled|rows.
   enum class Matmul { Auto, Tiled, Rows } matmul = Matmul::Auto;
+  // A pipeline stage's index among the stages on its host (StageLink::local_rank): with several
+  // GPUs of the preferred kind, the (slot mod count)-th, so one rank per GPU needs no setting.
+  // -1: the first. HL_VULKAN_DEVICE overrides both.
+  int device_slot = -1;
 };
 
 // Throws BackendFailure with the reason: no usable device, not enough device memory, a tensor
 // larger than the device's largest buffer binding, a failed or lost device.
 std::unique_ptr<Backend> make_vulkan_backend(std::shared_ptr<const Model> model, const VulkanOptions& opts = {});
+// One stage of a pipeline over `link` (pipeline.h): `model` loaded with load_stage for
+// ranges[link->rank()]. Its layers run on the device; the residual rows come from the stage before
+// and go to the stage after on the host (float32, as the CPU stage's, so stages on different backends
+// combine), and the records are merged on stage 0 (gather_stage_records). Throws as make_vulkan_backend,
+// and Error when the model holds other layers than the stage's.
+std::unique_ptr<Backend> make_vulkan_stage_backend(std::shared_ptr<const Model> model, const VulkanOptions& opts,
+                                                   StageLink* link, std::vector<LayerRange> ranges);
 // The named intermediates (model/intermediates.h) of the Vulkan backend `b` from its next block on
 // (VulkanBackend::set_observer; an empty function stops them). Throws std::invalid_argument when
 // `b` is not a Vulkan backend.

@@ -36,6 +36,11 @@ BackendEntry vulkan_backend_entry() {
   e.make = [](std::shared_ptr<const Model> model, bool for_auto) {
     return make_vulkan_backend(std::move(model), vulkan_options(for_auto));
   };
+  e.make_stage = [](std::shared_ptr<const Model> model, StageLink* link, const std::vector<LayerRange>& ranges) {
+    VulkanOptions o = vulkan_options(false);
+    o.device_slot = link->local_rank();  // one GPU per rank on a host with several
+    return make_vulkan_stage_backend(std::move(model), o, link, ranges);
+  };
   e.describe = [] { return vk::Context::describe_device(); };
   return e;
 }

@@ -1,0 +1,118 @@
+// Helpers of the pipeline tests (test_pipeline.cpp, test_vulkan_pipeline.cpp): an in-process
+// StageLink between threads, the records of a decode-then-prefill feed, their bit-for-bit
+// comparison over the trace field table, and N stages of a checkpoint in N threads on a backend.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/backend/pipeline.h"
+#include "engine/core/error.h"
+#include "engine/model/stage_load.h"
+#include "engine/trace/trace_fields.h"
+
+namespace hl::pipeline_test {
+
+// Queues between threads: (from, to) → messages in order.
+struct Wires {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::pair<int, int>, std::deque<std::vector<uint8_t>>> q;
+};
+
+class ThreadLink final : public StageLink {
+ public:
+  ThreadLink(Wires& w, int rank, int size) : w_(w), rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void send(int to, const void* data, size_t bytes) override {
+    const auto* p = static_cast<const uint8_t*>(data);
+    std::lock_guard<std::mutex> lock(w_.mu);
+    w_.q[{rank_, to}].emplace_back(p, p + bytes);
+    w_.cv.notify_all();
+  }
+  void recv(int from, void* data, size_t bytes) override {
+    std::unique_lock<std::mutex> lock(w_.mu);
+    auto& q = w_.q[{from, rank_}];
+    w_.cv.wait(lock, [&] { return !q.empty(); });
+    std::vector<uint8_t> m = std::move(q.front());
+    q.pop_front();
+    if (m.size() != bytes) throw Error("ThreadLink: message of " + std::to_string(m.size()) + " bytes, expected " +
+                                       std::to_string(bytes));
+    std::memcpy(data, m.data(), bytes);
+  }
+
+ private:
+  Wires& w_;
+  int rank_, size_;
+};
+
+// The records of feeding `ids` one at a time, then `chunk` as one prefill.
+inline std::vector<TokenTrace> feed(Backend& b, const RunOptions& opts, const std::vector<int32_t>& ids,
+                             const std::vector<int32_t>& chunk) {
+  std::vector<TokenTrace> out;
+  b.start(opts);
+  for (int32_t id : ids) b.forward(&id, 1, &out);
+  b.forward(chunk.data(), static_cast<int64_t>(chunk.size()), &out);
+  return out;
+}
+
+inline void expect_same(const std::vector<TokenTrace>& a, const std::vector<TokenTrace>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t t = 0; t < a.size(); ++t) {
+    for (const TraceField& f : trace_fields()) {
+      if (f.fvec) {
+        const std::vector<float>&x = a[t].*f.fvec, &y = b[t].*f.fvec;
+        ASSERT_EQ(x.size(), y.size()) << what << " token " << t << " " << f.name;
+        // Bit for bit; an empty field has no data pointer to compare.
+        EXPECT_TRUE(x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0)
+            << what << " token " << t << " " << f.name;
+      }
+      if (f.ivec) EXPECT_EQ(a[t].*f.ivec, b[t].*f.ivec) << what << " token " << t << " " << f.name;
+      if (f.i32) EXPECT_EQ(a[t].*f.i32, b[t].*f.i32) << what << " token " << t << " " << f.name;
+      if (f.i64) EXPECT_EQ(a[t].*f.i64, b[t].*f.i64) << what << " token " << t << " " << f.name;
+      if (f.f32) EXPECT_EQ(a[t].*f.f32, b[t].*f.f32) << what << " token " << t << " " << f.name;
+    }
+  }
+}
+
+// Stage `rank`'s backend: its model (load_stage), its link and every stage's layers.
+using MakeStage = std::function<std::unique_ptr<Backend>(int rank, std::shared_ptr<const Model>, StageLink*,
+                                                         const std::vector<LayerRange>&)>;
+
+// Every stage of an n-stage pipeline of `dir` in its own thread, each made by make; each stage's records.
+inline std::vector<std::vector<TokenTrace>> run_pipeline(const std::string& dir, int n, const RunOptions& opts,
+                                                         const std::vector<int32_t>& ids,
+                                                         const std::vector<int32_t>& chunk, const LoadOptions& lo,
+                                                         const MakeStage& make) {
+  const std::vector<LayerRange> ranges = split_checkpoint(dir, n);
+  Wires wires;
+  std::vector<std::vector<TokenTrace>> out(static_cast<size_t>(n));
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        ThreadLink link(wires, r, n);
+        std::unique_ptr<Backend> b = make(r, load_stage(dir, lo, ranges[static_cast<size_t>(r)]), &link, ranges);
+        out[static_cast<size_t>(r)] = feed(*b, opts, ids, chunk);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "stage " << r;
+  return out;
+}
+
+}  // namespace hl::pipeline_test
