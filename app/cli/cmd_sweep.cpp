@@ -115,7 +115,6 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& mpi) {
   PipelineRun pipe(a, backendName, mpi);
   const SweepComm comm = pipe.on() ? SweepComm{} : mpi;  // the ranks the prompts are spread over
   const bool hidden = a.has("hidden-attention");
-  if (hidden && pipe.on()) throw UsageError("--pipeline with --hidden-attention is not supported yet");
   const std::string keep = a.getOr("keep-sessions", "");
   if (a.has("keep-sessions")) {
     struct stat st {};
@@ -195,7 +194,7 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& mpi) {
     });
     model->check_files();
     stats.add_run(run);
-    if (hidden) add_hidden_attention(stats, model, opts, run);
+    if (hidden) add_hidden_attention(stats, model, opts, run, pipe.link(), pipe.ranges());
     if (!keep.empty() && pipe.writer()) {
       std::vector<int32_t> ids;
       for (const TokenTrace& r : run.records) ids.push_back(r.token_id);

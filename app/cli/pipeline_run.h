@@ -3,7 +3,7 @@
 // stage's weights (engine/backend/pipeline.h), the records merged on rank 0, which alone writes
 // the output. What the commands share: the option, its refusals, MPI set-up and the one place
 // where a rank's failure ends the whole job. Not the transport (sweep_mpi.h) nor the stage
-// (the CPU backend).
+// (the CPU or Vulkan backend, by the registry's make_stage).
 #pragma once
 #include <functional>
 #include <memory>
@@ -22,8 +22,8 @@ void addPipelineOption(ArgParser& p);
 
 class PipelineRun {
  public:
-  // With --pipeline: refuses (UsageError, one line) what is not supported yet — a backend other
-  // than cpu — then initialises MPI when started by
+  // With --pipeline: refuses (UsageError, one line) what is not supported yet — a backend that
+  // runs no stage (stage_backend_choices) — then initialises MPI when started by
   // mpirun / srun (without them, as `sweep`: one rank, saying so on stderr). Without --pipeline:
   // off (every call below then does what one process does).
   PipelineRun(const ParsedArgs& a, const std::string& backendName);
@@ -41,6 +41,10 @@ class PipelineRun {
   std::unique_ptr<Backend> run(const std::string& command, const std::string& backendName,
                                const std::shared_ptr<const Model>& model,
                                const std::function<void(std::unique_ptr<Backend>&)>& body);
+  // With a pipeline (after loadStage): the link to the other stages and every stage's layers, for
+  // what follows a run in step on every stage (sweep --hidden-attention); null / empty without one.
+  StageLink* link() const { return on_ ? link_.get() : nullptr; }
+  const std::vector<LayerRange>& ranges() const { return ranges_; }
   // Collective (every rank calls it after its run): each rank's peak resident memory (VmHWM of
   // /proc/self/status) gathered on rank 0 for describe().
   void gatherPeakMemory();

@@ -208,8 +208,12 @@ const SsmRows& HiddenAttentionCollector::layer(int64_t ssm_index) const {
 }
 
 HiddenAttentionTracker::HiddenAttentionTracker(std::shared_ptr<const Model> model, const RunOptions& opts)
+    : HiddenAttentionTracker(std::move(model), opts, nullptr, {}) {}
+
+HiddenAttentionTracker::HiddenAttentionTracker(std::shared_ptr<const Model> model, const RunOptions& opts,
+                                               StageLink* link, std::vector<LayerRange> ranges)
     : collect_(model) {
-  auto cpu = std::make_unique<cpu::CpuBackend>(std::move(model));
+  auto cpu = std::make_unique<cpu::CpuBackend>(std::move(model), link, std::move(ranges));
   cpu->set_observer(collect_.observer());
   RunOptions o = opts;  // the records are not kept: only the intermediates matter
   o.instruments = false;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/backend/pipeline.h"
 #include "engine/model/intermediates.h"
 #include "engine/model/token_trace.h"
 #include "engine/model/weights.h"
@@ -80,6 +81,11 @@ class HiddenAttentionCollector {
 class HiddenAttentionTracker {
  public:
   HiddenAttentionTracker(std::shared_ptr<const Model> model, const RunOptions& opts);
+  // One stage of a pipeline (pipeline.h): `model` loaded for ranges[link->rank()], followed on a CPU
+  // stage backend in step with the other stages' trackers (every stage constructs and feeds its own
+  // with the same tokens); only the stage's SSM layers get rows.
+  HiddenAttentionTracker(std::shared_ptr<const Model> model, const RunOptions& opts, StageLink* link,
+                         std::vector<LayerRange> ranges);
   ~HiddenAttentionTracker();
   // The run's first n tokens: feeds ids[fed()..n) (ids[0..fed()) must be the ones already fed).
   void follow(const int32_t* ids, int64_t n);

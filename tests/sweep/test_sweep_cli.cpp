@@ -261,7 +261,8 @@ TEST_F(SweepCli, PythonReaderChecksTheFile) {
 }
 
 // --hidden-attention: one value per token in each cell of the hidden instruments (Jamba's Mamba-1:
-// one channel-mean "head" per Mamba layer); everything else as without it; refused with --pipeline.
+// one channel-mean "head" per Mamba layer); everything else as without it; with --pipeline in one
+// process (one stage), the same file.
 std::vector<std::string> hiddenArgs(const std::string& prompts, const std::string& out) {
   std::vector<std::string> a = sweepArgs(prompts, out);
   a.push_back("--hidden-attention");
@@ -288,11 +289,12 @@ TEST_F(SweepCli, HiddenAttention_OneValuePerTokenAndLayer) {
   for (int64_t n : plain.dists[9].count) EXPECT_EQ(n, 0);  // without the option: no values
   for (size_t i = 9; i < 11; ++i) plain.dists[i] = f.stats.dists[i];
   expectSameStats(f.stats, plain, 0, "the other instruments");
-  std::vector<std::string> a = hiddenArgs(all_, cli_scratch() + "/no.hlstats");
+  std::vector<std::string> a = hiddenArgs(all_, cli_scratch() + "/hidden-pipeline.hlstats");
   a.push_back("--pipeline");
   const Result p = hybridlens(a);
-  EXPECT_EQ(p.status, 2);
-  EXPECT_NE(p.err.find("--pipeline with --hidden-attention is not supported yet"), std::string::npos) << p.err;
+  ASSERT_EQ(p.status, 0) << p.err;
+  expectSameStats(hl::load_sweep_stats(cli_scratch() + "/hidden-pipeline.hlstats").stats, f.stats, 0,
+                  "--pipeline, one stage");
 }
 
 #ifdef HL_MPIEXEC
@@ -320,6 +322,24 @@ TEST_F(SweepCli, Mpi_HiddenAttentionTwoRanksEqualOneProcess) {
   const hl::SweepFile f = hl::load_sweep_stats(two);
   expectHiddenCounts(f.stats, 39);
   expectSameStats(f.stats, hl::load_sweep_stats(one).stats, 1e-6, "hidden -np 2");
+}
+
+// --pipeline --hidden-attention: each stage replays the prompts through its own SSM layers and
+// stage 0 adds every stage's values in layer order: the stats equal one process's exactly.
+TEST_F(SweepCli, Mpi_HiddenAttentionPipelineEqualsOneProcess) {
+  const std::string one = cli_scratch() + "/hidden-one.hlstats";
+  if (!exists(one)) ASSERT_EQ(hybridlens(hiddenArgs(all_, one)).status, 0);
+  for (int np : {2, 3}) {
+    const std::string out = cli_scratch() + "/hidden-pipe" + std::to_string(np) + ".hlstats";
+    std::vector<std::string> a = hiddenArgs(all_, out);
+    a.push_back("--pipeline");
+    const Result r = mpirun(np, a);
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("pipeline of " + std::to_string(np) + " ranks"), std::string::npos) << r.out;
+    const hl::SweepFile f = hl::load_sweep_stats(out);
+    expectHiddenCounts(f.stats, 39);
+    expectSameStats(f.stats, hl::load_sweep_stats(one).stats, 0, "hidden --pipeline -np " + std::to_string(np));
+  }
 }
 
 TEST_F(SweepCli, Mpi_KilledRankStopsTheOthersAndTheSweepContinues) {
