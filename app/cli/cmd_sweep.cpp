@@ -42,7 +42,7 @@ ArgParser sweepParser() {
       "       [--temperature T [--top-p P] [--seed S]] [--normalizer softmax|softmax1|sink]\n"
       "       [--registers N] [--adapter DIR] [--backend auto|cpu|vulkan|cuda] [--weights FORMAT]\n"
       "       [--memory-budget SIZE] [--max-context N] [--no-full] [--sketch-accuracy A] --out FILE.hlstats\n"
-      "       [--keep-sessions DIR] [--hidden-attention] [--pipeline]",
+      "       [--keep-sessions DIR] [--hidden-attention] [--pipeline [--stages N]]",
       "Runs every prompt of a JSON Lines file ({\"text\": ...}, {\"messages\": [...]} or {\"ids\": [...]} a line)\n"
       "one token at a time, as `record` does, and writes the distributions of the instruments over all of\n"
       "them: count, mean, variance, min, max, quantiles and a histogram per head, layer, depth and expert,\n"
@@ -60,6 +60,9 @@ ArgParser sweepParser() {
   addPipelineOption(p);
   p.flag("no-full",
          "leave out the attention rows (no attn_first_mass; kept sessions without them): memory O(T) per prompt")
+      .option("stages", "N",
+              "with --pipeline: pipelines of N ranks each (N must divide the ranks), the prompts spread over them "
+              "(default: one pipeline of every rank)")
       .option("sketch-accuracy", "A", "relative accuracy of the quantile sketch, in [0.001, 0.5] (default 0.01)")
       .option("out", "FILE", "stats file to write (.hlstats)", true)
       .option("keep-sessions", "DIR", "also write each prompt's session file (prompt-NNNNNN.hlsession) into DIR")
@@ -110,10 +113,11 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& mpi) {
   const std::string backendName = backendOption(a);
   const std::string out = a.get("out");
   checkOutputPath(out);
-  // --pipeline: every rank runs every prompt through its stage of the model (cluster.md) and rank 0
-  // alone keeps the progress and writes; otherwise the prompts are spread over the ranks.
+  // --pipeline: the ranks of a pipeline run each of its prompts through their stages of the model
+  // (cluster.md) and its first stage alone keeps the progress; the prompts are spread over the
+  // pipelines (one without --stages), as they are over the ranks without --pipeline.
   PipelineRun pipe(a, backendName, mpi);
-  const SweepComm comm = pipe.on() ? SweepComm{} : mpi;  // the ranks the prompts are spread over
+  const SweepComm comm = pipe.on() ? pipe.pipelines() : mpi;  // what the prompts are spread over
   const bool hidden = a.has("hidden-attention");
   const std::string keep = a.getOr("keep-sessions", "");
   if (a.has("keep-sessions")) {
@@ -206,14 +210,14 @@ int sweepBody(const std::vector<std::string>& args, const SweepComm& mpi) {
     }
     finished.push_back(static_cast<int64_t>(i));
     if (pipe.writer()) save_sweep_stats(partial, stats, progressExtra, true, &finished);
-    maybeKillSelf(++finishedHere, comm.rank);
+    maybeKillSelf(++finishedHere, mpi.rank);  // the world rank (one stage of a pipeline)
   }
 
   // Rank 0 merges the ranks' aggregates in rank order and writes the file.
   const std::vector<uint8_t> mine =
-      comm.size > 1 ? serialize_sweep_stats(stats, progressExtra, true, &finished) : std::vector<uint8_t>{};
+      comm.size > 1 && pipe.writer() ? serialize_sweep_stats(stats, progressExtra, true, &finished) : std::vector<uint8_t>{};
   const std::vector<std::vector<uint8_t>> all =
-      comm.size > 1 ? sweepGather(comm, mine) : std::vector<std::vector<uint8_t>>{};
+      comm.size > 1 && pipe.writer() ? sweepGather(comm, mine) : std::vector<std::vector<uint8_t>>{};
   if (pipe.on()) pipe.gatherPeakMemory();
   if (comm.rank == 0 && pipe.writer()) {
     SweepStats total = comm.size > 1 ? SweepStats::for_schedule(sched, sp) : stats;

@@ -48,10 +48,21 @@ PipelineRun::PipelineRun(const ParsedArgs& a, const std::string& backendName) {
 }
 
 PipelineRun::PipelineRun(const ParsedArgs& a, const std::string& backendName, const SweepComm& comm) {
-  if (!a.has("pipeline")) return;
+  const bool stages = a.has("stages");
+  if (!a.has("pipeline")) {
+    if (stages) throw UsageError("--stages applies to --pipeline only");
+    return;
+  }
   refuseUnsupported(backendName);
   noteWithoutLauncher();
-  comm_ = comm;
+  // --stages N: pipelines of N consecutive ranks; their first stages spread the prompts.
+  const int n = stages ? static_cast<int>(a.getIntOr("stages", comm.size, 1, 1 << 20)) : comm.size;
+  if (comm.size % n != 0)
+    throw UsageError("--stages " + std::to_string(n) + " does not divide the " + std::to_string(comm.size) +
+                     " ranks into pipelines of that many stages");
+  const int g = comm.rank / n;
+  comm_ = SweepComm{comm.rank % n, n, comm.mpi, g * n, 1};
+  pipelines_ = SweepComm{g, comm.size / n, comm.mpi, 0, n};
   on_ = true;
   link_ = mpiStageLink(comm_);
 }
@@ -98,7 +109,8 @@ void PipelineRun::gatherPeakMemory() {
 }
 
 std::string PipelineRun::describe() const {
-  std::string s = "pipeline of " + std::to_string(comm_.size) + " ranks, layers";
+  std::string s = (pipelines_.size > 1 ? std::to_string(pipelines_.size) + " pipelines" : std::string("pipeline")) +
+                  " of " + std::to_string(comm_.size) + " ranks, layers";
   for (size_t r = 0; r < ranges_.size(); ++r)
     s += (r ? " | " : " ") + std::to_string(ranges_[r].begin) + "-" + std::to_string(ranges_[r].end - 1);
   if (!peak_kib_.empty()) {

@@ -27,9 +27,13 @@ class PipelineRun {
   // mpirun / srun (without them, as `sweep`: one rank, saying so on stderr). Without --pipeline:
   // off (every call below then does what one process does).
   PipelineRun(const ParsedArgs& a, const std::string& backendName);
-  // The same on the ranks of `comm`, where MPI is already set up (`sweep`).
+  // The same on the ranks of `comm`, where MPI is already set up (`sweep`); with --stages N (which
+  // must divide the ranks), pipelines of N consecutive ranks, the prompts spread over them.
   PipelineRun(const ParsedArgs& a, const std::string& backendName, const SweepComm& comm);
   bool on() const { return on_; }
+  // The pipelines (`sweep`): member g is pipeline g, whose first stage is its member in gathers;
+  // every rank of pipeline g has rank g here. One pipeline without --stages.
+  const SweepComm& pipelines() const { return pipelines_; }
   // Rank 0 (or no pipeline): the rank that writes the output and prints.
   bool writer() const { return comm_.rank == 0; }
   int ranks() const { return comm_.size; }
@@ -48,7 +52,8 @@ class PipelineRun {
   // Collective (every rank calls it after its run): each rank's peak resident memory (VmHWM of
   // /proc/self/status) gathered on rank 0 for describe().
   void gatherPeakMemory();
-  // For rank 0's output line: "pipeline of 2 ranks, layers 0-3 | 4-7, peak memory per rank 120 | 96 MiB".
+  // For rank 0's output line: "pipeline of 2 ranks, layers 0-3 | 4-7, peak memory per rank 120 | 96 MiB"
+  // ("3 pipelines of 2 ranks, …" with --stages: the first pipeline's memory).
   std::string describe() const;
   // Runs `body`; without a pipeline, just that. With one, an exception on this rank prints
   // "hybridlens COMMAND: rank R of N: MESSAGE" and ends the whole job (MPI_Abort), so no rank waits
@@ -57,7 +62,8 @@ class PipelineRun {
 
  private:
   bool on_ = false;
-  SweepComm comm_;
+  SweepComm comm_;       // this rank's pipeline: its stages
+  SweepComm pipelines_;  // the pipelines
   std::unique_ptr<StageLink> link_;
   std::vector<LayerRange> ranges_;
   std::vector<int64_t> peak_kib_;  // (ranks,) on rank 0 after gatherPeakMemory

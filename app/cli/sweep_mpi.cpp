@@ -55,23 +55,24 @@ std::vector<std::vector<uint8_t>> sweepGather(const SweepComm& c, const std::vec
     return out;
   }
 #ifdef HL_HAVE_MPI
-  // Sizes first, then each rank's bytes from rank 0 in order (point to point: no 2 GiB displacement
-  // limit of MPI_Gatherv's int offsets over the sum).
-  const long long n = static_cast<long long>(mine.size());
-  std::vector<long long> sizes(static_cast<size_t>(c.size), 0);
-  MPI_Gather(&n, 1, MPI_LONG_LONG, sizes.data(), 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  // Each member's size, then its bytes, point to point to member 0 (the members may be a subset of
+  // the world; no 2 GiB displacement limit of MPI_Gatherv's int offsets over the sum).
+  long long n = static_cast<long long>(mine.size());
   constexpr long long kChunk = 1 << 30;
+  const int root = c.world(0);
   if (c.rank != 0) {
+    MPI_Send(&n, 1, MPI_LONG_LONG, root, 20, MPI_COMM_WORLD);
     for (long long at = 0; at < n; at += kChunk)
-      MPI_Send(mine.data() + at, static_cast<int>(std::min(kChunk, n - at)), MPI_BYTE, 0, 21, MPI_COMM_WORLD);
+      MPI_Send(mine.data() + at, static_cast<int>(std::min(kChunk, n - at)), MPI_BYTE, root, 21, MPI_COMM_WORLD);
     return out;
   }
   out.push_back(mine);
   for (int r = 1; r < c.size; ++r) {
-    std::vector<uint8_t> b(static_cast<size_t>(sizes[static_cast<size_t>(r)]));
-    const long long m = static_cast<long long>(b.size());
-    for (long long at = 0; at < m; at += kChunk)
-      MPI_Recv(b.data() + at, static_cast<int>(std::min(kChunk, m - at)), MPI_BYTE, r, 21, MPI_COMM_WORLD,
+    MPI_Recv(&n, 1, MPI_LONG_LONG, c.world(r), 20, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (n < 0) throw Error("sweep: rank " + std::to_string(c.world(r)) + " announced " + std::to_string(n) + " bytes");
+    std::vector<uint8_t> b(static_cast<size_t>(n));
+    for (long long at = 0; at < n; at += kChunk)
+      MPI_Recv(b.data() + at, static_cast<int>(std::min(kChunk, n - at)), MPI_BYTE, c.world(r), 21, MPI_COMM_WORLD,
                MPI_STATUS_IGNORE);
     out.push_back(std::move(b));
   }
@@ -104,7 +105,7 @@ class MpiStageLink final : public StageLink {
 #ifdef HL_HAVE_MPI
     if (c.mpi) {  // the ranks sharing this host's memory (MPI-3), numbered as in the world
       MPI_Comm node = MPI_COMM_NULL;
-      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c.rank, MPI_INFO_NULL, &node);
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c.world(c.rank), MPI_INFO_NULL, &node);
       MPI_Comm_rank(node, &local_);
       MPI_Comm_free(&node);
     }
@@ -113,7 +114,7 @@ class MpiStageLink final : public StageLink {
     if (!v || !*v) return;
     const std::string s = v;
     const auto colon = s.find(':');
-    if (colon == std::string::npos || std::atoi(s.substr(colon + 1).c_str()) == c.rank)
+    if (colon == std::string::npos || std::atoi(s.substr(colon + 1).c_str()) == c.world(c.rank))
       kill_after_ = std::atoi(s.substr(0, colon).c_str());
   }
   int rank() const override { return c_.rank; }
@@ -124,7 +125,7 @@ class MpiStageLink final : public StageLink {
 #ifdef HL_HAVE_MPI
     const auto* p = static_cast<const uint8_t*>(data);
     for (size_t at = 0; at < bytes || at == 0; at += kChunk) {
-      MPI_Send(p + at, static_cast<int>(std::min(kChunk, bytes - at)), MPI_BYTE, to, kTag, MPI_COMM_WORLD);
+      MPI_Send(p + at, static_cast<int>(std::min(kChunk, bytes - at)), MPI_BYTE, c_.world(to), kTag, MPI_COMM_WORLD);
       if (bytes == 0) break;
     }
 #else
@@ -138,7 +139,7 @@ class MpiStageLink final : public StageLink {
     for (size_t at = 0; at < bytes || at == 0; at += kChunk) {
       const size_t want = std::min(kChunk, bytes - at);
       MPI_Status st;
-      MPI_Recv(p + at, static_cast<int>(want), MPI_BYTE, from, kTag, MPI_COMM_WORLD, &st);
+      MPI_Recv(p + at, static_cast<int>(want), MPI_BYTE, c_.world(from), kTag, MPI_COMM_WORLD, &st);
       int got = 0;
       MPI_Get_count(&st, MPI_BYTE, &got);
       if (static_cast<size_t>(got) != want)

@@ -250,7 +250,8 @@ Cases cases(const std::string& cmd) {
             {"no-full", with({"--no-full"})},
             {"keep-sessions", with({"--keep-sessions", keep})},
             {"hidden-attention", with({"--hidden-attention"})},
-            {"pipeline", with({"--pipeline"})}};  // without mpirun: one stage
+            {"pipeline", with({"--pipeline"})},  // without mpirun: one stage
+            {"stages", with({"--pipeline", "--stages", "1"})}};
   }
   if (cmd == "tokenize") {
     return {{"tokenizer", {"tokenize", "--tokenizer", m, "--text", "The grep command"}},

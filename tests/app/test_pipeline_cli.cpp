@@ -209,6 +209,29 @@ TEST(PipelineCli, Mpi_SweepEqualsOneProcess) {
     EXPECT_EQ(same.status, 0) << same.out << same.err;
     EXPECT_FALSE(exists(out + ".partial"));
   }
+  // --stages: two pipelines of two ranks (prompts spread over them), and three of one rank each.
+  for (const auto& [np, stages] : {std::pair<int, int>{4, 2}, std::pair<int, int>{3, 1}}) {
+    const std::string out = scratch() + "/np" + std::to_string(np) + "-stages" + std::to_string(stages) + ".hlstats";
+    std::vector<std::string> a = args(out, true);
+    a.insert(a.end(), {"--stages", std::to_string(stages)});
+    const Result r = mpirun(np, a);
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find(counts + ", " + std::to_string(np / stages) + " pipelines of " + std::to_string(stages) +
+                         " ranks"),
+              std::string::npos)
+        << r.out;
+    const Result same = run({"/usr/bin/python3", reader, "--compare", one, out});
+    EXPECT_EQ(same.status, 0) << same.out << same.err;
+    for (int g = 0; g < np / stages; ++g)
+      EXPECT_FALSE(exists(out + ".partial." + std::to_string(g) + "-of-" + std::to_string(np / stages)));
+  }
+  std::vector<std::string> bad = args(scratch() + "/bad-stages.hlstats", true);
+  bad.insert(bad.end(), {"--stages", "3"});
+  const Result b = mpirun(4, bad);
+  EXPECT_NE(b.status, 0);
+  EXPECT_NE(b.err.find("--stages 3 does not divide the 4 ranks into pipelines of that many stages"), std::string::npos)
+      << b.err;
+  EXPECT_FALSE(exists(scratch() + "/bad-stages.hlstats"));
   // And the reader tells a different sweep apart (the comparison can fail).
   const std::string two = scratch() + "/two.hlstats";
   std::ofstream(prompts) << "{\"ids\": [1, 17, 400, 9, 33]}\n";

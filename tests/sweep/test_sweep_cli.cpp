@@ -340,6 +340,16 @@ TEST_F(SweepCli, Mpi_HiddenAttentionPipelineEqualsOneProcess) {
     expectHiddenCounts(f.stats, 39);
     expectSameStats(f.stats, hl::load_sweep_stats(one).stats, 0, "hidden --pipeline -np " + std::to_string(np));
   }
+  // Two pipelines of two stages: the prompts spread over them, their aggregates merged (1e-6).
+  const std::string out = cli_scratch() + "/hidden-pipe-2x2.hlstats";
+  std::vector<std::string> a = hiddenArgs(all_, out);
+  a.insert(a.end(), {"--pipeline", "--stages", "2"});
+  const Result r = mpirun(4, a);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 pipelines of 2 ranks"), std::string::npos) << r.out;
+  const hl::SweepFile f = hl::load_sweep_stats(out);
+  expectHiddenCounts(f.stats, 39);
+  expectSameStats(f.stats, hl::load_sweep_stats(one).stats, 1e-6, "hidden, 2 pipelines of 2");
 }
 
 TEST_F(SweepCli, Mpi_KilledRankStopsTheOthersAndTheSweepContinues) {
@@ -382,6 +392,38 @@ TEST_F(SweepCli, Mpi_KilledRankStopsTheOthersAndTheSweepContinues) {
   expectSameStats(hl::load_sweep_stats(two).stats, hl::load_sweep_stats(one).stats, 1e-6, "resumed on -np 2");
   for (int r = 0; r < 3; ++r) EXPECT_FALSE(exists(two + ".partial." + std::to_string(r) + "-of-3"));
   EXPECT_FALSE(exists(two + ".partial.0-of-2"));
+}
+
+// Two pipelines of two stages (--pipeline --stages 2 on 4 ranks): the first stage of the second
+// pipeline dies after its first prompt; every pipeline's finished prompts are kept (its first
+// stage's file), and one pipeline of two ranks adopts them and finishes; equal to one process.
+TEST_F(SweepCli, Mpi_PipelinesKilled_ContinueOnOnePipeline) {
+  std::string text;
+  for (int k = 0; k < 2; ++k)
+    for (const std::string& p : kPrompts) text += p + "\n";
+  const std::string prompts = cli_scratch() + "/ten-p.jsonl", out = cli_scratch() + "/pipes-killed.hlstats";
+  write(prompts, text);
+  std::vector<std::string> env = hl::test::mpi_env();
+  env.push_back("HL_SWEEP_KILL_AFTER=1:2");  // world rank 2: pipeline 1's first stage
+  std::vector<std::string> a = sweepArgs(prompts, out);
+  a.insert(a.end(), {"--pipeline", "--stages", "2"});
+  const Result k = mpirun(4, a, env);
+  EXPECT_NE(k.status, 0);
+  EXPECT_LT(k.seconds, 15.0) << "the other ranks did not stop";
+  EXPECT_FALSE(exists(out));
+  EXPECT_EQ(hl::load_sweep_stats(out + ".partial.1-of-2").finished, (std::vector<int64_t>{1}));
+  if (exists(out + ".partial.0-of-2"))
+    for (int64_t i : hl::load_sweep_stats(out + ".partial.0-of-2").finished) EXPECT_EQ(i % 2, 0);
+  std::vector<std::string> c = sweepArgs(prompts, out);
+  c.push_back("--pipeline");
+  const Result r = mpirun(2, c);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("of a sweep on another number of ranks"), std::string::npos) << r.err;
+  const std::string one = cli_scratch() + "/ten-p-one.hlstats";
+  ASSERT_EQ(hybridlens(sweepArgs(prompts, one)).status, 0);
+  expectSameStats(hl::load_sweep_stats(out).stats, hl::load_sweep_stats(one).stats, 1e-6, "2 pipelines, resumed on 1");
+  for (int g = 0; g < 2; ++g) EXPECT_FALSE(exists(out + ".partial." + std::to_string(g) + "-of-2"));
+  EXPECT_FALSE(exists(out + ".partial"));
 }
 
 // A 3-rank sweep's progress continued by one process, interrupted after the adoption, with the
