@@ -320,5 +320,42 @@ TEST(Int8Matvec, WeightsSpec_Fp32ActivationsSuffix) {
   EXPECT_THROW(parse_weight_format("q4_k+fp32-activations", "--weights", &head), Error);  // not offered there
 }
 
+// Each thread keeps the rounded x of its last product and reuses it for an x equal bit for bit: an x
+// changed in place (the same buffer, as a decode step's) is rounded again, and the rounding of one
+// block size is never taken for the other. Every result equals a product on a fresh copy of its x.
+TEST(Int8Matvec, RoundedXReusedOnlyForTheSameValues) {
+  const int64_t rows = 8, cols = 512;
+  for (const Kernels* k : every_isa()) {
+    SCOPED_TRACE(k->name);
+    std::vector<float> x = activations(cols, 3);
+    auto product = [&](DType t, const std::vector<float>& v) {
+      const std::vector<uint8_t> w = block_rows(t, rows, cols, 11, true);
+      std::vector<float> y(static_cast<size_t>(rows));
+      k->matvec_x8(t, w.data(), rows, cols, v.data(), y.data());
+      return y;
+    };
+    auto fresh = [&](DType t) {
+      const std::vector<float> copy = x;  // another buffer with the same values
+      std::vector<float> other = activations(cols, 99);
+      (void)product(DType::Q8_0, other);  // and a different x in between
+      (void)product(DType::Q4_K, other);
+      return product(t, copy);
+    };
+    for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+      SCOPED_TRACE(dtype_name(t));
+      const std::vector<float> first = product(t, x);
+      EXPECT_EQ(product(t, x), first);  // the same x again
+      EXPECT_EQ(first, fresh(t));
+      x[5] += 0.75f;  // changed in place
+      const std::vector<float> changed = product(t, x);
+      EXPECT_NE(changed, first);
+      EXPECT_EQ(changed, fresh(t));
+    }
+    // Q8_0 (blocks of 32) then Q4_K (blocks of 256) on the very same x.
+    (void)product(DType::Q8_0, x);
+    EXPECT_EQ(product(DType::Q4_K, x), fresh(DType::Q4_K));
+  }
+}
+
 }  // namespace
 }  // namespace hl

@@ -100,15 +100,30 @@ struct QKern {
     }
   }
 
-  // The quantised x of one call in a thread's buffers, grown once (a steady decode allocates nothing).
+  // The quantised x of one call in a thread's buffers, grown once (a steady decode allocates nothing),
+  // and a copy of the x it was made from: the threads of one product each take several row chunks
+  // of the same x (ThreadPool::parallel_for), and the gate and up products of an MLP share theirs,
+  // so an x equal bit for bit to the last one is not quantised again — on the 2048-wide down
+  // projections that rounding cost about as much as the chunk's dot products.
   struct XQ {
     std::vector<float> d;
     std::vector<int8_t> q;
     std::vector<int16_t> bsums;
-    void grow(int64_t n, int64_t block) {
+    std::vector<float> src;  // the x of d, q, bsums (block `src_block`), empty before the first
+    int64_t src_block = 0;
+    // Makes d, q, bsums those of x (n,) in blocks of `block`, by quant(x, n, d, q, bsums) unless they are.
+    template <class Quant>
+    void take(const float* x, int64_t n, int64_t block, Quant&& quant) {
+      if (src_block == block && src.size() == static_cast<size_t>(n) &&
+          std::memcmp(src.data(), x, static_cast<size_t>(n) * sizeof(float)) == 0)
+        return;
       if (q.size() < static_cast<size_t>(n)) q.resize(static_cast<size_t>(n));
       if (d.size() < static_cast<size_t>(n / block)) d.resize(static_cast<size_t>(n / block));
       if (bsums.size() < static_cast<size_t>(n / 16)) bsums.resize(static_cast<size_t>(n / 16));
+      src_block = 0;  // invalid while quant runs
+      quant(x, n, d.data(), q.data(), bsums.data());
+      src.assign(x, x + n);
+      src_block = block;
     }
   };
   static XQ& xq() {
@@ -159,8 +174,7 @@ struct QKern {
     constexpr int64_t kBytes = block32_bytes(T);
     const int64_t nb = cols / 32;
     XQ& b = xq();
-    b.grow(cols, 32);
-    quantize_q8_0(x, cols, b.d.data(), b.q.data());
+    b.take(x, cols, 32, [](const float* v, int64_t n, float* d, int8_t* q, int16_t*) { quantize_q8_0(v, n, d, q); });
     const int8_t* q = b.q.data();
     const float* dx = b.d.data();
     const auto block = [&](const uint8_t* w, int64_t k, __m256 acc) {
@@ -194,8 +208,7 @@ struct QKern {
     constexpr int64_t kBytes = kQ5 ? 176 : 144, kQs = kQ5 ? 48 : 16;
     const int64_t nb = cols / 256;
     XQ& b = xq();
-    b.grow(cols, 256);
-    quantize_q8_k(x, cols, b.d.data(), b.q.data(), b.bsums.data());
+    b.take(x, cols, 256, quantize_q8_k);
     const iv m4 = _mm256_set1_epi8(0x0f);
     iv pick[8];  // pick[g]: bytes 2g, 2g + 1 (int16 lane g) in every int16 lane
     for (int g = 0; g < 8; ++g) pick[g] = _mm256_set1_epi16(static_cast<int16_t>((2 * g) | ((2 * g + 1) << 8)));
@@ -284,8 +297,7 @@ struct QKern {
     constexpr int64_t kBytes = 210;
     const int64_t nb = cols / 256;
     XQ& b = xq();
-    b.grow(cols, 256);
-    quantize_q8_k(x, cols, b.d.data(), b.q.data(), b.bsums.data());
+    b.take(x, cols, 256, quantize_q8_k);
     const iv m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
     iv pick[4];  // int16 lane 2g in the low half, lane 2g + 1 in the high half (byte shuffle masks)
     for (int g = 0; g < 4; ++g) {
