@@ -18,8 +18,10 @@
 
 #include "engine/backend/pipeline.h"
 #include "engine/core/error.h"
+#include "engine/model/generator.h"
 #include "engine/model/stage_load.h"
 #include "engine/trace/trace_fields.h"
+#include "tests/engine/test_util.h"
 
 namespace hl::pipeline_test {
 
@@ -113,6 +115,21 @@ inline std::vector<std::vector<TokenTrace>> run_pipeline(const std::string& dir,
   for (std::thread& t : threads) t.join();
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "stage " << r;
   return out;
+}
+
+// body(dir) on a generated checkpoint (seed 7) of each preset; Bamba's with its head tied to the
+// embedding (the head on the last stage reads the first stage's matrix).
+inline void for_each_family(const std::vector<const char*>& presets, const std::function<void(const std::string&)>& body) {
+  for (const char* preset : presets) {
+    SCOPED_TRACE(preset);
+    hl::test::TempDir d;
+    GenerateOptions g;
+    g.config = preset_config(preset);
+    g.config.tie_word_embeddings = std::string(preset) == "bamba-tiny";
+    g.seed = 7;
+    generate_checkpoint(d.path, g);
+    body(d.path);
+  }
 }
 
 }  // namespace hl::pipeline_test

@@ -72,17 +72,10 @@ TEST_F(VulkanPipeline, RecordsEqualOneVulkanBackend_DemoModels) {
 }
 
 TEST_F(VulkanPipeline, RecordsEqualOneVulkanBackend_OtherFamilies) {
-  for (const char* preset : {"bamba-tiny", "nemotron-h-moe-tiny", "granite-h-tiny", "falcon-h1-tiny"}) {
-    hl::test::TempDir d;
-    GenerateOptions g;
-    g.config = preset_config(preset);
-    g.config.tie_word_embeddings = std::string(preset) == "bamba-tiny";  // a tied head on the last stage
-    g.seed = 7;
-    generate_checkpoint(d.path, g);
-    RunOptions opts;
-    opts.full = true;
-    expect_vulkan_pipeline_equals_one_vulkan(d.path, opts, {2, 3});
-  }
+  RunOptions opts;
+  opts.full = true;
+  for_each_family({"bamba-tiny", "nemotron-h-moe-tiny", "granite-h-tiny", "falcon-h1-tiny"},
+                  [&](const std::string& dir) { expect_vulkan_pipeline_equals_one_vulkan(dir, opts, {2, 3}); });
 }
 
 // Stages on different backends exchange the same float32 rows: a CPU first stage and a Vulkan last

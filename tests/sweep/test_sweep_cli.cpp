@@ -269,6 +269,16 @@ std::vector<std::string> hiddenArgs(const std::string& prompts, const std::strin
   return a;
 }
 
+// The prompts twice over (10 lines) in cli_scratch()/name; its path.
+std::string tenPrompts(const std::string& name) {
+  std::string text;
+  for (int k = 0; k < 2; ++k)
+    for (const std::string& p : kPrompts) text += p + "\n";
+  const std::string path = cli_scratch() + "/" + name;
+  write(path, text);
+  return path;
+}
+
 void expectHiddenCounts(const hl::SweepStats& st, int64_t tokens) {
   for (size_t i = 9; i < 11; ++i) {
     ASSERT_EQ(st.dists[i].shape, (std::vector<int64_t>{6, 1})) << hl::sweep_instruments()[i].name;  // MMAMMMAM
@@ -353,11 +363,7 @@ TEST_F(SweepCli, Mpi_HiddenAttentionPipelineEqualsOneProcess) {
 }
 
 TEST_F(SweepCli, Mpi_KilledRankStopsTheOthersAndTheSweepContinues) {
-  std::string text;
-  for (int k = 0; k < 2; ++k)
-    for (const std::string& p : kPrompts) text += p + "\n";
-  const std::string prompts = cli_scratch() + "/ten.jsonl", out = cli_scratch() + "/killed.hlstats";
-  write(prompts, text);
+  const std::string prompts = tenPrompts("ten.jsonl"), out = cli_scratch() + "/killed.hlstats";
   std::vector<std::string> env = hl::test::mpi_env();
   env.push_back("HL_SWEEP_KILL_AFTER=1:1");  // rank 1 dies after its first prompt
   const Result k = mpirun(3, sweepArgs(prompts, out), env);
@@ -398,11 +404,7 @@ TEST_F(SweepCli, Mpi_KilledRankStopsTheOthersAndTheSweepContinues) {
 // pipeline dies after its first prompt; every pipeline's finished prompts are kept (its first
 // stage's file), and one pipeline of two ranks adopts them and finishes; equal to one process.
 TEST_F(SweepCli, Mpi_PipelinesKilled_ContinueOnOnePipeline) {
-  std::string text;
-  for (int k = 0; k < 2; ++k)
-    for (const std::string& p : kPrompts) text += p + "\n";
-  const std::string prompts = cli_scratch() + "/ten-p.jsonl", out = cli_scratch() + "/pipes-killed.hlstats";
-  write(prompts, text);
+  const std::string prompts = tenPrompts("ten-p.jsonl"), out = cli_scratch() + "/pipes-killed.hlstats";
   std::vector<std::string> env = hl::test::mpi_env();
   env.push_back("HL_SWEEP_KILL_AFTER=1:2");  // world rank 2: pipeline 1's first stage
   std::vector<std::string> a = sweepArgs(prompts, out);
@@ -430,11 +432,7 @@ TEST_F(SweepCli, Mpi_PipelinesKilled_ContinueOnOnePipeline) {
 // adopted files back (as if the removal had not happened): they are left out as held, not counted
 // twice; the result equals one process and no progress file is left.
 TEST_F(SweepCli, Mpi_ProgressOfAnotherRankCount_AdoptedOnceWhateverIsInterrupted) {
-  std::string text;
-  for (int k = 0; k < 2; ++k)
-    for (const std::string& p : kPrompts) text += p + "\n";
-  const std::string prompts = cli_scratch() + "/ten-b.jsonl", out = cli_scratch() + "/adopted.hlstats";
-  write(prompts, text);
+  const std::string prompts = tenPrompts("ten-b.jsonl"), out = cli_scratch() + "/adopted.hlstats";
   std::vector<std::string> env = hl::test::mpi_env();
   env.push_back("HL_SWEEP_KILL_AFTER=1");  // every rank dies after its first prompt
   (void)mpirun(3, sweepArgs(prompts, out), env);
