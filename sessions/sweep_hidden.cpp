@@ -12,12 +12,10 @@ namespace hl {
 
 namespace {
 
-// The hidden-attention "heads" of layer i as the sweep counts them: Mamba-2 heads, or one channel
-// mean for a Mamba-1 layer; 0 for a layer without an SSM.
+// Layer i's cells on the head axis of the hidden instruments: sweep_ssm_heads (Mamba-2 heads, or one
+// channel mean for Mamba-1) where it has an SSM, none otherwise.
 int64_t hidden_heads(const Model& m, int64_t i) {
-  const LayerSpec& l = m.schedule[i];
-  if (l.ssm_index < 0) return 0;
-  return l.mixer == MixerKind::Mamba1 ? 1 : m.config.mamba_n_heads;
+  return m.schedule[i].has_ssm() ? sweep_ssm_heads(m.schedule) : 0;
 }
 
 // How many values (entropy, first-token share per head and token) layers [r.begin, r.end) give.

@@ -7,7 +7,6 @@
 #include <fstream>
 
 #include "app/cli/run_args.h"
-#include "engine/backend/backend_registry.h"
 #include "engine/backend/pipeline.h"
 #include "engine/core/error.h"
 #include "engine/model/stage_load.h"
@@ -25,9 +24,7 @@ namespace {
 
 // What --pipeline does not support yet: one UsageError line, before any rank loads anything.
 void refuseUnsupported(const std::string& backendName) {
-  const BackendEntry* e = find_backend(backendName);
-  if (backendName != "auto" && (!e || !e->make_stage))
-    throw UsageError("--pipeline: backend " + backendName + " is not supported yet (" + stage_backend_choices() + ")");
+  if (const std::string why = stage_backend_refusal(backendName); !why.empty()) throw UsageError(why);
 }
 
 void noteWithoutLauncher() {

@@ -227,6 +227,13 @@ void gather_stage_records(StageLink& link, const std::vector<LayerRange>& ranges
   for (int r = 1; r < n; ++r) send_bytes(link, r, merged);
 }
 
+void finish_stage_records(StageLink* link, const std::vector<LayerRange>& ranges, const LayerSchedule& s,
+                          TokenTrace* const* recs, int64_t S, std::chrono::steady_clock::time_point t0) {
+  if (link) gather_stage_records(*link, ranges, s, recs, S);
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int64_t i = 0; i < S; ++i) recs[i]->step_seconds = dt / static_cast<double>(S);
+}
+
 LayerRange stage_layers(const Model& m, const StageLink* link, std::vector<LayerRange>* ranges) {
   if (!link) *ranges = {LayerRange{0, m.config.num_hidden_layers}};
   if (link && static_cast<int>(ranges->size()) != link->size())
@@ -247,12 +254,23 @@ std::string stage_backend_choices() {
   return s;
 }
 
+namespace {
+// auto: the CPU, as every rank must pick the same kind of backend without asking the others.
+const BackendEntry* stage_entry(const std::string& which) {
+  const BackendEntry* e = find_backend(which == "auto" ? "cpu" : which);
+  return e && e->make_stage ? e : nullptr;
+}
+}  // namespace
+
+std::string stage_backend_refusal(const std::string& which) {
+  if (stage_entry(which)) return "";
+  return "--pipeline: backend " + which + " is not supported yet (" + stage_backend_choices() + ")";
+}
+
 std::unique_ptr<Backend> make_stage_backend(const std::string& which, std::shared_ptr<const Model> model,
                                             StageLink* link, std::vector<LayerRange> ranges) {
-  // auto: the CPU, as every rank must pick the same kind of backend without asking the others.
-  const BackendEntry* e = find_backend(which == "auto" ? "cpu" : which);
-  if (!e || !e->make_stage)
-    throw Error("--pipeline: backend " + which + " is not supported yet (" + stage_backend_choices() + ")");
+  const BackendEntry* e = stage_entry(which);
+  if (!e) throw Error(stage_backend_refusal(which));
   return e->make_stage(std::move(model), link, ranges);
 }
 

@@ -4,6 +4,7 @@
 // for the wire, and the merge of the stages' per-layer slices on stage 0, generic over the trace
 // field table. Not the stage's forward pass: the CPU backend (cpu_backend.h) runs one stage.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -62,6 +63,11 @@ void merge_stage_record(TokenTrace& into, const TokenTrace& from, const LayerSch
 // run's. `ranges` are every stage's layers. Called by every stage after its part of the forward.
 void gather_stage_records(StageLink& link, const std::vector<LayerRange>& ranges, const LayerSchedule& s,
                           TokenTrace* const* recs, int64_t S);
+// The end of a stage backend's forward of S records begun at t0: gather_stage_records (nothing
+// without a link), then each record's step_seconds the time since t0 shared over the S records —
+// stage 0's covers the whole pipeline's step, as it waits for the merge.
+void finish_stage_records(StageLink* link, const std::vector<LayerRange>& ranges, const LayerSchedule& s,
+                          TokenTrace* const* recs, int64_t S, std::chrono::steady_clock::time_point t0);
 
 // The layers a stage backend over `link` runs: ranges[link->rank()] (without a link: every layer,
 // and *ranges becomes that one range). Throws Error when the ranges are not one per stage or the
@@ -70,6 +76,9 @@ LayerRange stage_layers(const Model& m, const StageLink* link, std::vector<Layer
 
 // The backends of this build that run a pipeline stage (BackendEntry::make_stage): "cpu, vulkan".
 std::string stage_backend_choices();
+// "" when backend `which` runs pipeline stages ("auto": the CPU), else the one-line refusal
+// "--pipeline: backend NAME is not supported yet (cpu, vulkan)".
+std::string stage_backend_refusal(const std::string& which);
 // The backend of one stage of a pipeline over `link`: `model` loaded with load_stage for
 // ranges[link.rank()], by the registry's make_stage ("auto" is the CPU: every rank picks the same
 // without asking the others); a backend without one throws Error "--pipeline: backend NAME is not

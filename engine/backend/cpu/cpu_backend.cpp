@@ -137,10 +137,7 @@ void CpuBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrac
 }
 
 void CpuBackend::finish_stage(std::chrono::steady_clock::time_point t0, int64_t S, TokenTrace* const* recs) {
-  if (link_) gather_stage_records(*link_, ranges_, run_.sched, recs, S);
-  // Stage 0's time covers the whole pipeline's step (it waits for the merge).
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (int64_t s = 0; s < S; ++s) recs[s]->step_seconds = dt / static_cast<double>(S);
+  finish_stage_records(link_, ranges_, run_.sched, recs, S, t0);
   position_ += S;
 }
 

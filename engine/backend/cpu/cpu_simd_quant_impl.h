@@ -103,8 +103,8 @@ struct QKern {
   // The quantised x of one call in a thread's buffers, grown once (a steady decode allocates nothing),
   // and a copy of the x it was made from: the threads of one product each take several row chunks
   // of the same x (ThreadPool::parallel_for), and the gate and up products of an MLP share theirs,
-  // so an x equal bit for bit to the last one is not quantised again — on the 2048-wide down
-  // projections that rounding cost about as much as the chunk's dot products.
+  // so an x equal bit for bit to the last one is not quantised again (the decode benchmark moved
+  // within its noise; the work saved is one rounding of x per chunk after a thread's first).
   struct XQ {
     std::vector<float> d;
     std::vector<int8_t> q;

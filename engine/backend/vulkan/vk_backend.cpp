@@ -378,10 +378,7 @@ void VulkanBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenT
   if (!last_stage()) link_->send(link_->rank() + 1, rows_.data(), rows_.size() * sizeof(float));
   std::vector<TokenTrace*> recs(static_cast<size_t>(S));
   for (int64_t s = 0; s < S; ++s) recs[static_cast<size_t>(s)] = &(*out)[first + static_cast<size_t>(s)];
-  gather_stage_records(*link_, ranges_, sched_, recs.data(), S);
-  // Stage 0's time covers the whole pipeline's step (it waits for the merge), as the CPU stage's.
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (TokenTrace* r : recs) r->step_seconds = dt / static_cast<double>(S);
+  finish_stage_records(link_, ranges_, sched_, recs.data(), S, t0);
 }
 
 }  // namespace hl::vk

@@ -20,6 +20,20 @@ void transfer_to_compute(VkCommandBuffer cmd) {
   vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr,
                        0, nullptr);
 }
+
+// The host reads `region` of dst after the kernels' writes to src are copied there.
+void copy_to_host(VkCommandBuffer cmd, VkBuffer src, VkBuffer dst, const VkBufferCopy& region) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr,
+                       0, nullptr);
+  vkCmdCopyBuffer(cmd, src, dst, 1, &region);
+  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0,
+                       nullptr);
+}
 }  // namespace
 
 Binds VkRecorder::binds(int weight_chunk, VkBuffer a, VkBuffer b) {
@@ -305,37 +319,20 @@ void VulkanBackend::record_rows_in(int64_t S) {
 }
 
 void VulkanBackend::record_rows_out(int64_t S) {
-  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
-  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
-                       nullptr, 0, nullptr);
-  const VkBufferCopy region{static_cast<VkDeviceSize>(al_.h) * 4, 0,
-                            static_cast<VkDeviceSize>(S) * static_cast<VkDeviceSize>(cfg_.hidden_size) * 4};
-  vkCmdCopyBuffer(cmd_, act_.handle(), hout_.handle(), 1, &region);
-  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0,
-                       nullptr);
+  copy_to_host(cmd_, act_.handle(), hout_.handle(),
+               {static_cast<VkDeviceSize>(al_.h) * 4, 0,
+                static_cast<VkDeviceSize>(S) * static_cast<VkDeviceSize>(cfg_.hidden_size) * 4});
 }
 
 void VulkanBackend::record_readback(int64_t S) {
-  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-  if (rec_direct_) {
-    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-    vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr,
-                         0, nullptr);
+  if (!rec_direct_) {
+    copy_to_host(cmd_, rec_.handle(), readback_.handle(), {0, 0, static_cast<VkDeviceSize>(S) * rl_.stride * 4});
     return;
   }
-  mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
-  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
-                       nullptr, 0, nullptr);
-  const VkBufferCopy region{0, 0, static_cast<VkDeviceSize>(S) * rl_.stride * 4};
-  vkCmdCopyBuffer(cmd_, rec_.handle(), readback_.handle(), 1, &region);
-  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0,
+  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0,
                        nullptr);
 }
 

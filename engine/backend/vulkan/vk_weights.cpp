@@ -6,8 +6,8 @@
 #include "engine/backend/vulkan/vk_weights.h"
 
 #include "engine/backend/backend_util.h"
-#include "engine/model/stage_load.h"
 #include "engine/model/mixer_mamba2.h"
+#include "engine/model/stage_load.h"
 
 #include <algorithm>
 #include <cstring>
