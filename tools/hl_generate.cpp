@@ -15,9 +15,10 @@ namespace {
 
 const char* kUsage =
     "usage: hl-generate --out DIR (--preset NAME | --config FILE.json) [options]\n"
-    "Writes a random-weight Jamba checkpoint: config.json and model.safetensors (or shards + index).\n"
+    "Writes a random-weight checkpoint in HF's format: config.json and model.safetensors (or shards + index).\n"
     "  --out DIR             output folder (created if missing)\n"
-    "  --preset NAME         tiny | tiny-dev | demo-random | 3b | jamba-v0.1\n"
+    "  --preset NAME         Jamba: tiny | tiny-dev | demo-random | 3b | jamba-v0.1; bamba-tiny | nemotron-h-tiny |\n"
+    "                        nemotron-h-moe-tiny | granite-h-tiny | falcon-h1-tiny\n"
     "  --config FILE.json    start from a Jamba config.json instead of a preset\n"
     "  --dtype T             bf16 (default) | f16 | f32 | mixed (per tensor, by name hash)\n"
     "  --shards N            N > 1 writes model-0000k-of-0000N.safetensors + model.safetensors.index.json\n"
