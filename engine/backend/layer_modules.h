@@ -51,26 +51,6 @@ auto find_module(const Table& table, Kind kind, const char* backend, int64_t lay
                        "' (layer " + std::to_string(layer) + ")");
 }
 
-// Per-layer parameters a backend's units do not take yet, refused before anything is uploaded:
-// RoPE on the attention layers (Bamba) where `rope` is false (Vulkan and CUDA both take it); where
-// `moe_variants` is false (CUDA), the MoE layers of Granite (renormalised routing, shared expert) and
-// Nemotron-H (sigmoid router, relu² experts, latent projections). One-line BackendFailure.
-// A layer without a mixer (Nemotron-H's '-') and its relu² MLP without gate need no check here:
-// Vulkan and CUDA run both.
-inline void check_layer_params(const LayerSpec& l, const char* backend, int64_t layer, bool rope = false,
-                               bool moe_variants = false) {
-  if (l.has_attention() && l.attn.rotary_dim > 0 && !rope)
-    throw BackendFailure(std::string(backend) + ": no kernel for RoPE attention (layer " + std::to_string(layer) +
-                         ", rotary dims " + std::to_string(l.attn.rotary_dim) + "); use the cpu backend");
-  if (moe_variants) return;
-  if (l.is_moe() && (l.ffn_params.renormalize || l.ffn_params.shared_d_ff > 0))
-    throw BackendFailure(std::string(backend) + ": no kernel for renormalised routing or a shared expert (layer " +
-                         std::to_string(layer) + "); use the cpu backend");
-  if (l.is_moe() && (l.ffn_params.sigmoid_router || !l.ffn_params.gated || l.ffn_params.latent > 0))
-    throw BackendFailure(std::string(backend) + ": no kernel for the sigmoid router, relu² experts or latent expert "
-                         "projections (layer " + std::to_string(layer) + "); use the cpu backend");
-}
-
 // Model-level factors a backend's loop does not apply yet: multipliers (Granite's embedding, residual,
 // attention and logits ones unless `granite_ok`; Falcon-H1's µP set unless `falcon_ok`: Vulkan applies
 // both), attention projection biases unless `falcon_ok`, MLP biases unless `mlp_bias_ok` (Vulkan takes

@@ -74,16 +74,17 @@ void finish_stage_records(StageLink* link, const std::vector<LayerRange>& ranges
 // model holds other layers than that range (loaded_layers).
 LayerRange stage_layers(const Model& m, const StageLink* link, std::vector<LayerRange>* ranges);
 
-// The backends of this build that run a pipeline stage (BackendEntry::make_stage): "cpu, vulkan".
+// The backends of this build that run a pipeline stage (BackendEntry::make_stage), in menu order:
+// "cpu, vulkan, cuda" where all three are built.
 std::string stage_backend_choices();
 // "" when backend `which` runs pipeline stages ("auto": the CPU), else the one-line refusal
-// "--pipeline: backend NAME is not supported yet (cpu, vulkan)".
+// "--pipeline: backend NAME is not supported yet (LIST)" with stage_backend_choices() as LIST.
 std::string stage_backend_refusal(const std::string& which);
 // The backend of one stage of a pipeline over `link`: `model` loaded with load_stage for
 // ranges[link.rank()], by the registry's make_stage ("auto" is the CPU: every rank picks the same
-// without asking the others); a backend without one throws Error "--pipeline: backend NAME is not
-// supported yet (cpu, vulkan)". The stages of one pipeline may run on different backends: they
-// exchange the residual rows in float32 on the host.
+// without asking the others); a backend without one throws Error, stage_backend_refusal's line.
+// The stages of one pipeline may run on different backends: they exchange the residual rows in
+// float32 on the host.
 std::unique_ptr<Backend> make_stage_backend(const std::string& which, std::shared_ptr<const Model> model,
                                             StageLink* link, std::vector<LayerRange> ranges);
 

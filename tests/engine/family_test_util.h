@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +75,19 @@ inline void expect_device_backends_refuse(const std::shared_ptr<Model>& model, c
 inline bool backend_here(const std::string& name) {
   const std::vector<std::string> here = available_backends();
   return std::find(here.begin(), here.end(), name) != here.end();
+}
+
+// body(name) for each device backend with a device here (vulkan, cuda); how many ran (the caller
+// skips when none did).
+inline int for_each_device_backend(const std::function<void(const char*)>& body) {
+  int ran = 0;
+  for (const char* b : {"vulkan", "cuda"}) {
+    if (!backend_here(b)) continue;
+    SCOPED_TRACE(b);
+    ++ran;
+    body(b);
+  }
+  return ran;
 }
 
 // With HL_REFERENCE_REPORT=1: the worst |Δ| / scale of each float field of `got` against `ref`

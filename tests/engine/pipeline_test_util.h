@@ -1,6 +1,8 @@
-// Helpers of the pipeline tests (test_pipeline.cpp, test_vulkan_pipeline.cpp): an in-process
-// StageLink between threads, the records of a decode-then-prefill feed, their bit-for-bit
-// comparison over the trace field table, and N stages of a checkpoint in N threads on a backend.
+// Helpers of the pipeline tests (test_pipeline.cpp, test_vulkan_pipeline.cpp, test_cuda_pipeline.cpp):
+// an in-process StageLink between threads, the records of a decode-then-prefill feed, their
+// bit-for-bit comparison over the trace field table, N stages of a checkpoint in N threads on a
+// backend, and the device backends' shared checks (stages against one backend, mixed with a CPU
+// stage, a model of another range refused).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -16,11 +18,15 @@
 #include <thread>
 #include <vector>
 
+#include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/pipeline.h"
 #include "engine/core/error.h"
+#include "engine/io/safetensors.h"
 #include "engine/model/generator.h"
+#include "engine/model/loader.h"
 #include "engine/model/stage_load.h"
 #include "engine/trace/trace_fields.h"
+#include "tests/engine/trace_compare_util.h"
 #include "tests/engine/test_util.h"
 
 namespace hl::pipeline_test {
@@ -129,6 +135,63 @@ inline void for_each_family(const std::vector<const char*>& presets, const std::
     g.seed = 7;
     generate_checkpoint(d.path, g);
     body(d.path);
+  }
+}
+
+// n-stage pipelines (each n of ns) of `dir` on backend `name` against `one`, that backend on the whole
+// model: every record field of every stage bit for bit (step_seconds is each run's own time).
+inline void expect_pipeline_equals_one(Backend& one, const std::string& name, const std::string& dir,
+                                       const RunOptions& opts, const std::vector<int>& ns,
+                                       const std::vector<int32_t>& ids, const std::vector<int32_t>& chunk) {
+  const std::vector<TokenTrace> want = feed(one, opts, ids, chunk);
+  for (int n : ns) {
+    const std::vector<std::vector<TokenTrace>> got =
+        run_pipeline(dir, n, opts, ids, chunk, {},
+                     [&](int, std::shared_ptr<const Model> m, StageLink* link, const std::vector<LayerRange>& ranges) {
+                       return make_stage_backend(name, std::move(m), link, ranges);
+                     });
+    for (int r = 0; r < n; ++r) {
+      SCOPED_TRACE(base_name(dir) + " " + std::to_string(n) + " stages, stage " + std::to_string(r));
+      std::vector<TokenTrace> g = got[static_cast<size_t>(r)];
+      ASSERT_EQ(g.size(), want.size());
+      for (size_t t = 0; t < g.size(); ++t) g[t].step_seconds = want[t].step_seconds;
+      expect_same(want, g, name + " pipeline");
+    }
+  }
+}
+
+// Stages on different backends exchange the same float32 rows: a CPU stage and a `name` stage,
+// either way round (2 stages, 2 registers, full records), agree with the CPU within the device
+// tolerance (kVsCpu), on every stage.
+inline void expect_mixed_with_cpu_stage_matches_cpu(const std::string& name, const std::string& dir,
+                                                    const std::vector<int32_t>& ids, const std::vector<int32_t>& chunk) {
+  RunOptions opts;
+  opts.full = true;
+  opts.registers = 2;
+  cpu::CpuBackend cpu(load_model(dir));
+  const std::vector<TokenTrace> want = feed(cpu, opts, ids, chunk);
+  for (int device_rank : {0, 1}) {
+    const std::vector<std::vector<TokenTrace>> got = run_pipeline(
+        dir, 2, opts, ids, chunk, {},
+        [&](int rank, std::shared_ptr<const Model> m, StageLink* link, const std::vector<LayerRange>& ranges) {
+          return make_stage_backend(rank == device_rank ? name : "cpu", std::move(m), link, ranges);
+        });
+    for (const std::vector<TokenTrace>& g : got)
+      backend_test::expect_traces_close(g, want, backend_test::kVsCpu,
+                                        name + " on stage " + std::to_string(device_rank) + " vs cpu");
+  }
+}
+
+// A `name` stage refuses a model loaded for another range than its own, as the CPU stage does
+// (`dir`: 8 layers).
+inline void expect_stage_of_another_range_refused(const std::string& name, const std::string& dir) {
+  Wires w;
+  ThreadLink link(w, 1, 2);
+  try {
+    make_stage_backend(name, load_stage(dir, {}, LayerRange{4, 8}), &link, {LayerRange{0, 3}, LayerRange{3, 8}});
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "pipeline: this stage runs layers [3, 8) but the model holds [4, 8)");
   }
 }
 

@@ -407,6 +407,44 @@ TEST(CudaMath, RouterMatchesTheProbeIncludingTies) {
   }
 }
 
+// Nemotron-H's grouped sigmoid router (with and without the correction bias, groups, renormalised,
+// scaled) against the probe's, bit for bit, ties included; the weights follow their experts when
+// sorted into ascending index.
+TEST(CudaMath, SigmoidRouterMatchesTheProbe) {
+  struct Case {
+    int E, K, groups, topk_groups;
+    bool renorm, bias;
+    double scale;
+  };
+  for (const Case& c : {Case{8, 2, 1, 1, true, true, 1.0}, Case{16, 4, 4, 2, true, true, 2.5},
+                        Case{16, 3, 8, 3, false, false, 1.0}, Case{12, 6, 3, 1, true, false, 0.7}, Case{4, 1, 2, 2, false, true, 1.0}}) {
+    SCOPED_TRACE(std::to_string(c.E) + " experts, " + std::to_string(c.groups) + " groups");
+    std::vector<float> logits = randoms(static_cast<size_t>(c.E), -3, 3, static_cast<uint32_t>(c.E * 7 + c.K));
+    logits[1] = logits[2];  // a tie
+    const std::vector<float> bias = randoms(static_cast<size_t>(c.E), -0.5, 0.5, static_cast<uint32_t>(c.E + 99));
+    const float* b = c.bias ? bias.data() : nullptr;
+    std::vector<float> p_ref(static_cast<size_t>(c.E)), p(p_ref.size()), w_ref(static_cast<size_t>(c.K)), w(w_ref.size());
+    std::vector<int32_t> t_ref(static_cast<size_t>(c.K)), t(t_ref.size()), gbest(static_cast<size_t>(c.topk_groups));
+    std::vector<float> choice(static_cast<size_t>(c.E)), gscore(static_cast<size_t>(c.groups));
+    const float lse_ref = route_sigmoid(logits.data(), b, c.E, c.K, c.groups, c.topk_groups, c.renorm, c.scale,
+                                        p_ref.data(), t_ref.data(), w_ref.data());
+    const float lse = cudam::route_sigmoid(logits.data(), b, c.E, c.K, c.groups, c.topk_groups, c.renorm, c.scale,
+                                           p.data(), t.data(), w.data(), choice.data(), gscore.data(), gbest.data());
+    EXPECT_EQ(lse, lse_ref);
+    EXPECT_EQ(p, p_ref);
+    EXPECT_EQ(t, t_ref);
+    EXPECT_EQ(w, w_ref);
+    std::vector<int32_t> sorted = t;
+    std::vector<float> ws = w;
+    cudam::sort_ascending(sorted.data(), c.K, ws.data());
+    EXPECT_TRUE(std::is_sorted(sorted.begin(), sorted.end()));
+    for (int j = 0; j < c.K; ++j) {
+      const auto at = std::find(t.begin(), t.end(), sorted[static_cast<size_t>(j)]) - t.begin();
+      EXPECT_EQ(ws[static_cast<size_t>(j)], w[static_cast<size_t>(at)]);
+    }
+  }
+}
+
 // Welford in the rank-to-1 kernel's terms (fp64, Kahan row norms) against probes/rank1.
 TEST(CudaMath, Rank1DistanceMatchesTheTracker) {
   const int64_t H = 48;

@@ -9,44 +9,21 @@
 #ifdef HL_VULKAN_TESTS
 #include <gtest/gtest.h>
 
-#include "engine/backend/cpu/cpu_backend.h"
-#include "engine/model/generator.h"
-#include "engine/io/safetensors.h"
-#include "engine/model/loader.h"
 #include "tests/engine/pipeline_test_util.h"
-#include "tests/engine/test_util.h"
 #include "tests/engine/vulkan_test_util.h"
 
 using namespace hl;
 using namespace hl::pipeline_test;
-using hl::backend_test::expect_traces_close;
-using hl::backend_test::kVsCpu;
 
 namespace {
 
 const std::string kModels = std::string(HL_SOURCE_DIR) + "/resources/models/";
 const std::vector<int32_t> kIds = {1, 17, 400, 9, 33}, kChunk = {250, 12, 7};
 
-std::unique_ptr<Backend> vulkan_stage(int, std::shared_ptr<const Model> m, StageLink* link,
-                                      const std::vector<LayerRange>& ranges) {
-  return make_stage_backend("vulkan", std::move(m), link, ranges);
-}
-
 void expect_vulkan_pipeline_equals_one_vulkan(const std::string& dir, const RunOptions& opts,
                                               const std::vector<int>& ns) {
   std::unique_ptr<Backend> one = make_vulkan_backend(load_model(dir));
-  const std::vector<TokenTrace> want = feed(*one, opts, kIds, kChunk);
-  for (int n : ns) {
-    const std::vector<std::vector<TokenTrace>> got = run_pipeline(dir, n, opts, kIds, kChunk, {}, vulkan_stage);
-    for (int r = 0; r < n; ++r) {
-      SCOPED_TRACE(base_name(dir) + " " + std::to_string(n) + " stages, stage " + std::to_string(r));
-      // step_seconds is each run's own time; every other field bit for bit.
-      std::vector<TokenTrace> g = got[static_cast<size_t>(r)];
-      ASSERT_EQ(g.size(), want.size());
-      for (size_t t = 0; t < g.size(); ++t) g[t].step_seconds = want[t].step_seconds;
-      expect_same(want, g, "vulkan pipeline");
-    }
-  }
+  expect_pipeline_equals_one(*one, "vulkan", dir, opts, ns, kIds, kChunk);
 }
 
 class VulkanPipeline : public ::testing::Test {
@@ -78,37 +55,12 @@ TEST_F(VulkanPipeline, RecordsEqualOneVulkanBackend_OtherFamilies) {
                   [&](const std::string& dir) { expect_vulkan_pipeline_equals_one_vulkan(dir, opts, {2, 3}); });
 }
 
-// Stages on different backends exchange the same float32 rows: a CPU first stage and a Vulkan last
-// stage (and the other way round) agree with the CPU within the device tolerance, on every stage.
 TEST_F(VulkanPipeline, MixedCpuAndVulkanStages_MatchCpu) {
-  const std::string dir = kModels + "baseline";
-  RunOptions opts;
-  opts.full = true;
-  opts.registers = 2;
-  cpu::CpuBackend cpu(load_model(dir));
-  const std::vector<TokenTrace> want = feed(cpu, opts, kIds, kChunk);
-  for (int vulkan_rank : {0, 1}) {
-    const std::vector<std::vector<TokenTrace>> got = run_pipeline(
-        dir, 2, opts, kIds, kChunk, {},
-        [&](int rank, std::shared_ptr<const Model> m, StageLink* link, const std::vector<LayerRange>& ranges) {
-          return make_stage_backend(rank == vulkan_rank ? "vulkan" : "cpu", std::move(m), link, ranges);
-        });
-    for (const std::vector<TokenTrace>& g : got)
-      expect_traces_close(g, want, kVsCpu, "vulkan on stage " + std::to_string(vulkan_rank) + " vs cpu");
-  }
+  expect_mixed_with_cpu_stage_matches_cpu("vulkan", kModels + "baseline", kIds, kChunk);
 }
 
-// A Vulkan stage refuses a model loaded for another range, as the CPU stage does.
 TEST_F(VulkanPipeline, StageOfAnotherRange_Refused) {
-  const std::string dir = kModels + "baseline";
-  Wires w;
-  ThreadLink link(w, 1, 2);
-  try {
-    make_stage_backend("vulkan", load_stage(dir, {}, LayerRange{4, 8}), &link, {LayerRange{0, 3}, LayerRange{3, 8}});
-    ADD_FAILURE() << "accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "pipeline: this stage runs layers [3, 8) but the model holds [4, 8)");
-  }
+  expect_stage_of_another_range_refused("vulkan", kModels + "baseline");
 }
 
 #endif  // HL_VULKAN_TESTS

@@ -93,7 +93,7 @@ class CudaAttention final : public CudaMixer {
     a.kvw = static_cast<int>(kvw);
     a.params = r.params();
     a.S = static_cast<int>(S);
-    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    a.scale = r.config().attention_scale_f32();  // 1/sqrt(hd), or Granite's attention_multiplier
     a.norm = norm_;
     a.sinks = norm_ == static_cast<int>(Normalizer::Sink) ? sinks_ : nullptr;
     a.o = o_buf_;

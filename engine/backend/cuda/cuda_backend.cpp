@@ -20,12 +20,20 @@
 
 namespace hl::cuda {
 
-CudaBackend::CudaBackend(std::shared_ptr<const Model> model, const CudaOptions& opts)
-    : model_(std::move(model)), cfg_(model_->config), copts_(opts), sched_(model_->schedule) {
+CudaBackend::CudaBackend(std::shared_ptr<const Model> model, const CudaOptions& opts, StageLink* link,
+                         std::vector<LayerRange> ranges)
+    : model_(std::move(model)),
+      cfg_(model_->config),
+      copts_(opts),
+      sched_(model_->schedule),
+      link_(link),
+      ranges_(std::move(ranges)) {
   if (const char* g = std::getenv("HL_CUDA_GRAPHS"); g && std::strcmp(g, "0") == 0) copts_.graphs = false;
   const int64_t L = cfg_.num_hidden_layers;
-  // The units of every layer (they refuse shapes their kernels do not take before any device work).
-  CudaUnits units = make_cuda_units(CudaModuleContext{*model_, cfg_, sched_});
+  mine_ = stage_layers(*model_, link_, &ranges_);
+  // The units of every layer of the stage (they refuse shapes their kernels do not take before any
+  // device work).
+  CudaUnits units = make_cuda_units(CudaModuleContext{*model_, cfg_, sched_}, mine_);
   mixers_ = std::move(units.mixers);
   ffns_ = std::move(units.ffns);
   for (int64_t i = 0; i < L; ++i) {
@@ -33,9 +41,12 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, const CudaOptions& 
     if (ffns_[i]) units_.push_back(ffns_[i].get());
   }
   if (!cuda_available()) throw BackendFailure("cuda: " + cuda_unavailable_reason());
-  check(cudaSetDevice(0), "selecting device 0");
+  int devices = 1;
+  check(cudaGetDeviceCount(&devices), "counting the devices");
+  const int dev = copts_.device_slot < 0 ? 0 : copts_.device_slot % std::max(devices, 1);
+  check(cudaSetDevice(dev), "selecting device " + std::to_string(dev));
   cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, 0), "reading the device properties");
+  check(cudaGetDeviceProperties(&prop, dev), "reading the device properties");
   device_ = prop.name;
   // Programmatic dependent launch on sm_90+ (cuda_kernels.h); HL_CUDA_PDL=0 turns it off.
   const char* pdl = std::getenv("HL_CUDA_PDL");
@@ -237,6 +248,8 @@ void CudaBackend::ensure_block(int64_t S) {
   parts.push_back({"ssm.delta", M * cap * Di});
   parts.push_back({"ssm.retained", opts_.full ? M * cap * Di : 0});
   parts.push_back({"rows", opts_.instruments ? (L + 1) * cap * H : 0});
+  parts.push_back({"the stage's input rows", first_stage() ? 0 : cap * H, true});
+  parts.push_back({"the stage's output rows", last_stage() ? 0 : cap * H, true});
   int64_t total = 0;
   for (const CudaScratchNeed& p : parts)
     if (!p.pinned) total += (p.words + 63) / 64 * 64;  // 256-byte aligned parts
@@ -272,6 +285,8 @@ void CudaBackend::ensure_block(int64_t S) {
   }
   if (cap > 1 && wide_cap_ > 0 && !wide_.bytes())
     wide_ = DevMem(static_cast<size_t>(wide_cap_ * 4), "the widened weight panels");
+  stage_in_ = first_stage() ? nullptr : static_cast<float*>(scratch_.pinned("the stage's input rows"));
+  stage_out_ = last_stage() ? nullptr : static_cast<float*>(scratch_.pinned("the stage's output rows"));
   cap_ = cap;
   rec_alloc_stride_ = rl_.stride;
   for (CudaUnit* u : units_) u->bind_scratch(scratch_, run_);
@@ -307,13 +322,20 @@ void CudaBackend::start(const RunOptions& opts) {
         if (needs_[u][j].per_position == 0)
           check(cudaMemsetAsync(state_[u][j].as<void>(), 0, state_[u][j].bytes(), st_), "clearing " + needs_[u][j].what);
     check(cudaMemsetAsync(rank1_.as<void>(), 0, rank1_.bytes(), st_), "clearing the rank-to-1 state");
-    // Registers: trained rows first, then the mean embedding row (row `trained` of regs_).
+    // Registers: trained rows first, then the mean embedding row (row `trained` of regs_); a later
+    // stage receives their rows from the stage before.
+    const int64_t H = cfg_.hidden_size;
+    if (link_) rows_host_.resize(static_cast<size_t>(n_reg_ * H));
+    if (n_reg_ > 0 && !first_stage()) link_->recv(link_->rank() - 1, rows_host_.data(), rows_host_.size() * 4);
+    int64_t fed = 0;
     feed_registers(
         n_reg_, trained_, [&] { return block_limit(); }, [&](int64_t n) { ensure_block(n); },
         [&](const int32_t* ids, int64_t n) {
-          run_block(ids, n, false);
+          run_block(ids, n, false, fed);
           kv_len_ += n;
+          fed += n;
         });
+    if (n_reg_ > 0 && !last_stage()) link_->send(link_->rank() + 1, rows_host_.data(), rows_host_.size() * 4);
     sync("clearing the state");
     capture_decode();
   } catch (const BackendFailure& e) {
@@ -359,25 +381,32 @@ void CudaBackend::capture_decode() {
   kernels_per_token_ = launches_ - before;
 }
 
-void CudaBackend::run_block(const int32_t* ids, int64_t S, bool records) {
+void CudaBackend::run_block(const int32_t* ids, int64_t S, bool records, int64_t row0) {
   if (g_fail_after.load() >= 0 && g_fail_after.fetch_sub(1) == 0)
     throw BackendFailure("cuda: an unrecoverable device error (simulated; HL_CUDA_FAIL_AFTER)");
   int32_t* p = params_h_.as<int32_t>();  // (2 + S,): cached positions, S, ids
   p[0] = static_cast<int32_t>(kv_len_);
   p[1] = static_cast<int32_t>(S);
   std::memcpy(p + 2, ids, static_cast<size_t>(S) * 4);
+  const size_t H = static_cast<size_t>(cfg_.hidden_size), n = static_cast<size_t>(S) * H;
+  float* rows = link_ ? rows_host_.data() + static_cast<size_t>(row0) * H : nullptr;  // a stage's rows of this block
+  if (stage_in_) std::memcpy(stage_in_, rows, n * 4);
   const int64_t before = launches_;
+  bool graphed = false;
   if (S == 1 && records && copts_.graphs && !observer_) {  // observed: plain launches, copies between them
     capture_decode();
     if (graph_exec_) {
       check(cudaGraphLaunch(graph_exec_, st_), "launching the decode graph");
-      sync("running the model");
-      return;
+      graphed = true;
     }
   }
-  enqueue(S, records);
-  if (S == 1 && records) kernels_per_token_ = launches_ - before;
+  if (!graphed) enqueue(S, records);
+  if (S == 1 && records) {
+    decode_graph_ = graphed;
+    if (!graphed) kernels_per_token_ = launches_ - before;
+  }
   sync(records ? "running the model" : "feeding the registers");
+  if (stage_out_) std::memcpy(rows, stage_out_, n * 4);
 }
 
 void CudaBackend::read_records(int64_t S, TokenTrace* recs) const {
@@ -387,15 +416,29 @@ void CudaBackend::read_records(int64_t S, TokenTrace* recs) const {
 void CudaBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTrace>* out) {
   fail_guard();
   model_->check_files();  // the checkpoint still the one loaded (Model::files)
+  if (S <= 0) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t first = out->size();
+  const int64_t H = cfg_.hidden_size;
   forward_in_blocks(
       tokens, S, out, cfg_, opts_, sched_, n_reg_, position_, failed_,
-      [&](int64_t total) { ensure_kv(kv_len_ + total); }, [&] { return block_limit(); },
-      [&](int64_t n) { ensure_block(n); },
+      [&](int64_t total) {
+        ensure_kv(kv_len_ + total);
+        if (!link_) return;  // a stage: the call's rows, from the stage before (after the checks every stage makes)
+        rows_host_.resize(static_cast<size_t>(total * H));
+        if (!first_stage()) link_->recv(link_->rank() - 1, rows_host_.data(), rows_host_.size() * 4);
+      },
+      [&] { return block_limit(); }, [&](int64_t n) { ensure_block(n); },
       [&](const int32_t* ids, int64_t n, TokenTrace* recs) {
-        run_block(ids, n, true);
+        run_block(ids, n, true, ids - tokens);
         read_records(n, recs);
         kv_len_ += n;
       });
+  if (!link_) return;
+  if (!last_stage()) link_->send(link_->rank() + 1, rows_host_.data(), rows_host_.size() * 4);
+  std::vector<TokenTrace*> recs(static_cast<size_t>(S));
+  for (int64_t s = 0; s < S; ++s) recs[static_cast<size_t>(s)] = &(*out)[first + static_cast<size_t>(s)];
+  finish_stage_records(link_, ranges_, sched_, recs.data(), S, t0);
 }
 
 }  // namespace hl::cuda
@@ -450,6 +493,12 @@ std::string cuda_describe_device() {
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Model> model, const CudaOptions& opts) {
   if (!cuda_available()) throw BackendFailure("cuda: " + cuda_unavailable_reason());
   return std::make_unique<cuda::CudaBackend>(std::move(model), opts);
+}
+
+std::unique_ptr<Backend> make_cuda_stage_backend(std::shared_ptr<const Model> model, const CudaOptions& opts,
+                                                 StageLink* link, std::vector<LayerRange> ranges) {
+  if (!cuda_available()) throw BackendFailure("cuda: " + cuda_unavailable_reason());
+  return std::make_unique<cuda::CudaBackend>(std::move(model), opts, link, std::move(ranges));
 }
 
 void set_cuda_observer(Backend& b, IntermediateObserver f) {

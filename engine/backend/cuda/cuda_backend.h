@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/pipeline.h"
 #include "engine/model/intermediates.h"
 
 namespace hl {
@@ -16,11 +17,22 @@ struct CudaOptions {
   bool graphs = true;       // capture the decode step in a CUDA graph (HL_CUDA_GRAPHS=0: plain launches)
   int64_t max_block = 256;  // most tokens per prefill block; longer prefills run in blocks
   int scan_chunk = 64;      // tokens per chunk of the parallel prefill scan
+  // A pipeline stage's index among the stages on its host (StageLink::local_rank): the (slot mod
+  // count)-th device, so one rank per GPU needs no setting (CUDA_VISIBLE_DEVICES narrows the list).
+  // -1: device 0.
+  int device_slot = -1;
 };
 
 // Throws BackendFailure with the reason: no CUDA device or driver, not enough device memory, a
 // shape beyond the kernels' limits, a failed device.
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Model> model, const CudaOptions& opts = {});
+// One stage of a pipeline over `link` (pipeline.h): `model` loaded with load_stage for
+// ranges[link->rank()]. Its layers run on the device; the residual rows come from the stage before
+// and go to the stage after through pinned host memory (float32, as the CPU and Vulkan stages', so
+// stages on different backends combine), and the records are merged on stage 0
+// (gather_stage_records). Throws as make_cuda_backend, and Error when the model holds other layers.
+std::unique_ptr<Backend> make_cuda_stage_backend(std::shared_ptr<const Model> model, const CudaOptions& opts,
+                                                 StageLink* link, std::vector<LayerRange> ranges);
 // The named intermediates (model/intermediates.h) of the CUDA backend `b` from its next block on: at
 // each one the stream is synchronised and its rows copied to the host for the call (observation only:
 // the decode step then runs as plain launches, not its graph). An empty function stops them; without
@@ -41,7 +53,7 @@ std::string cuda_describe_device();
 // Per-token figures of a CUDA backend's last decode step; false when `b` is not a CUDA backend.
 struct CudaStepInfo {
   int64_t kernels_per_token = 0;     // kernels launched by one decode step (graph nodes when captured)
-  bool graph = false;                // the decode step runs as a CUDA graph
+  bool graph = false;                // the last decode step ran as a CUDA graph
   bool programmatic_launch = false;  // kernels overlap the previous one's tail (sm_90+, HL_CUDA_PDL=0: off)
   std::string device;
 };

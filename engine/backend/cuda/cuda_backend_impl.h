@@ -29,7 +29,9 @@ struct LayerDev {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(std::shared_ptr<const Model> model, const CudaOptions& opts);
+  // With a link: one stage of a pipeline (make_cuda_stage_backend), layers ranges[link->rank()].
+  CudaBackend(std::shared_ptr<const Model> model, const CudaOptions& opts, StageLink* link = nullptr,
+              std::vector<LayerRange> ranges = {});
   ~CudaBackend() override;
   std::string name() const override { return "cuda"; }
   void start(const RunOptions& opts) override;
@@ -43,7 +45,7 @@ class CudaBackend final : public Backend {
   void set_observer(IntermediateObserver f) { observer_ = std::move(f); }
 
   CudaStepInfo step_info() const {
-    return {kernels_per_token_, graph_exec_ != nullptr && copts_.graphs, pdl_, device_};
+    return {kernels_per_token_, decode_graph_, pdl_, device_};
   }
 
  private:
@@ -55,7 +57,11 @@ class CudaBackend final : public Backend {
   void bind_state();
   void ensure_kv(int64_t rows);
   void ensure_block(int64_t S);
-  void run_block(const int32_t* ids, int64_t S, bool records);
+  // Runs S positions (token ids, or register rows as -row-1). A stage after the first takes its
+  // input rows from rows_ at row `row0`, a stage before the last leaves its output rows there.
+  void run_block(const int32_t* ids, int64_t S, bool records, int64_t row0 = 0);
+  bool first_stage() const { return !link_ || link_->rank() == 0; }
+  bool last_stage() const { return !link_ || link_->rank() == link_->size() - 1; }
   void enqueue(int64_t S, bool records);
   // One half of layer i: h += unit(x) (decode: fused into the unit's last product), then the norm
   // norm_w into x, observing residual point `column` (−1: none); ffn: the FFN whose work is fused
@@ -95,6 +101,12 @@ class CudaBackend final : public Backend {
   bool fuse_ = true;  // decode norms fused into the products (HL_CUDA_FUSE=0: separate kernels)
 
   const LayerSchedule& sched_;  // model_->schedule: per layer its kinds and its index among each kind
+  // Pipeline (pipeline.h): the link to the other stages (null: the whole model), every stage's
+  // layers, this stage's, and the host rows of the call in flight (registers or tokens, (n, H)).
+  StageLink* link_ = nullptr;
+  std::vector<LayerRange> ranges_;
+  LayerRange mine_;
+  std::vector<float> rows_host_;
 
   cudaStream_t st_ = nullptr;
   cublasHandle_t blas_ = nullptr;
@@ -133,6 +145,7 @@ class CudaBackend final : public Backend {
   std::map<std::string, Pinned> pinned_;
   CudaScratch scratch_;
   float *h_ = nullptr, *x_ = nullptr, *y_ = nullptr, *rows_ = nullptr;
+  float *stage_in_ = nullptr, *stage_out_ = nullptr;  // pinned (cap, H): a stage's residual rows in and out
   float *dt_ = nullptr, *ret_ = nullptr;  // (M_n, cap, Di) each SSM layer's Δ and retained share, for the record
 
   // Observation (set_cuda_observer): the observer, the host copy of one observed tensor, and whether
@@ -143,6 +156,7 @@ class CudaBackend final : public Backend {
 
   // The decode step as a graph.
   cudaGraphExec_t graph_exec_ = nullptr;
+  bool decode_graph_ = false;  // the last decode step ran as the graph (a prefill since may have dropped it)
   uint64_t gen_ = 1, graph_gen_ = 0;
   std::vector<int> baked_;  // the run options a captured step holds: instruments, full, normalizers
 };

@@ -1,10 +1,12 @@
 // The CUDA feed-forwards: the dense MLP (jamba-spec.md §3.8, down(silu(gate·x) ⊙ up·x); or Nemotron-H's
 // relu² MLP without gate, down(relu(up·x + b_up)²) + b_down, HF's NemotronHMLP) and the mixture of
 // experts (§3.9: router softmax, top-k in ascending index, the chosen experts' outputs weighted by their
-// probabilities). Decode: fused gate|up and down kernels over a device table of the experts, the MoE
-// router run in the norm before (relu²: matrix-vector products around the relu² kernel). Prefill:
-// cuBLAS products; MoE reads the routing back and runs each chosen expert once on the rows that chose
-// it. No run state.
+// probabilities; Granite's: the k probabilities renormalised to sum 1, and a shared expert beside the
+// routed ones, weight 1). Each branch's output into the residual stream × the residual multiplier
+// (Granite's; 1 elsewhere). Decode: fused gate|up and down kernels over a device table of the experts
+// (the shared expert last), the MoE router run in the norm before (relu²: matrix-vector products
+// around the relu² kernel). Prefill: cuBLAS products; MoE reads the routing back and runs each chosen
+// expert once on the rows that chose it, then the shared expert on every row. No run state.
 #include <vector>
 
 #include "engine/backend/cuda/cuda_module.h"
@@ -20,7 +22,8 @@ struct MlpDev {
 // The MLPs of a layer (the dense one, or the E experts) and their device table for the decode kernels.
 class CudaMlps : public CudaFfn {
  public:
-  CudaMlps(const CudaModuleContext& c, int64_t layer) : lw_(c.model.w.layers[layer]), cfg_(c.config) {}
+  CudaMlps(const CudaModuleContext& c, int64_t layer)
+      : lw_(c.model.w.layers[layer]), cfg_(c.config), fp_(c.schedule[layer].ffn_params), I_(fp_.d_ff) {}
 
  protected:
   void upload_mlps(CudaWeights& w, const std::vector<const MlpWeights*>& mlps) {
@@ -33,9 +36,13 @@ class CudaMlps : public CudaFfn {
     table_ = static_cast<const ExpertW*>(w.upload_bytes(table.data(), table.size() * sizeof(ExpertW), "the expert table"));
   }
 
+  float res() const { return static_cast<float>(cfg_.residual_multiplier); }
+
   const LayerWeights& lw_;
   const JambaConfig& cfg_;
-  std::vector<MlpDev> mlps_;         // the dense MLP, or the E experts
+  const FfnParams& fp_;
+  const int64_t I_;                  // the dense MLP's or each routed expert's width (a layer's own)
+  std::vector<MlpDev> mlps_;         // the dense MLP, or the E experts (then the shared expert)
   const ExpertW* table_ = nullptr;  // device copy of mlps_
 };
 
@@ -54,7 +61,7 @@ class CudaDenseFfn final : public CudaMlps {
 
   // g, u (S, I).
   std::vector<CudaScratchNeed> scratch(int64_t cap, const CudaRun&) const override {
-    return {{"ffn.g", cap * cfg_.intermediate_size}, {"ffn.u", cap * cfg_.intermediate_size}};
+    return {{"ffn.g", cap * I_}, {"ffn.u", cap * I_}};
   }
   void bind_scratch(const CudaScratch& s, const CudaRun&) override {
     g_ = s.device("ffn.g");
@@ -62,11 +69,11 @@ class CudaDenseFfn final : public CudaMlps {
   }
 
   void enqueue(CudaRun& r, int64_t S, float*) override {
-    const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
+    const int64_t H = cfg_.hidden_size, I = I_;
     if (relu2_) return enqueue_relu2(r, S);
     if (S == 1) {
       launch_glu(table_, nullptr, 1, I, H, r.x(), g_, r.stream());
-      launch_down(table_, nullptr, nullptr, 1, H, I, g_, r.h(), r.tail(), r.stream());
+      launch_down(table_, nullptr, nullptr, 1, H, I, g_, r.h(), res(), r.tail(), r.stream());
       r.counted(2);
       return;
     }
@@ -81,7 +88,7 @@ class CudaDenseFfn final : public CudaMlps {
  private:
   // u = relu(x·upᵀ + b_up)², then down: decode h += u·downᵀ + b_down (then the norm), prefill y.
   void enqueue_relu2(CudaRun& r, int64_t S) {
-    const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
+    const int64_t H = cfg_.hidden_size, I = I_;
     if (S == 1) {
       r.gemv({{up_, uf_, 0, up_bias_}}, r.x(), 0);
     } else {
@@ -113,28 +120,45 @@ class CudaDenseFfn final : public CudaMlps {
 class CudaMoeFfn final : public CudaMlps {
  public:
   CudaMoeFfn(const CudaModuleContext& c, int64_t layer)
-      : CudaMlps(c, layer), layer_(layer), xi_(c.schedule[layer].moe_index) {
-    if (cfg_.num_experts > 256 || cfg_.num_experts_per_tok > 64)
-      throw BackendFailure("cuda: the router kernel takes at most 256 experts and 64 per token");
+      : CudaMlps(c, layer),
+        layer_(layer),
+        xi_(c.schedule[layer].moe_index),
+        Hin_(lw_.moe.latent_in.empty() ? cfg_.hidden_size : lw_.moe.latent_in.rows) {
+    if (cfg_.num_experts > 256 || cfg_.num_experts_per_tok > 64 || fp_.groups > 64)
+      throw BackendFailure("cuda: the router kernel takes at most 256 experts, 64 per token and 64 groups (layer " +
+                           std::to_string(layer) + ": " + std::to_string(cfg_.num_experts) + ", " +
+                           std::to_string(cfg_.num_experts_per_tok) + ", " + std::to_string(fp_.groups) + ")");
   }
 
   void upload(CudaWeights& w) override {
-    router_ = w.upload(lw_.moe.router);
+    const MoeWeights& m = lw_.moe;
+    router_ = w.upload(m.router);
+    router_bias_ = w.upload_vec(m.router_bias, "the router's correction bias");
+    latent_in_ = w.upload(m.latent_in);
+    latent_out_ = w.upload(m.latent_out);
+    latent_in_bias_ = w.upload_vec(m.latent_in_bias, "a latent projection bias");
+    latent_out_bias_ = w.upload_vec(m.latent_out_bias, "a latent projection bias");
+    shared_up_bias_ = w.upload_vec(m.shared.up_bias, "an MLP bias");
+    shared_down_bias_ = w.upload_vec(m.shared.down_bias, "an MLP bias");
     std::vector<const MlpWeights*> mlps;
-    for (const MlpWeights& e : lw_.moe.experts) mlps.push_back(&e);
+    for (const MlpWeights& e : m.experts) mlps.push_back(&e);
+    if (shared()) mlps.push_back(&m.shared);  // table entry E
     upload_mlps(w, mlps);
   }
 
-  // g (max(S, K), I), u (S, I); prefill: the rows of one expert xe, ye (S, H); the router's probs
-  // (S, E), sel and selw (S, K); the per-expert row lists on the device and pinned on the host, and
-  // the routing read back (sel, selw).
+  // g (max(S, K), I), u (S, I) (I: the wider of the routed and the shared experts); prefill: the
+  // rows of one expert xe, ye (S, Hin); with latent projections x and the experts' sum in their
+  // dims, xl and yl (S, Hin); the router's probs (S, E), sel and selw (S, K); the per-expert row
+  // lists on the device and pinned on the host, and the routing read back (sel, selw).
   std::vector<CudaScratchNeed> scratch(int64_t cap, const CudaRun&) const override {
-    const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
+    const int64_t H = cfg_.hidden_size, I = std::max(I_, fp_.shared_d_ff), X = std::max(H, Hin_);
     const int64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
     return {{"ffn.g", std::max(cap, K) * I},
             {"ffn.u", cap * I},
-            {"moe.xe", cap * H},
-            {"moe.ye", cap * H},
+            {"moe.xe", cap * X},
+            {"moe.ye", cap * X},
+            {"moe.xl", latent() ? cap * Hin_ : 0},
+            {"moe.yl", latent() ? cap * Hin_ : 0},
             {"moe.probs", cap * E},
             {"moe.selw", cap * K},
             {"moe.sel", cap * K},
@@ -147,6 +171,8 @@ class CudaMoeFfn final : public CudaMlps {
     uf_ = s.device("ffn.u");
     xe_ = s.device("moe.xe");
     ye_ = s.device("moe.ye");
+    xl_ = s.device("moe.xl");
+    yl_ = s.device("moe.yl");
     probs_ = s.device("moe.probs");
     selw_ = s.device("moe.selw");
     sel_ = reinterpret_cast<int32_t*>(s.device("moe.sel"));
@@ -162,6 +188,12 @@ class CudaMoeFfn final : public CudaMlps {
     a.E = static_cast<int>(cfg_.num_experts);
     a.K = static_cast<int>(cfg_.num_experts_per_tok);
     a.xi = static_cast<int>(xi_);
+    a.renorm = fp_.renormalize;
+    a.sigmoid = fp_.sigmoid_router;
+    a.router_bias = router_bias_;
+    a.groups = static_cast<int>(fp_.groups);
+    a.topk_groups = static_cast<int>(fp_.topk_groups);
+    a.routed_scaling = fp_.routed_scaling;
     a.probs = probs_;
     a.sel = sel_;
     a.selw = selw_;
@@ -172,18 +204,57 @@ class CudaMoeFfn final : public CudaMlps {
   }
 
   void enqueue(CudaRun& r, int64_t S, float*) override {
-    const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
     // The router ran in the norm before (fuse_into_norm): probs_, sel_, selw_ and the record.
-    const int64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
-    cudaStream_t st = r.stream();
+    const int64_t E = cfg_.num_experts;
     r.observe("router_probs", layer_, probs_, E, E, S);
-    if (S == 1) {  // experts chosen on the device, in ascending index, weighted by their probabilities
-      launch_glu(table_, sel_, static_cast<int>(K), I, H, r.x(), g_, st);
-      launch_down(table_, sel_, selw_, static_cast<int>(K), H, I, g_, r.h(), r.tail(), st);
+    if (S == 1)
+      enqueue_decode(r);
+    else
+      enqueue_prefill(r, S);
+  }
+
+ private:
+  bool shared() const { return fp_.shared_d_ff > 0; }
+  bool latent() const { return !lw_.moe.latent_in.empty(); }
+
+  // Experts chosen on the device, in ascending index, weighted: h += Σ w_j E_j(x) (with latent
+  // projections: h += latent_out(Σ w_j E_j(latent_in(x)))), then the shared expert; the last
+  // kernel runs the next norm.
+  void enqueue_decode(CudaRun& r) {
+    const int64_t H = cfg_.hidden_size, E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
+    cudaStream_t st = r.stream();
+    const float* xin = r.x();
+    if (latent()) {
+      r.gemv({{latent_in_, xl_, 0, latent_in_bias_}}, r.x(), 0);
+      check(cudaMemsetAsync(yl_, 0, static_cast<size_t>(Hin_ * 4), st), "clearing the experts' sum");
+      xin = xl_;
+    }
+    launch_glu(table_, sel_, static_cast<int>(K), I_, Hin_, xin, g_, st);
+    const bool more = latent() || shared();
+    launch_down(table_, sel_, selw_, static_cast<int>(K), Hin_, I_, g_, latent() ? yl_ : r.h(), latent() ? 1.0f : res(),
+                more ? Tail{} : r.tail(), st);
+    r.counted(2);
+    if (latent()) r.gemv({{latent_out_, r.h(), 0, latent_out_bias_}}, yl_, 1, shared() ? Tail{} : r.tail());
+    if (!shared()) return;
+    const int64_t Is = fp_.shared_d_ff;
+    if (fp_.gated) {  // the shared expert, weight 1
+      launch_glu(table_ + E, nullptr, 1, Is, H, r.x(), g_, st);
+      launch_down(table_ + E, nullptr, nullptr, 1, H, Is, g_, r.h(), res(), r.tail(), st);
       r.counted(2);
       return;
     }
-    // Prefill: the routing to the host, then each chosen expert once on the rows that chose it.
+    const MlpDev& m = mlps_[static_cast<size_t>(E)];  // relu² with its mlp_bias biases
+    r.gemv({{m.up, uf_, 0, shared_up_bias_}}, r.x(), 0);
+    launch_relu2(uf_, Is, st);
+    r.counted(1);
+    r.gemv({{m.down, r.h(), 0, shared_down_bias_}}, uf_, 1, r.tail());
+  }
+
+  // The routing to the host, then each chosen expert once on the rows that chose it (in the latent
+  // dims where there are latent projections), weighted into y; then the shared expert on every row.
+  void enqueue_prefill(CudaRun& r, int64_t S) {
+    const int64_t H = cfg_.hidden_size, I = I_, E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
+    cudaStream_t st = r.stream();
     int32_t* sel_h = static_cast<int32_t*>(route_h_);
     float* selw_h = reinterpret_cast<float*>(sel_h + S * K);
     check(cudaMemcpyAsync(sel_h, sel_, static_cast<size_t>(S * K * 4), cudaMemcpyDeviceToHost, st),
@@ -208,30 +279,71 @@ class CudaMoeFfn final : public CudaMlps {
           if (sel_h[s * K + k] == e) wl[j++] = selw_h[s * K + k];
     check(cudaMemcpyAsync(idx_d_, list, static_cast<size_t>(2 * o * 4), cudaMemcpyHostToDevice, st),
           "uploading the expert rows");
-    float* y = r.y();
-    check(cudaMemsetAsync(y, 0, static_cast<size_t>(S * H * 4), st), "clearing the expert sum");
+    const float* xin = r.x();
+    float* sum = r.y();
+    if (latent()) {
+      r.gemm(latent_in_, r.x(), S, xl_, Hin_);
+      add_bias(r, xl_, latent_in_bias_, S, Hin_);
+      xin = xl_;
+      sum = yl_;
+    }
+    check(cudaMemsetAsync(sum, 0, static_cast<size_t>(S * Hin_ * 4), st), "clearing the expert sum");
     const int32_t* rows_d = reinterpret_cast<const int32_t*>(idx_d_);
     const float* w_d = reinterpret_cast<const float*>(rows_d + o);
     for (int64_t e = 0; e < E; ++e) {
       const int64_t n = first[e + 1] - first[e];
       if (n == 0) continue;
-      const MlpDev& m = mlps_[e];
-      launch_gather(r.x(), rows_d + first[e], static_cast<int>(n), H, xe_, st);
-      r.gemm(m.gate, xe_, n, g_, I);
-      r.gemm(m.up, xe_, n, uf_, I);
-      launch_silu_mul(g_, uf_, n * I, st);
-      r.gemm(m.down, g_, n, ye_, H);
-      launch_scatter(y, rows_d + first[e], w_d + first[e], static_cast<int>(n), H, ye_, st);
-      r.counted(3);
+      launch_gather(xin, rows_d + first[e], static_cast<int>(n), Hin_, xe_, st);
+      r.counted(1);
+      mlp(r, mlps_[static_cast<size_t>(e)], xe_, n, I, ye_, Hin_, false, nullptr, nullptr);
+      launch_scatter(sum, rows_d + first[e], w_d + first[e], static_cast<int>(n), Hin_, ye_, st);
+      r.counted(1);
     }
+    if (latent()) {  // fc2_latent_proj on the weighted sum
+      r.gemm(latent_out_, yl_, S, r.y(), H);
+      add_bias(r, r.y(), latent_out_bias_, S, H);
+    }
+    // The shared expert on every row, added unweighted.
+    if (shared())
+      mlp(r, mlps_[static_cast<size_t>(E)], r.x(), S, fp_.shared_d_ff, r.y(), H, true, shared_up_bias_,
+          shared_down_bias_);
     // The host buffers are shared by every MoE layer: the next one's copies come after these uploads.
     r.sync("running the experts");
   }
 
- private:
+  // y (n, out) (+)= an MLP of x (n rows): SwiGLU, or relu² without gate with its biases.
+  void mlp(CudaRun& r, const MlpDev& m, const float* x, int64_t n, int64_t I, float* y, int64_t out, bool accumulate,
+           const float* up_bias, const float* down_bias) {
+    cudaStream_t st = r.stream();
+    if (fp_.gated) {
+      r.gemm(m.gate, x, n, g_, I);
+      r.gemm(m.up, x, n, uf_, I);
+      launch_silu_mul(g_, uf_, n * I, st);
+      r.counted(1);
+      r.gemm(m.down, g_, n, y, out, 1.0f, accumulate);
+    } else {
+      r.gemm(m.up, x, n, uf_, I);
+      add_bias(r, uf_, up_bias, n, I);
+      launch_relu2(uf_, n * I, st);
+      r.counted(1);
+      r.gemm(m.down, uf_, n, y, out, 1.0f, accumulate);
+    }
+    add_bias(r, y, down_bias, n, out);
+  }
+
+  static void add_bias(CudaRun& r, float* y, const float* bias, int64_t S, int64_t n) {
+    if (!bias) return;
+    launch_add_bias(y, bias, static_cast<int>(S), n, r.stream());
+    r.counted(1);
+  }
+
   const int64_t layer_, xi_;  // the layer, its index among the MoE layers (X_n slot)
-  DW router_;
-  float *g_ = nullptr, *uf_ = nullptr, *xe_ = nullptr, *ye_ = nullptr, *probs_ = nullptr, *selw_ = nullptr;
+  const int64_t Hin_;         // the experts' input and output width: H, or the latent projections' dims
+  DW router_, latent_in_, latent_out_;
+  const float *router_bias_ = nullptr, *latent_in_bias_ = nullptr, *latent_out_bias_ = nullptr;
+  const float *shared_up_bias_ = nullptr, *shared_down_bias_ = nullptr;
+  float *g_ = nullptr, *uf_ = nullptr, *xe_ = nullptr, *ye_ = nullptr, *xl_ = nullptr, *yl_ = nullptr;
+  float *probs_ = nullptr, *selw_ = nullptr;
   int32_t* sel_ = nullptr;
   float* idx_d_ = nullptr;  // device copy of the row lists: per expert rows, then weights
   void *route_h_ = nullptr, *idx_h_ = nullptr;

@@ -14,12 +14,13 @@ bool g_pdl = false;  // programmatic dependent launch in use (launch_k, cuda_dev
 namespace {
 
 // The router of one token row x (H,) (the whole block calls it): logits by warps, then one thread's
-// softmax/top-k/lse; the chosen experts in ascending index into sel/selw; the record when rec.
-__device__ void route_row(const DW& W, const float* x, int s, int E, int K, float* probs, int32_t* sel, float* selw,
-                          float* rec, int64_t rec_stride, int64_t off_probs, int64_t off_topk, int64_t off_lse,
-                          int xi) {
-  __shared__ float logits[256], pr[256];
-  __shared__ int32_t top[64];
+// softmax/top-k/lse (or Nemotron-H's grouped sigmoid choice); the chosen experts in ascending index
+// into sel/selw with their weights; the record (the top-k as chosen) when a.router_rec.
+__device__ void route_row(const ResidArgs& a, const float* x, int s) {
+  __shared__ float logits[256], pr[256], choice[256], wk[64], gscore[64];
+  __shared__ int32_t top[64], gbest[64];
+  const DW& W = a.router;
+  const int E = a.E, K = a.K;
   const int warp = threadIdx.x >> 5;
   for (int e = warp; e < E; e += kWarps) {
     const float v = warp_dot(W.dtype, W.p, e, x, W.cols);
@@ -27,19 +28,28 @@ __device__ void route_row(const DW& W, const float* x, int s, int E, int K, floa
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
-  const float lse = route(logits, E, K, pr, top);
-  for (int e = 0; e < E; ++e) probs[s * E + e] = pr[e];
-  if (rec) {
-    float* r = rec + s * rec_stride;
-    for (int e = 0; e < E; ++e) r[off_probs + xi * E + e] = pr[e];
-    int32_t* rt = reinterpret_cast<int32_t*>(r + off_topk + xi * K);
-    for (int j = 0; j < K; ++j) rt[j] = top[j];
-    r[off_lse + xi] = lse;
+  float lse;
+  if (a.sigmoid) {
+    lse = route_sigmoid(logits, a.router_bias, E, K, a.groups, a.topk_groups, a.renorm, a.routed_scaling, pr, top, wk,
+                        choice, gscore, gbest);
+  } else {
+    lse = route(logits, E, K, pr, top);
+    double sum = 0;  // Granite: the chosen probabilities over their sum, in fp64 as the CPU
+    for (int j = 0; j < K; ++j) sum += pr[top[j]];
+    for (int j = 0; j < K; ++j) wk[j] = a.renorm ? static_cast<float>(pr[top[j]] / sum) : pr[top[j]];
   }
-  sort_ascending(top, K);
+  for (int e = 0; e < E; ++e) a.probs[s * E + e] = pr[e];
+  if (a.router_rec) {
+    float* r = a.router_rec + s * a.rec_stride;
+    for (int e = 0; e < E; ++e) r[a.off_probs + a.xi * E + e] = pr[e];
+    int32_t* rt = reinterpret_cast<int32_t*>(r + a.off_topk + a.xi * K);
+    for (int j = 0; j < K; ++j) rt[j] = top[j];
+    r[a.off_lse + a.xi] = lse;
+  }
+  sort_ascending(top, K, wk);
   for (int j = 0; j < K; ++j) {
-    sel[s * K + j] = top[j];
-    selw[s * K + j] = pr[top[j]];
+    a.sel[s * K + j] = top[j];
+    a.selw[s * K + j] = wk[j];
   }
 }
 
@@ -61,7 +71,7 @@ __device__ void resid_row(const ResidArgs& a, int s) {
     if (y) {
       float yy = y[i];
       if (a.y_bias) yy += a.y_bias[i];
-      v += yy;
+      v += a.y_scale == 1.0f ? yy : a.y_scale * yy;
       h[i] = v;
     }
     ss += static_cast<double>(v) * v;
@@ -83,8 +93,7 @@ __device__ void resid_row(const ResidArgs& a, int s) {
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) x[i] = rms_scale(a.norm_w[i], __ldcg(h + i), inv);
   if (!a.router.p) return;
   __syncthreads();  // the block's x row is complete
-  route_row(a.router, x, s, a.E, a.K, a.probs, a.sel, a.selw, a.router_rec, a.rec_stride, a.off_probs, a.off_topk,
-            a.off_lse, a.xi);
+  route_row(a, x, s);
 }
 
 __global__ void resid_kernel(ResidArgs a) {
@@ -123,6 +132,7 @@ __global__ void gemv_kernel(GemvArgs a, int64_t total) {
     if ((threadIdx.x & 31) == 0) {
       float* y = g.y + (g.y_dyn ? static_cast<int64_t>(a.params[0]) * g.y_dyn : 0);
       if (g.bias) v += g.bias[r];
+      if (a.alpha != 1.0f) v *= a.alpha;
       if (a.epi == 1) {
         y[r] += v;
       } else if (a.epi == 2) {
@@ -152,13 +162,17 @@ __global__ void glu_kernel(const ExpertW* table, const int32_t* sel, int64_t I, 
   if (r >= I) return;
   const int j = blockIdx.y;
   const ExpertW w = table[sel ? sel[j] : j];
-  const float g = warp_dot(w.gdt, w.gate, r, x, H);
   const float u = warp_dot(w.udt, w.up, r, x, H);
+  if (!w.gate) {  // relu² without gate
+    if ((threadIdx.x & 31) == 0) out[j * I + r] = relu2(u);
+    return;
+  }
+  const float g = warp_dot(w.gdt, w.gate, r, x, H);
   if ((threadIdx.x & 31) == 0) out[j * I + r] = silu(g) * u;
 }
 
 __global__ void down_kernel(const ExpertW* table, const int32_t* sel, const float* wts, int K, int64_t H, int64_t I,
-                            const float* g, float* h, Tail tail) {
+                            const float* g, float* h, float alpha, Tail tail) {
   pdl_enter();
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (r < H) {  // no early return: a tail needs every thread of the block
@@ -168,12 +182,12 @@ __global__ void down_kernel(const ExpertW* table, const int32_t* sel, const floa
       const float ye = warp_dot(w.ddt, w.down, r, g + j * I, I);
       y += wts ? wts[j] * ye : ye;
     }
-    if ((threadIdx.x & 31) == 0) h[r] += y;
+    if ((threadIdx.x & 31) == 0) h[r] += alpha == 1.0f ? y : alpha * y;
   }
   if (tail.on && last_block(tail.counter)) resid_row(tail.r, 0);
 }
 
-__global__ void embed_kernel(DW e, const float* regs, const int32_t* params, float* h, Tail tail) {
+__global__ void embed_kernel(DW e, const float* regs, const int32_t* params, float* h, float scale, Tail tail) {
   pdl_enter();
   const int s = blockIdx.x;
   const int32_t id = params[2 + s];
@@ -181,10 +195,10 @@ __global__ void embed_kernel(DW e, const float* regs, const int32_t* params, flo
   float* out = h + s * H;
   if (id >= 0) {
     const void* row = static_cast<const char*>(e.p) + elem_bytes(e.dtype, id * H);
-    for (int64_t i = threadIdx.x; i < H; i += blockDim.x) out[i] = widen(e.dtype, row, i);
+    for (int64_t i = threadIdx.x; i < H; i += blockDim.x) out[i] = widen(e.dtype, row, i) * scale;
   } else {
     const float* row = regs + static_cast<int64_t>(-1 - id) * H;
-    for (int64_t i = threadIdx.x; i < H; i += blockDim.x) out[i] = row[i];
+    for (int64_t i = threadIdx.x; i < H; i += blockDim.x) out[i] = row[i] * scale;
   }
   if (!tail.on) return;
   __syncthreads();  // the row is this block's own
@@ -314,13 +328,6 @@ __global__ void attention_kernel(AttnArgs a) {
   if (threadIdx.x == 0) row[n] = st.p_null;
 }
 
-__global__ void router_kernel(DW W, const float* x, int E, int K, float* probs, int32_t* sel, float* selw, float* rec,
-                              int64_t rec_stride, int64_t off_probs, int64_t off_topk, int64_t off_lse, int xi) {
-  pdl_enter();
-  const int s = blockIdx.x;
-  route_row(W, x + s * W.cols, s, E, K, probs, sel, selw, rec, rec_stride, off_probs, off_topk, off_lse, xi);
-}
-
 __global__ void widen_kernel(const void* src, int t, float* dst, int64_t n) {
   pdl_enter();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -386,13 +393,13 @@ void launch_glu(const ExpertW* table, const int32_t* sel, int K, int64_t I, int6
 }
 
 void launch_down(const ExpertW* table, const int32_t* sel, const float* wts, int K, int64_t H, int64_t I,
-                 const float* g, float* h, const Tail& tail, cudaStream_t st) {
-  launch_k(down_kernel, blocks_for(H, kWarps), kThreads, st, table, sel, wts, K, H, I, g, h, tail);
+                 const float* g, float* h, float alpha, const Tail& tail, cudaStream_t st) {
+  launch_k(down_kernel, blocks_for(H, kWarps), kThreads, st, table, sel, wts, K, H, I, g, h, alpha, tail);
 }
 
-void launch_embed(DW embed, const float* regs, const int32_t* params, int S, float* h, const Tail& tail,
+void launch_embed(DW embed, const float* regs, const int32_t* params, int S, float* h, float scale, const Tail& tail,
                   cudaStream_t st) {
-  launch_k(embed_kernel, static_cast<unsigned>(S), kThreads, st, embed, regs, params, h, tail);
+  launch_k(embed_kernel, static_cast<unsigned>(S), kThreads, st, embed, regs, params, h, scale, tail);
 }
 
 void launch_resid(const ResidArgs& a, cudaStream_t st) {
@@ -406,12 +413,6 @@ void launch_rank1(const float* rows, int columns, int64_t cap, int S, int64_t H,
 
 void launch_attention(const AttnArgs& a, cudaStream_t st) {
   launch_k(attention_kernel, dim3(static_cast<unsigned>(a.nh), static_cast<unsigned>(a.S)), kThreads, st, a);
-}
-
-void launch_router(DW W, const float* x, int S, int E, int K, float* probs, int32_t* sel, float* selw, float* rec,
-                   int64_t rec_stride, int64_t off_probs, int64_t off_topk, int64_t off_lse, int xi, cudaStream_t st) {
-  launch_k(router_kernel, static_cast<unsigned>(S), kThreads, st, W, x, E, K, probs, sel, selw, rec, rec_stride,
-           off_probs, off_topk, off_lse, xi);
 }
 
 void launch_widen(const void* src, int dtype, float* dst, int64_t n, cudaStream_t st) {

@@ -24,6 +24,7 @@ struct DW {
 };
 
 // One expert (or the dense MLP) for the fused decode feed-forward; a device table of these per layer.
+// gate null: relu² without gate (Nemotron-H's experts), out = relu(x·upᵀ)².
 struct ExpertW {
   const void* gate;
   const void* up;
@@ -31,12 +32,13 @@ struct ExpertW {
   int32_t gdt, udt, ddt;
 };
 
-// Per token row s: h += y (y may be null); observe residual point `column` (≥ 0) into the record
+// Per token row s: h += y_scale·y (y may be null; y_scale: Granite's residual multiplier); observe residual point `column` (≥ 0) into the record
 // (nonfinite flag, largest |h|, the row for the rank-to-1 kernel); then x = rmsnorm(h)·w.
 struct ResidArgs {
   float* h = nullptr;
   const float* y = nullptr;
   const float* y_bias = nullptr;
+  float y_scale = 1.0f;
   int64_t H = 0;
   int S = 0;
   int column = -1;
@@ -48,9 +50,17 @@ struct ResidArgs {
   const float* norm_w = nullptr;  // null: no norm
   float* x = nullptr;
   double eps = 1e-6;
-  // With router.p: the MoE router on the normed row, as launch_router (fused: one launch fewer).
+  // With router.p: the MoE router on the normed row (logits, softmax, top-k in ascending index, the
+  // log-sum-exp): probs (S, E), sel (S, K) the chosen experts, selw (S, K) their weights, the record.
   DW router;
   int E = 0, K = 0, xi = 0;
+  bool renorm = false;  // the k chosen weights over their sum (Granite's top-k softmax; Nemotron-H's)
+  // Nemotron-H's router (cuda_math.h route_sigmoid): sigmoid scores, the correction bias (or null)
+  // for the choice only, expert groups, the weights × routed_scaling.
+  bool sigmoid = false;
+  const float* router_bias = nullptr;
+  int groups = 1, topk_groups = 1;
+  double routed_scaling = 1.0;
   float* probs = nullptr;
   int32_t* sel = nullptr;
   float* selw = nullptr;
@@ -69,7 +79,7 @@ struct Tail {
 };
 
 // Decode matrix-vector products: up to 3 matrices with the same cols in one launch, one warp per
-// output row. y[r] (+)= W[r]·x (+ bias[r]); y moves by params[0]·y_dyn elements (the KV row of
+// output row. y[r] (+)= alpha·(W[r]·x (+ bias[r])); y moves by params[0]·y_dyn elements (the KV row of
 // the step). Epilogue: 0 store, 1 accumulate (y += …), 2 softplus(…) (dt), 3 store and, for rows
 // r < conv.Di (Mamba in_proj's x branch), the one-token causal conv + SiLU of channel r into
 // conv.u with the window (W, Di) shifted by one position.
@@ -92,22 +102,25 @@ struct GemvArgs {
   int nseg = 1;
   const float* x = nullptr;
   int epi = 0;
+  float alpha = 1.0f;  // Granite's residual multiplier (epi 1), the logits' scale (epi 0)
   const int32_t* params = nullptr;
   ConvEpi conv;
   Tail tail;  // with epi 1 (h += …): the norm of the finished row
 };
 void launch_gemv(const GemvArgs& a, cudaStream_t st);
 
-// out (K, I) = silu(x·gateᵀ) ⊙ (x·upᵀ) of the experts table[sel[j]] (sel null: table[j]).
+// out (K, I) = silu(x·gateᵀ) ⊙ (x·upᵀ), or relu(x·upᵀ)² without gate, of the experts table[sel[j]]
+// (sel null: table[j]); x (H,).
 void launch_glu(const ExpertW* table, const int32_t* sel, int K, int64_t I, int64_t H, const float* x, float* out,
                 cudaStream_t st);
-// h (H,) += Σ_j w_j · down_j(g_j) over j = 0..K-1 in order (wts null: weight 1).
+// h (H,) += alpha · Σ_j w_j · down_j(g_j) over j = 0..K-1 in order (wts null: weight 1).
 void launch_down(const ExpertW* table, const int32_t* sel, const float* wts, int K, int64_t H, int64_t I,
-                 const float* g, float* h, const Tail& tail, cudaStream_t st);
+                 const float* g, float* h, float alpha, const Tail& tail, cudaStream_t st);
 
-// Embedding rows (widened) or register rows: h (S, H).
-// With tail.on, each token's block then runs the norm of tail.r on its row (no counter needed).
-void launch_embed(DW embed, const float* regs, const int32_t* params, int S, float* h, const Tail& tail,
+// Embedding rows (widened) or register rows, × scale (Granite's embedding_multiplier; registers too,
+// as the CPU backend): h (S, H). With tail.on, each token's block then runs the norm of tail.r on its
+// row (no counter needed).
+void launch_embed(DW embed, const float* regs, const int32_t* params, int S, float* h, float scale, const Tail& tail,
                   cudaStream_t st);
 
 // Rank-to-1 distance of every residual point for S tokens in order (Welford in fp64 on the device).
@@ -227,11 +240,6 @@ void launch_gated_norm(float* y, const float* z, int64_t zs, const float* w, int
 // the cache (nkv·hd each, row params[0] + s): pair (i, i + r) turned by (params[0] + s)·inv_freq[i].
 void launch_rope(float* q, float* kc, const int32_t* params, const double* inv_freq, int S, int nh, int nkv, int hd,
                  int r, cudaStream_t st);
-
-// Router: logits (E) of each token row, softmax/top-k/lse; probs (S, E), sel (S, K) the chosen
-// experts in ascending index, selw (S, K) their probabilities; into the record when rec.
-void launch_router(DW W, const float* x, int S, int E, int K, float* probs, int32_t* sel, float* selw, float* rec,
-                   int64_t rec_stride, int64_t off_probs, int64_t off_topk, int64_t off_lse, int xi, cudaStream_t st);
 
 // Prefill helpers.
 void launch_widen(const void* src, int dtype, float* dst, int64_t n, cudaStream_t st);

@@ -251,6 +251,19 @@ HL_HD inline void rope_pair(float& x1, float& x2, double angle) {
   x2 = b;
 }
 
+// The K largest of v (n,), highest first, ties to the lower index (router_probe.cpp top_indices).
+HL_HD inline void top_indices(const float* v, int n, int K, int32_t* out) {
+  for (int r = 0; r < K; ++r) {
+    int32_t best = -1;
+    for (int e = 0; e < n; ++e) {
+      bool taken = false;
+      for (int q = 0; q < r; ++q) taken |= out[q] == e;
+      if (!taken && (best < 0 || v[e] > v[best])) best = e;
+    }
+    out[r] = best;
+  }
+}
+
 // Router (probes/router_probe.cpp, for the small E of a block's one thread): fp32 softmax with
 // an fp64 sum, top-k by probability (ties: lower index first), returns lse = m + ln Σ.
 HL_HD inline float route(const float* logits, int E, int K, float* probs, int32_t* topk) {
@@ -263,26 +276,62 @@ HL_HD inline float route(const float* logits, int E, int K, float* probs, int32_
   }
   const double inv = 1.0 / sum;
   for (int e = 0; e < E; ++e) probs[e] = static_cast<float>(probs[e] * inv);
-  for (int r = 0; r < K; ++r) {
-    int32_t best = -1;
-    for (int e = 0; e < E; ++e) {
-      bool taken = false;
-      for (int q = 0; q < r; ++q) taken |= topk[q] == e;
-      if (taken) continue;
-      if (best < 0 || probs[e] > probs[best]) best = e;
-    }
-    topk[r] = best;
-  }
+  top_indices(probs, E, K, topk);
   return static_cast<float>(m + log(sum));
 }
 
-// The chosen experts in ascending index (the order the CPU sums their outputs, jamba-spec.md §3.9).
-HL_HD inline void sort_ascending(int32_t* v, int K) {
+// Nemotron-H's router (router_probe.cpp route_sigmoid; DeepSeek-V3's grouped choice): s_e =
+// sigmoid(logit_e), choice_e = s_e + bias_e (bias may be null); a group's score is the sum of its
+// two largest choices, the topk_groups best groups stay and the rest choose 0; top-k of the choices;
+// weights[j] = s / (Σ s of the chosen + 1e-20 when renormalize) × scale; probs = s / Σ s; returns
+// lse of the logits. Scratch: choice (E), gscore (groups), gbest (topk_groups).
+HL_HD inline float route_sigmoid(const float* logits, const float* bias, int E, int K, int groups, int topk_groups,
+                                 bool renormalize, double scale, float* probs, int32_t* topk, float* weights,
+                                 float* choice, float* gscore, int32_t* gbest) {
+  float m = -INFINITY;
+  double ssum = 0;
+  for (int e = 0; e < E; ++e) {
+    m = fmaxf(m, logits[e]);
+    probs[e] = 1.0f / (1.0f + expf(-logits[e]));
+    ssum += probs[e];
+    choice[e] = probs[e] + (bias ? bias[e] : 0.0f);
+  }
+  const int per = E / groups;
+  for (int g = 0; g < groups; ++g) {
+    int32_t two[2];
+    top_indices(choice + g * per, per, per < 2 ? per : 2, two);
+    gscore[g] = choice[g * per + two[0]] + (per > 1 ? choice[g * per + two[1]] : 0.0f);
+  }
+  top_indices(gscore, groups, topk_groups, gbest);
+  for (int g = 0; g < groups; ++g) {
+    bool kept = false;
+    for (int q = 0; q < topk_groups; ++q) kept |= gbest[q] == g;
+    if (!kept)
+      for (int e = g * per; e < (g + 1) * per; ++e) choice[e] = 0.0f;
+  }
+  top_indices(choice, E, K, topk);
+  double wsum = 0;
+  for (int j = 0; j < K; ++j) wsum += probs[topk[j]];
+  const double div = renormalize ? wsum + 1e-20 : 1.0;
+  for (int j = 0; j < K; ++j) weights[j] = static_cast<float>(probs[topk[j]] / div * scale);
+  for (int e = 0; e < E; ++e) probs[e] = static_cast<float>(probs[e] / ssum);
+  double lsum = 0;
+  for (int e = 0; e < E; ++e) lsum += exp(static_cast<double>(logits[e]) - m);
+  return static_cast<float>(m + log(lsum));
+}
+
+// The chosen experts in ascending index (the order the CPU sums their outputs, jamba-spec.md §3.9),
+// each weight (w, or null) moving with its expert.
+HL_HD inline void sort_ascending(int32_t* v, int K, float* w = nullptr) {
   for (int i = 1; i < K; ++i)
     for (int j = i; j > 0 && v[j - 1] > v[j]; --j) {
       const int32_t t = v[j];
       v[j] = v[j - 1];
       v[j - 1] = t;
+      if (!w) continue;
+      const float u = w[j];
+      w[j] = w[j - 1];
+      w[j - 1] = u;
     }
 }
 

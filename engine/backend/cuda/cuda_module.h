@@ -68,9 +68,10 @@ class CudaRun {
   float* ssm_delta(int64_t ssm_index) const;     // (cap, Di) Δ of SSM layer m, for the record's statistics
   float* ssm_retained(int64_t ssm_index) const;  // (cap, Di) its retained share; full traces only
   const Tail& tail() const;  // decode: the norm after the half-layer, for its last product (off: not fused)
-  void gemv(std::initializer_list<GemvSeg> segs, const float* x, int epi, const Tail& t = Tail{});
-  // Y (S, W.rows) with row stride ldy = X (S, W.cols) · Wᵀ in fp32 (cuBLAS).
-  void gemm(const DW& W, const float* X, int64_t S, float* Y, int64_t ldy);
+  // epi 1 (h += …) scales the product by the residual multiplier (Granite's; 1 elsewhere).
+  void gemv(std::initializer_list<GemvSeg> segs, const float* x, int epi, const Tail& t = Tail{}, float alpha = 1.0f);
+  // Y (S, W.rows) with row stride ldy = alpha · X (S, W.cols) · Wᵀ (+ Y when accumulate) in fp32 (cuBLAS).
+  void gemm(const DW& W, const float* X, int64_t S, float* Y, int64_t ldy, float alpha = 1.0f, bool accumulate = false);
   void counted(int64_t kernels);  // kernels a unit launched itself (cuda_kernels.h launch_*)
   void sync(const char* what);    // waits for the stream; a device error becomes BackendFailure
   // With an observer set (set_cuda_observer): after the work enqueued so far, S rows of `cols` floats,
@@ -163,6 +164,7 @@ struct CudaUnits {
   std::vector<std::unique_ptr<CudaMixer>> mixers;
   std::vector<std::unique_ptr<CudaFfn>> ffns;
 };
-CudaUnits make_cuda_units(const CudaModuleContext& ctx);
+// Units for the layers in `layers` (a pipeline stage's; default every layer), null elsewhere.
+CudaUnits make_cuda_units(const CudaModuleContext& ctx, LayerRange layers = {0, -1});
 
 }  // namespace hl::cuda

@@ -7,20 +7,21 @@
 
 namespace hl::cuda {
 
-CudaUnits make_cuda_units(const CudaModuleContext& ctx) {
+CudaUnits make_cuda_units(const CudaModuleContext& ctx, LayerRange layers) {
   const LayerSchedule& sched = ctx.schedule;
+  if (layers.end < 0) layers.end = sched.size();
+  auto mine = [&](int64_t i) { return i >= layers.begin && i < layers.end; };
   CudaUnits u;
   // MLP biases: the relu² MLPs' only (Nemotron-H's '-' layers), not a gated MLP's.
   bool relu2_only = true;
   for (const LayerSpec& l : sched.layers()) relu2_only = relu2_only && (l.ffn == FfnKind::None || !l.ffn_params.gated);
-  check_model_params(ctx.config, "cuda", relu2_only);
-  for (int64_t i = 0; i < sched.size(); ++i) check_layer_params(sched[i], "cuda", i, /*rope=*/true);
+  check_model_params(ctx.config, "cuda", relu2_only, /*granite_ok=*/true);
   for (int64_t i = 0; i < sched.size(); ++i)  // MixerKind::None has no unit: the layer is its feed-forward
-    u.mixers.push_back(mixer_present(sched[i].mixer)
+    u.mixers.push_back(mine(i) && mixer_present(sched[i].mixer)
                            ? find_module(CudaMixerTable::entries(), sched[i].mixer, "cuda", i)(ctx, i)
                            : nullptr);
   for (int64_t i = 0; i < sched.size(); ++i)  // FfnKind::None has no unit: the layer ends after its mixer
-    u.ffns.push_back(sched[i].ffn == FfnKind::None
+    u.ffns.push_back(!mine(i) || sched[i].ffn == FfnKind::None
                          ? nullptr
                          : find_module(CudaFfnTable::entries(), sched[i].ffn, "cuda", i)(ctx, i));
   return u;

@@ -18,7 +18,6 @@ void check_vk_modules(const Model& m) {
   check_model_params(m.config, "vulkan", expert_bias_ok, /*granite_ok=*/true, /*falcon_ok=*/true);
   for (int64_t i = 0; i < m.schedule.size(); ++i) {
     if (mixer_present(m.schedule[i].mixer)) find_module(VkMixerTable::entries(), m.schedule[i].mixer, "vulkan", i);
-    check_layer_params(m.schedule[i], "vulkan", i, /*rope=*/true, /*moe_variants=*/true);
     if (m.schedule[i].is_moe() && m.schedule[i].ffn_params.groups > 64)  // moe_route.comp's group mask
       throw BackendFailure("vulkan: the sigmoid router takes at most 64 expert groups (layer " + std::to_string(i) +
                            " has " + std::to_string(m.schedule[i].ffn_params.groups) + "); use the cpu backend");
