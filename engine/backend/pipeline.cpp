@@ -234,6 +234,27 @@ void finish_stage_records(StageLink* link, const std::vector<LayerRange>& ranges
   for (int64_t i = 0; i < S; ++i) recs[i]->step_seconds = dt / static_cast<double>(S);
 }
 
+void stage_rows_in(StageLink* link, std::vector<float>& rows, int64_t n, int64_t H) {
+  if (!link) return;
+  rows.resize(static_cast<size_t>(n * H));
+  if (n > 0 && link->rank() > 0) link->recv(link->rank() - 1, rows.data(), rows.size() * sizeof(float));
+}
+
+void stage_rows_out(StageLink* link, const std::vector<float>& rows) {
+  if (link && !rows.empty() && link->rank() < link->size() - 1)
+    link->send(link->rank() + 1, rows.data(), rows.size() * sizeof(float));
+}
+
+void finish_device_stage(StageLink* link, const std::vector<float>& rows, const std::vector<LayerRange>& ranges,
+                         const LayerSchedule& s, std::vector<TokenTrace>* out, size_t first, int64_t S,
+                         std::chrono::steady_clock::time_point t0) {
+  if (!link) return;
+  stage_rows_out(link, rows);
+  std::vector<TokenTrace*> recs(static_cast<size_t>(S));
+  for (int64_t i = 0; i < S; ++i) recs[static_cast<size_t>(i)] = &(*out)[first + static_cast<size_t>(i)];
+  finish_stage_records(link, ranges, s, recs.data(), S, t0);
+}
+
 LayerRange stage_layers(const Model& m, const StageLink* link, std::vector<LayerRange>* ranges) {
   if (!link) *ranges = {LayerRange{0, m.config.num_hidden_layers}};
   if (link && static_cast<int>(ranges->size()) != link->size())

@@ -69,6 +69,18 @@ void gather_stage_records(StageLink& link, const std::vector<LayerRange>& ranges
 void finish_stage_records(StageLink* link, const std::vector<LayerRange>& ranges, const LayerSchedule& s,
                           TokenTrace* const* recs, int64_t S, std::chrono::steady_clock::time_point t0);
 
+// A device stage's host copy of one call's residual rows (registers, or the call's tokens: n rows of
+// H floats): sized for them and, on a stage after the first, received from the stage before. Nothing
+// without a link; no message for n = 0 (no registers: stage_rows_out then sends none either).
+void stage_rows_in(StageLink* link, std::vector<float>& rows, int64_t n, int64_t H);
+// The rows to the stage after (nothing on the last stage, without a link, or for no rows).
+void stage_rows_out(StageLink* link, const std::vector<float>& rows);
+// The end of a device stage's forward (Vulkan, CUDA): its output rows to the stage after, then
+// finish_stage_records over out[first, first + S). Nothing without a link.
+void finish_device_stage(StageLink* link, const std::vector<float>& rows, const std::vector<LayerRange>& ranges,
+                         const LayerSchedule& s, std::vector<TokenTrace>* out, size_t first, int64_t S,
+                         std::chrono::steady_clock::time_point t0);
+
 // The layers a stage backend over `link` runs: ranges[link->rank()] (without a link: every layer,
 // and *ranges becomes that one range). Throws Error when the ranges are not one per stage or the
 // model holds other layers than that range (loaded_layers).

@@ -325,8 +325,7 @@ void CudaBackend::start(const RunOptions& opts) {
     // Registers: trained rows first, then the mean embedding row (row `trained` of regs_); a later
     // stage receives their rows from the stage before.
     const int64_t H = cfg_.hidden_size;
-    if (link_) rows_host_.resize(static_cast<size_t>(n_reg_ * H));
-    if (n_reg_ > 0 && !first_stage()) link_->recv(link_->rank() - 1, rows_host_.data(), rows_host_.size() * 4);
+    stage_rows_in(link_, rows_host_, n_reg_, H);
     int64_t fed = 0;
     feed_registers(
         n_reg_, trained_, [&] { return block_limit(); }, [&](int64_t n) { ensure_block(n); },
@@ -335,7 +334,7 @@ void CudaBackend::start(const RunOptions& opts) {
           kv_len_ += n;
           fed += n;
         });
-    if (n_reg_ > 0 && !last_stage()) link_->send(link_->rank() + 1, rows_host_.data(), rows_host_.size() * 4);
+    stage_rows_out(link_, rows_host_);
     sync("clearing the state");
     capture_decode();
   } catch (const BackendFailure& e) {
@@ -424,9 +423,7 @@ void CudaBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTra
       tokens, S, out, cfg_, opts_, sched_, n_reg_, position_, failed_,
       [&](int64_t total) {
         ensure_kv(kv_len_ + total);
-        if (!link_) return;  // a stage: the call's rows, from the stage before (after the checks every stage makes)
-        rows_host_.resize(static_cast<size_t>(total * H));
-        if (!first_stage()) link_->recv(link_->rank() - 1, rows_host_.data(), rows_host_.size() * 4);
+        stage_rows_in(link_, rows_host_, total, H);  // after the checks every stage makes
       },
       [&] { return block_limit(); }, [&](int64_t n) { ensure_block(n); },
       [&](const int32_t* ids, int64_t n, TokenTrace* recs) {
@@ -434,11 +431,7 @@ void CudaBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenTra
         read_records(n, recs);
         kv_len_ += n;
       });
-  if (!link_) return;
-  if (!last_stage()) link_->send(link_->rank() + 1, rows_host_.data(), rows_host_.size() * 4);
-  std::vector<TokenTrace*> recs(static_cast<size_t>(S));
-  for (int64_t s = 0; s < S; ++s) recs[static_cast<size_t>(s)] = &(*out)[first + static_cast<size_t>(s)];
-  finish_stage_records(link_, ranges_, sched_, recs.data(), S, t0);
+  finish_device_stage(link_, rows_host_, ranges_, sched_, out, first, S, t0);
 }
 
 }  // namespace hl::cuda

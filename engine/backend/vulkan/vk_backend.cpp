@@ -289,8 +289,7 @@ void VulkanBackend::start(const RunOptions& opts) {
         "clearing the Mamba state");
     // Registers: trained rows first, then the mean embedding row (row `trained` of the block); a
     // later stage receives their rows from the stage before.
-    rows_.resize(static_cast<size_t>(n_reg_ * H));
-    if (n_reg_ > 0 && !first_stage()) link_->recv(link_->rank() - 1, rows_.data(), rows_.size() * sizeof(float));
+    stage_rows_in(link_, rows_, n_reg_, H);
     int64_t fed = 0;
     feed_registers(
         n_reg_, trained, [&] { return block_limit(); }, [&](int64_t n) { ensure_block(n); },
@@ -299,7 +298,7 @@ void VulkanBackend::start(const RunOptions& opts) {
           kv_len_ += n;
           fed += n;
         });
-    if (n_reg_ > 0 && !last_stage()) link_->send(link_->rank() + 1, rows_.data(), rows_.size() * sizeof(float));
+    stage_rows_out(link_, rows_);
   } catch (const BackendFailure& e) {
     failed_ = e.what();
     throw;
@@ -364,9 +363,7 @@ void VulkanBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenT
       tokens, S, out, cfg_, opts_, sched_, n_reg_, position_, failed_,
       [&](int64_t total) {
         ensure_kv(kv_len_ + total);
-        if (!link_) return;  // a stage: the call's rows, from the stage before (after the checks every stage makes)
-        rows_.resize(static_cast<size_t>(total * H));
-        if (!first_stage()) link_->recv(link_->rank() - 1, rows_.data(), rows_.size() * sizeof(float));
+        stage_rows_in(link_, rows_, total, H);  // after the checks every stage makes
       },
       [&] { return block_limit(); }, [&](int64_t n) { ensure_block(n); },
       [&](const int32_t* ids, int64_t n, TokenTrace* recs) {
@@ -374,11 +371,7 @@ void VulkanBackend::forward(const int32_t* tokens, int64_t S, std::vector<TokenT
         read_records(n, recs);
         kv_len_ += n;
       });
-  if (!link_) return;
-  if (!last_stage()) link_->send(link_->rank() + 1, rows_.data(), rows_.size() * sizeof(float));
-  std::vector<TokenTrace*> recs(static_cast<size_t>(S));
-  for (int64_t s = 0; s < S; ++s) recs[static_cast<size_t>(s)] = &(*out)[first + static_cast<size_t>(s)];
-  finish_stage_records(link_, ranges_, sched_, recs.data(), S, t0);
+  finish_device_stage(link_, rows_, ranges_, sched_, out, first, S, t0);
 }
 
 }  // namespace hl::vk
