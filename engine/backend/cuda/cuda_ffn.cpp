@@ -38,24 +38,67 @@ class CudaMlps : public CudaFfn {
 
   float res() const { return static_cast<float>(cfg_.residual_multiplier); }
 
+  // Decode of one MLP (mlps_[j], width I) on x into h (× the residual multiplier), then the tail's
+  // norm: SwiGLU by the expert kernels over table entry j, or relu² without gate by matrix-vector
+  // products around the relu² kernel, with its mlp_bias biases (null: none).
+  void mlp_decode(CudaRun& r, size_t j, int64_t I, const float* up_bias, const float* down_bias, const Tail& t) {
+    const int64_t H = cfg_.hidden_size;
+    if (fp_.gated) {
+      launch_glu(table_ + j, nullptr, 1, I, H, r.x(), g_, r.stream());
+      launch_down(table_ + j, nullptr, nullptr, 1, H, I, g_, r.h(), res(), t, r.stream());
+      r.counted(2);
+      return;
+    }
+    const MlpDev& m = mlps_[j];
+    r.gemv({{m.up, uf_, 0, up_bias}}, r.x(), 0);
+    launch_relu2(uf_, I, r.stream());
+    r.counted(1);
+    r.gemv({{m.down, r.h(), 0, down_bias}}, uf_, 1, t);
+  }
+
+  // Prefill: y (n, out) (+)= an MLP (width I) of x (n rows): SwiGLU, or relu² without gate with its
+  // biases (null: none), through cuBLAS; g_ and uf_ hold (n, I).
+  void mlp_rows(CudaRun& r, const MlpDev& m, const float* x, int64_t n, int64_t I, float* y, int64_t out,
+                bool accumulate, const float* up_bias, const float* down_bias) {
+    cudaStream_t st = r.stream();
+    if (fp_.gated) {
+      r.gemm(m.gate, x, n, g_, I);
+      r.gemm(m.up, x, n, uf_, I);
+      launch_silu_mul(g_, uf_, n * I, st);
+      r.counted(1);
+      r.gemm(m.down, g_, n, y, out, 1.0f, accumulate);
+    } else {
+      r.gemm(m.up, x, n, uf_, I);
+      add_bias(r, uf_, up_bias, n, I);
+      launch_relu2(uf_, n * I, st);
+      r.counted(1);
+      r.gemm(m.down, uf_, n, y, out, 1.0f, accumulate);
+    }
+    add_bias(r, y, down_bias, n, out);
+  }
+
+  static void add_bias(CudaRun& r, float* y, const float* bias, int64_t S, int64_t n) {
+    if (!bias) return;
+    launch_add_bias(y, bias, static_cast<int>(S), n, r.stream());
+    r.counted(1);
+  }
+
   const LayerWeights& lw_;
   const JambaConfig& cfg_;
   const FfnParams& fp_;
   const int64_t I_;                  // the dense MLP's or each routed expert's width (a layer's own)
   std::vector<MlpDev> mlps_;         // the dense MLP, or the E experts (then the shared expert)
   const ExpertW* table_ = nullptr;  // device copy of mlps_
+  float *g_ = nullptr, *uf_ = nullptr;  // the scratch "ffn.g" and "ffn.u", bound by the subclass
 };
 
 class CudaDenseFfn final : public CudaMlps {
  public:
-  CudaDenseFfn(const CudaModuleContext& c, int64_t layer)
-      : CudaMlps(c, layer), relu2_(!c.schedule[layer].ffn_params.gated) {}
+  CudaDenseFfn(const CudaModuleContext& c, int64_t layer) : CudaMlps(c, layer) {}
 
   void upload(CudaWeights& w) override {
-    if (!relu2_) return upload_mlps(w, {&lw_.mlp});
-    up_ = w.upload(lw_.mlp.up);
-    down_ = w.upload(lw_.mlp.down);
-    up_bias_ = w.upload_vec(lw_.mlp.up_bias, "an MLP bias");
+    upload_mlps(w, {&lw_.mlp});
+    up_bias_ = w.upload_vec(lw_.mlp.up_bias, "an MLP bias");  // relu² only (Nemotron-H's mlp_bias)
     down_bias_ = w.upload_vec(lw_.mlp.down_bias, "an MLP bias");
   }
 
@@ -68,53 +111,14 @@ class CudaDenseFfn final : public CudaMlps {
     uf_ = s.device("ffn.u");
   }
 
+  // Decode: h += the MLP of x (then the norm); prefill: y.
   void enqueue(CudaRun& r, int64_t S, float*) override {
-    const int64_t H = cfg_.hidden_size, I = I_;
-    if (relu2_) return enqueue_relu2(r, S);
-    if (S == 1) {
-      launch_glu(table_, nullptr, 1, I, H, r.x(), g_, r.stream());
-      launch_down(table_, nullptr, nullptr, 1, H, I, g_, r.h(), res(), r.tail(), r.stream());
-      r.counted(2);
-      return;
-    }
-    const MlpDev& m = mlps_[0];
-    r.gemm(m.gate, r.x(), S, g_, I);
-    r.gemm(m.up, r.x(), S, uf_, I);
-    launch_silu_mul(g_, uf_, S * I, r.stream());
-    r.counted(1);
-    r.gemm(m.down, g_, S, r.y(), H);
+    if (S == 1) return mlp_decode(r, 0, I_, up_bias_, down_bias_, r.tail());
+    mlp_rows(r, mlps_[0], r.x(), S, I_, r.y(), cfg_.hidden_size, false, up_bias_, down_bias_);
   }
 
  private:
-  // u = relu(x·upᵀ + b_up)², then down: decode h += u·downᵀ + b_down (then the norm), prefill y.
-  void enqueue_relu2(CudaRun& r, int64_t S) {
-    const int64_t H = cfg_.hidden_size, I = I_;
-    if (S == 1) {
-      r.gemv({{up_, uf_, 0, up_bias_}}, r.x(), 0);
-    } else {
-      r.gemm(up_, r.x(), S, uf_, I);
-      if (up_bias_) {
-        launch_add_bias(uf_, up_bias_, static_cast<int>(S), I, r.stream());
-        r.counted(1);
-      }
-    }
-    launch_relu2(uf_, S * I, r.stream());
-    r.counted(1);
-    if (S == 1) {
-      r.gemv({{down_, r.h(), 0, down_bias_}}, uf_, 1, r.tail());
-      return;
-    }
-    r.gemm(down_, uf_, S, r.y(), H);
-    if (down_bias_) {
-      launch_add_bias(r.y(), down_bias_, static_cast<int>(S), H, r.stream());
-      r.counted(1);
-    }
-  }
-
-  const bool relu2_;  // Nemotron-H's MLP without gate (up and down, their mlp_bias biases)
-  DW up_, down_;      // relu²
   const float *up_bias_ = nullptr, *down_bias_ = nullptr;
-  float *g_ = nullptr, *uf_ = nullptr;
 };
 
 class CudaMoeFfn final : public CudaMlps {
@@ -221,7 +225,7 @@ class CudaMoeFfn final : public CudaMlps {
   // projections: h += latent_out(Σ w_j E_j(latent_in(x)))), then the shared expert; the last
   // kernel runs the next norm.
   void enqueue_decode(CudaRun& r) {
-    const int64_t H = cfg_.hidden_size, E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
+    const int64_t E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
     cudaStream_t st = r.stream();
     const float* xin = r.x();
     if (latent()) {
@@ -235,19 +239,8 @@ class CudaMoeFfn final : public CudaMlps {
                 more ? Tail{} : r.tail(), st);
     r.counted(2);
     if (latent()) r.gemv({{latent_out_, r.h(), 0, latent_out_bias_}}, yl_, 1, shared() ? Tail{} : r.tail());
-    if (!shared()) return;
-    const int64_t Is = fp_.shared_d_ff;
-    if (fp_.gated) {  // the shared expert, weight 1
-      launch_glu(table_ + E, nullptr, 1, Is, H, r.x(), g_, st);
-      launch_down(table_ + E, nullptr, nullptr, 1, H, Is, g_, r.h(), res(), r.tail(), st);
-      r.counted(2);
-      return;
-    }
-    const MlpDev& m = mlps_[static_cast<size_t>(E)];  // relu² with its mlp_bias biases
-    r.gemv({{m.up, uf_, 0, shared_up_bias_}}, r.x(), 0);
-    launch_relu2(uf_, Is, st);
-    r.counted(1);
-    r.gemv({{m.down, r.h(), 0, shared_down_bias_}}, uf_, 1, r.tail());
+    if (shared())  // the shared expert, weight 1
+      mlp_decode(r, static_cast<size_t>(E), fp_.shared_d_ff, shared_up_bias_, shared_down_bias_, r.tail());
   }
 
   // The routing to the host, then each chosen expert once on the rows that chose it (in the latent
@@ -295,7 +288,7 @@ class CudaMoeFfn final : public CudaMlps {
       if (n == 0) continue;
       launch_gather(xin, rows_d + first[e], static_cast<int>(n), Hin_, xe_, st);
       r.counted(1);
-      mlp(r, mlps_[static_cast<size_t>(e)], xe_, n, I, ye_, Hin_, false, nullptr, nullptr);
+      mlp_rows(r, mlps_[static_cast<size_t>(e)], xe_, n, I, ye_, Hin_, false, nullptr, nullptr);
       launch_scatter(sum, rows_d + first[e], w_d + first[e], static_cast<int>(n), Hin_, ye_, st);
       r.counted(1);
     }
@@ -305,36 +298,10 @@ class CudaMoeFfn final : public CudaMlps {
     }
     // The shared expert on every row, added unweighted.
     if (shared())
-      mlp(r, mlps_[static_cast<size_t>(E)], r.x(), S, fp_.shared_d_ff, r.y(), H, true, shared_up_bias_,
-          shared_down_bias_);
+      mlp_rows(r, mlps_[static_cast<size_t>(E)], r.x(), S, fp_.shared_d_ff, r.y(), H, true, shared_up_bias_,
+               shared_down_bias_);
     // The host buffers are shared by every MoE layer: the next one's copies come after these uploads.
     r.sync("running the experts");
-  }
-
-  // y (n, out) (+)= an MLP of x (n rows): SwiGLU, or relu² without gate with its biases.
-  void mlp(CudaRun& r, const MlpDev& m, const float* x, int64_t n, int64_t I, float* y, int64_t out, bool accumulate,
-           const float* up_bias, const float* down_bias) {
-    cudaStream_t st = r.stream();
-    if (fp_.gated) {
-      r.gemm(m.gate, x, n, g_, I);
-      r.gemm(m.up, x, n, uf_, I);
-      launch_silu_mul(g_, uf_, n * I, st);
-      r.counted(1);
-      r.gemm(m.down, g_, n, y, out, 1.0f, accumulate);
-    } else {
-      r.gemm(m.up, x, n, uf_, I);
-      add_bias(r, uf_, up_bias, n, I);
-      launch_relu2(uf_, n * I, st);
-      r.counted(1);
-      r.gemm(m.down, uf_, n, y, out, 1.0f, accumulate);
-    }
-    add_bias(r, y, down_bias, n, out);
-  }
-
-  static void add_bias(CudaRun& r, float* y, const float* bias, int64_t S, int64_t n) {
-    if (!bias) return;
-    launch_add_bias(y, bias, static_cast<int>(S), n, r.stream());
-    r.counted(1);
   }
 
   const int64_t layer_, xi_;  // the layer, its index among the MoE layers (X_n slot)
@@ -342,7 +309,7 @@ class CudaMoeFfn final : public CudaMlps {
   DW router_, latent_in_, latent_out_;
   const float *router_bias_ = nullptr, *latent_in_bias_ = nullptr, *latent_out_bias_ = nullptr;
   const float *shared_up_bias_ = nullptr, *shared_down_bias_ = nullptr;
-  float *g_ = nullptr, *uf_ = nullptr, *xe_ = nullptr, *ye_ = nullptr, *xl_ = nullptr, *yl_ = nullptr;
+  float *xe_ = nullptr, *ye_ = nullptr, *xl_ = nullptr, *yl_ = nullptr;
   float *probs_ = nullptr, *selw_ = nullptr;
   int32_t* sel_ = nullptr;
   float* idx_d_ = nullptr;  // device copy of the row lists: per expert rows, then weights
