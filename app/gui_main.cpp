@@ -54,6 +54,28 @@ bool endsWith(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+// Saves the window as a PNG (atomically) and quits: 0 when written.
+void grabWindow(MainWindow& w, const QString& out) {
+  QByteArray png;  // written atomically: a kill or a full disk leaves the old file or none
+  QBuffer buf(&png);
+  std::string err;
+  if (!buf.open(QIODevice::WriteOnly) || !w.grab().save(&buf, "PNG")) {
+    err = out.toStdString() + ": cannot encode the PNG";
+  } else {
+    try {
+      hl::write_file_atomic(QFile::encodeName(out).toStdString(), png.constData(), static_cast<size_t>(png.size()));
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+  }
+  const bool ok = err.empty();
+  if (ok)
+    std::printf("wrote %s\n", qPrintable(out));
+  else
+    std::fprintf(stderr, "hybridlens: %s\n", err.c_str());
+  QCoreApplication::exit(ok ? 0 : 1);
+}
+
 // Drives the window for --screenshot: load, step, optionally a run B, grab, quit.
 void driveScreenshot(MainWindow& w, const GuiArgs& g) {
   w.setErrorHook([](const QString& title, const QString& message) {
@@ -64,6 +86,13 @@ void driveScreenshot(MainWindow& w, const GuiArgs& g) {
   const QString out = QString::fromStdString(g.screenshot);
   const int steps = g.steps;
   auto state = std::make_shared<int>(0);  // 0 stepping, 1 run B, 2 done
+  const bool tour = !g.tour.empty();  // a tour stop steps, compares and selects by itself
+  if (tour) {
+    QObject::connect(&w, &MainWindow::tourFinished, &w, [&w, out] {
+      QTimer::singleShot(300, &w, [&w, out] { grabWindow(w, out); });
+    });
+    return;
+  }
   QObject::connect(&w, &MainWindow::runStarted, &w, [&w, steps] { w.stepRun(steps); });
   QObject::connect(&w, &MainWindow::idle, &w, [&w, g, out, state] {
     if (w.isBusy() || *state == 2) return;
@@ -81,26 +110,7 @@ void driveScreenshot(MainWindow& w, const GuiArgs& g) {
     const hl::LayerSchedule sched = hl::LayerSchedule::from_config(w.recording()->config);
     w.selectLayer(sched.attention_layers().empty() ? 0 : static_cast<int>(sched.attention_layers()[0]));
     w.updateAllViews();
-    QTimer::singleShot(300, &w, [&w, out] {
-      QByteArray png;  // written atomically: a kill or a full disk leaves the old file or none
-      QBuffer buf(&png);
-      std::string err;
-      if (!buf.open(QIODevice::WriteOnly) || !w.grab().save(&buf, "PNG")) {
-        err = out.toStdString() + ": cannot encode the PNG";
-      } else {
-        try {
-          hl::write_file_atomic(QFile::encodeName(out).toStdString(), png.constData(), static_cast<size_t>(png.size()));
-        } catch (const std::exception& e) {
-          err = e.what();
-        }
-      }
-      const bool ok = err.empty();
-      if (ok)
-        std::printf("wrote %s\n", qPrintable(out));
-      else
-        std::fprintf(stderr, "hybridlens: %s\n", err.c_str());
-      QCoreApplication::exit(ok ? 0 : 1);
-    });
+    QTimer::singleShot(300, &w, [&w, out] { grabWindow(w, out); });
   });
 }
 
@@ -155,6 +165,9 @@ GuiArgs parseGuiArgs(int argc, char** argv) {
       hl::Normalizer n;
       if (!hl::parse_normalizer(g.compareNormalizer, &n))
         throw std::runtime_error("--compare-normalizer: expected softmax, softmax1 or sink");
+    } else if (is(a, "--tour")) {
+      g.tour = value(i, "--tour");
+      if (g.tour.empty() || g.tour.size() > 48) throw std::runtime_error("--tour: expected the id of a tour stop (resources/models/tour.json)");
     } else if (is(a, "--theme")) {
       g.theme = value(i, "--theme");
       if (g.theme != "light" && g.theme != "dark") throw std::runtime_error("--theme: expected light or dark");
@@ -181,8 +194,10 @@ GuiArgs parseGuiArgs(int argc, char** argv) {
       setCheckpoint(a);
     }
   }
-  if (!g.screenshot.empty() && g.checkpoint.empty())
-    throw std::runtime_error("--screenshot needs a checkpoint (folder or GGUF file) to step");
+  if (!g.screenshot.empty() && g.checkpoint.empty() && g.tour.empty())
+    throw std::runtime_error("--screenshot needs a checkpoint (folder or GGUF file) to step, or --tour");
+  if (!g.tour.empty() && (!g.checkpoint.empty() || !g.session.empty()))
+    throw std::runtime_error("--tour opens its own model: give it without a checkpoint or session");
   return g;
 }
 
@@ -238,8 +253,14 @@ int guiMain(int argc, char** argv) {
   const QString adapter = QString::fromStdString(g.adapter);
   const bool screenshot = !g.screenshot.empty();
   const QString stats = QString::fromStdString(g.stats);
-  QTimer::singleShot(0, &window, [&window, checkpoint, session, adapter, screenshot, stats] {
+  const QString tour = QString::fromStdString(g.tour);
+  QTimer::singleShot(0, &window, [&window, checkpoint, session, adapter, screenshot, stats, tour] {
     if (!stats.isEmpty()) window.openStats(stats);  // its own window: independent of the model and session
+    if (!tour.isEmpty() && !window.playTour(tour)) {
+      std::fprintf(stderr, "hybridlens: --tour: no stop '%s' in the bundled models' tour.json\n", qPrintable(tour));
+      QCoreApplication::exit(2);
+      return;
+    }
     if (!adapter.isEmpty()) {
       QObject::connect(
           &window, &MainWindow::modelLoaded, &window, [&window, adapter] { window.loadAdapter(adapter); },

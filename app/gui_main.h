@@ -17,6 +17,7 @@ struct GuiArgs {
   std::string screenshot;           // PNG to write after stepping, then quit
   std::string compareNormalizer;    // with --screenshot: run B with this normalizer
   std::string theme;                // "light", "dark" or empty (the saved one)
+  std::string tour;                 // a guided-tour stop of the bundled models to play at start
   int steps = 24;                   // with --screenshot: tokens to step first
   std::vector<std::string> qtArgs;  // argv[0] and the options left to Qt (-platform, -style, ...)
   bool hasPlatform = false;         // -platform given

@@ -100,6 +100,15 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   strip_->setObjectName("tokenStrip");
   layout->addWidget(panel_);
   layout->addWidget(strip_, 1);
+  // A guided-tour stop's sentence: what to look for (main_window_tour.cpp), until the prompt changes.
+  tourNote_ = new QLabel(central);
+  tourNote_->setObjectName("tourNote");
+  tourNote_->setWordWrap(true);
+  tourNote_->setTextFormat(Qt::PlainText);
+  tourNote_->setStyleSheet(QStringLiteral("color: #1f5f99; font-weight: bold"));
+  tourNote_->setContentsMargins(6, 0, 6, 0);
+  tourNote_->hide();
+  layout->addWidget(tourNote_);
   // What the strip's colours and marks mean (finding 10 of issue 17).
   auto* legend = new QLabel(tr("Chips: blue = prompt, green = generated, orange = shown token, dashed = not fed "
                                "yet, italic in a dotted grey outline = special token (BOS/EOS, chat template); "

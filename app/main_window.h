@@ -16,6 +16,8 @@
 #include <optional>
 #include <vector>
 
+#include "app/app_settings.h"
+#include "app/demo_tour.h"
 #include "app/engine_types.h"
 #include "app/export_dialog.h"
 #include "views/view_state.h"
@@ -101,6 +103,18 @@ class MainWindow : public QMainWindow {
   // True when the current work may be discarded (not dirty, saved, or the user said Discard).
   bool maybeDiscard();
 
+  // --- The demo models' guided tour (main_window_tour.cpp; issue 20 item 3) ---
+  // Plays one stop: opens its model (and fine-tune) unless open, feeds the prompt as a new run A
+  // (as trained), runs the stop's run B, raises its view and says what to look for (the prompt
+  // note and the status bar). False when nothing starts (busy, or the user kept unsaved work).
+  bool playTour(const TourStop& stop, const DemoModel& model);
+  bool playTour(const QString& id);  // a stop of the bundled tour by its id; false when there is none
+  // The stops of ROOT/tour.json; a bad file is said in the status bar and gives none.
+  std::vector<TourStop> bundledTour(const QString& root);
+  QStringList viewIds() const;
+  bool tourPlaying() const { return tour_ != nullptr; }
+  QString tourNote() const;  // the last stop's "title: sentence" while it is shown, else empty
+
   // --- Sweep statistics (main_window_stats.cpp; issue 21 item 2) ---
   // The "Sweep statistics" window (created on first use; the model, runs and session stay as they
   // are). openStats reads `path` in the background as sweep A; compareStats as sweep B beside it.
@@ -149,6 +163,7 @@ class MainWindow : public QMainWindow {
   void sessionOpened(const QString& path);
   void sessionResumed(bool canStep);
   void errorReported(const QString& title, const QString& message);
+  void tourFinished(const QString& id);  // a guided-tour stop has its runs, view and sentence
 
  protected:
   void closeEvent(QCloseEvent* e) override;
@@ -216,6 +231,19 @@ class MainWindow : public QMainWindow {
   void clearAutosave();
   // main_window_stats.cpp
   void chooseStats(bool asB);
+  // main_window_tour.cpp
+  void startTourRun();
+  void advanceTour();  // on every state change while a stop plays
+  struct TourPlay {
+    TourStop stop;
+    int serial = 0;
+    enum class Phase { Stepping, Comparing } phase = Phase::Stepping;
+    int64_t tokens = 0;  // the records run A has when the stop's steps are done
+  };
+  std::unique_ptr<TourPlay> tour_;
+  int tourSerial_ = 0;
+  bool tourWhenIdle_ = false;  // the model is in: start the stop's run once nothing is busy
+  QLabel* tourNote_ = nullptr;  // under the token strip
 
   EngineThread* engine_ = nullptr;
   SessionIo* io_ = nullptr;

@@ -248,23 +248,6 @@ void MainWindow::chooseTuned() {
   if (!dir.isEmpty()) loadTunedCheckpoint(dir);
 }
 
-void MainWindow::openDemo(const QString& dir, const QString& fineTune, bool tuned) {
-  auto next = [this, fineTune, tuned] {
-    if (fineTune.isEmpty()) return;
-    if (tuned)
-      loadTunedCheckpoint(fineTune);
-    else
-      loadAdapter(fineTune);
-  };
-  const bool loaded =
-      hasModel() && QFileInfo(modelInfo()->dir).canonicalFilePath() == QFileInfo(dir).canonicalFilePath();
-  if (loaded && !fineTune.isEmpty()) {
-    next();
-    return;
-  }
-  if (openCheckpoint(dir)) afterLoad_ = next;
-}
-
 void MainWindow::setBackend(const QString& name) {
   backend_ = name;
   // An emulated device is a one-off choice: the next start goes back to auto.
@@ -294,40 +277,6 @@ void MainWindow::rebuildRecentMenus() {
     a->setToolTip(p);
   }
   recentSessionsMenu_->setEnabled(!recentSessionsMenu_->isEmpty());
-}
-
-void MainWindow::rebuildDemoMenu() {
-  demoMenu_->clear();
-  const QString root = bundledModelsDir();
-  const std::vector<DemoModel> models = bundledModels(root);
-  QMenu* fineTunes = nullptr;
-  for (const DemoModel& m : models) {
-    if (m.kind == DemoModel::Kind::Checkpoint) {
-      QAction* a = demoMenu_->addAction(m.name, this, [this, d = m.dir] { openDemo(d, QString(), false); });
-      a->setToolTip(m.dir);
-      continue;
-    }
-    if (!fineTunes) {
-      demoMenu_->addSeparator();
-      fineTunes = demoMenu_->addMenu(tr("Fine-tunes of baseline (DoRA view)"));
-    }
-    const QString method = m.name.section('/', 0, 0);
-    QMenu* sub = nullptr;
-    for (QAction* a : fineTunes->actions())
-      if (a->menu() && a->text() == method) sub = a->menu();
-    if (!sub) sub = fineTunes->addMenu(method);
-    const bool tuned = m.kind == DemoModel::Kind::Tuned;
-    QAction* a = sub->addAction(m.name.section('/', 1) + (tuned ? tr(" (full fine-tune)") : tr(" (adapter)")), this,
-                                [this, m, tuned] { openDemo(m.base, m.dir, tuned); });
-    a->setToolTip(m.dir);
-  }
-  const QString random = randomDemoDir();
-  if (!random.isEmpty()) {
-    if (!models.empty()) demoMenu_->addSeparator();
-    demoMenu_->addAction(tr("demo-random (random weights)"), this,
-                         [this, random] { openDemo(random, QString(), false); });
-  }
-  if (demoMenu_->isEmpty()) demoMenu_->addAction(tr("No bundled models found"))->setEnabled(false);
 }
 
 namespace {

@@ -3,6 +3,7 @@
 // the controls (Reset, Step, Run N, Run to end, Stop, the toggles), the prompt box checked against
 // the live run (finding 1), a remembered prompt that cannot run replaced once (finding 8), the strip
 // fed and marked where A's and B's top-1 differ, scrubbing and layer/head selection.
+#include <QLabel>
 #include <QSettings>
 #include <QStatusBar>
 #include <utility>
@@ -41,6 +42,12 @@ void MainWindow::connectController() {
   connect(c, &RunController::compareChanged, this, &MainWindow::compareChanged);
   connect(c, &RunController::resumed, this, &MainWindow::onResumed);
   connect(c, &RunController::idle, this, &MainWindow::idle);
+  // A guided-tour stop moves on when the engine is done with its load, run A or run B (queued: from
+  // the event loop, not inside the controller's own signal).
+  connect(c, &RunController::idle, this, &MainWindow::advanceTour, Qt::QueuedConnection);
+  connect(c, &RunController::stateChanged, this, &MainWindow::advanceTour, Qt::QueuedConnection);
+  connect(c, &RunController::started, this, &MainWindow::advanceTour, Qt::QueuedConnection);
+  connect(this, &MainWindow::errorReported, this, [this] { tour_.reset(); });
 }
 
 bool MainWindow::isLoading() const {
@@ -119,6 +126,7 @@ bool MainWindow::promptEdited() const {
 }
 
 void MainWindow::onPromptEdited() {
+  if (promptEdited()) tourNote_->hide();  // the tour's sentence was about its own prompt
   if (!promptEdited()) {
     panel_->setPromptNote(QString());
     return;

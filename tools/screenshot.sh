@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates resources/screenshot.png, the README's picture of the app: under Xvfb, the app opens
-# the demo model (the trained baseline, else demo-random), steps 24 tokens of its default prompt,
-# re-runs them with softmax-1 as run B, scrubs to token 16 and saves the window (QWidget::grab).
+# Regenerates resources/screenshot.png, the README's picture of the app: under Xvfb, the app plays the
+# guided tour's first-token-sink stop on the trained baseline (resources/models/tour.json: its prompt
+# as run A, softmax-1 as run B, the attention view on layer 6, head 0, and the stop's sentence) and
+# saves the window (QWidget::grab). Without the trained models: demo-random, 24 tokens of its default
+# prompt, softmax-1 as run B, scrubbed to token 16.
 # usage: tools/screenshot.sh [path/to/hybridlens] [out.png] [WIDTHxHEIGHT, default 1920x1200]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,5 +14,9 @@ MODEL="$ROOT/resources/models/baseline"
 [[ -f "$MODEL/config.json" ]] || MODEL="$ROOT/resources/demo-random"
 [[ -x "$APP" ]] || { echo "screenshot.sh: $APP was not built (tools/setup.sh --build)" >&2; exit 1; }
 command -v xvfb-run >/dev/null || { echo "screenshot.sh: xvfb-run is missing (apt-get install xvfb xauth)" >&2; exit 1; }
-HL_SCREENSHOT_SIZE="$SIZE" xvfb-run -a -s "-screen 0 ${SIZE}x24" "$APP" "$MODEL" --theme light --steps 24 --compare-normalizer softmax1 \
-  --screenshot "$OUT"
+if [[ -f "$ROOT/resources/models/tour.json" && -f "$ROOT/resources/models/baseline/config.json" ]]; then
+  ARGS=(--tour baseline-sink)
+else
+  ARGS=("$MODEL" --steps 24 --compare-normalizer softmax1)
+fi
+HL_SCREENSHOT_SIZE="$SIZE" xvfb-run -a -s "-screen 0 ${SIZE}x24" "$APP" "${ARGS[@]}" --theme light --screenshot "$OUT"

@@ -54,7 +54,8 @@ bool endsWith(const std::string& s, const char* suffix) {
 // The desktop app's own options (app/gui_main.cpp parses them); everything else starting with
 // "--" is a mistyped command-line option and gets the CLI's message.
 constexpr const char* kGuiOptions[] = {"--checkpoint", "--session", "--adapter", "--prompt",
-                                       "--screenshot", "--compare-normalizer", "--theme", "--steps"};
+                                       "--screenshot", "--compare-normalizer", "--theme", "--steps",
+                                       "--stats",      "--tour"};
 
 bool isGuiOption(const std::string& a) {
   for (const char* o : kGuiOptions) {
@@ -97,6 +98,7 @@ void printHelp() {
       "  --prompt TEXT             put TEXT in the prompt editor\n"
       "  --compare-normalizer N    run B with normalizer N (softmax, softmax1, sink)\n"
       "  --theme light|dark        colour theme (remembered otherwise)\n"
+      "  --tour ID                 play a guided-tour stop of the bundled demo models (their tour.json)\n"
       "  --steps N --screenshot F  step N tokens, save a screenshot of the window to F and quit\n"
       "  -platform NAME, -style S  Qt's own options (e.g. -platform offscreen)\n";
   s += "\nEvery command exits 0 on success, and non-zero with one line on stderr on failure.\n";
