@@ -7,6 +7,8 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QElapsedTimer>
+#include <QMenu>
+#include <QMenuBar>
 #include <QString>
 #include <QStringList>
 #include <filesystem>
@@ -162,6 +164,20 @@ inline void ignoreEos(Harness& h) {
 
 // Changes the run panel's toggles as the user would and waits for the compare run it starts
 // (compareChanged, then idle). False when it did not come.
+// File > Open demo model of a window opened with HYBRIDLENS_MODELS=`models` (the variable is unset
+// again once the window has built its menus), or null.
+inline QMenu* demoMenuOf(Harness& h) {
+  for (QAction* a : h->menuBar()->actions()[0]->menu()->actions())
+    if (a->menu() && a->text().contains("demo")) return a->menu();
+  return nullptr;
+}
+inline std::unique_ptr<Harness> harnessWithModels(const fs::path& models) {
+  ::setenv("HYBRIDLENS_MODELS", models.c_str(), 1);
+  auto h = std::make_unique<Harness>();
+  ::unsetenv("HYBRIDLENS_MODELS");
+  return h;
+}
+
 inline bool toggle(Harness& h, const std::function<void(hl::app::Toggles&)>& change) {
   bool changed = false;
   auto c = QObject::connect(h.w.get(), &hl::app::MainWindow::compareChanged, [&] { changed = true; });

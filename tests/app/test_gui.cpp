@@ -371,12 +371,9 @@ TEST(MainWindow, DroppedFolder_Opens_AndDemoMenuOffersBundledModelsAndFineTunes)
   hl::test::fs::copy(demo().path / "demo-random", tmp.path / "models" / "baseline",
                      hl::test::fs::copy_options::recursive);
   writeDoraAdapter(tmp.path / "models" / "finetunes" / "dora" / "step-10");
-  ::setenv("HYBRIDLENS_MODELS", (tmp.path / "models").c_str(), 1);
-  Harness h;
-  ::unsetenv("HYBRIDLENS_MODELS");
-  QMenu* demoMenu = nullptr;
-  for (QAction* a : h->menuBar()->actions()[0]->menu()->actions())
-    if (a->menu() && a->text().contains("demo")) demoMenu = a->menu();
+  const std::unique_ptr<Harness> owner = harnessWithModels((tmp.path / "models"));
+  Harness& h = *owner;
+  QMenu* demoMenu = demoMenuOf(h);
   ASSERT_NE(demoMenu, nullptr);
   QAction* step10 = nullptr;
   QStringList names;

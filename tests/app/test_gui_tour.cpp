@@ -45,12 +45,9 @@ TEST(DemoTour, MenuOffersTheStops_AndOneClickPlaysAStopOnTheBundledBaseline) {
   writeText(models / "tour.json", std::string(R"({"format": "hybridlens-tour", "version": 1, "stops": [)") + kStop +
                                       R"(, {"id": "other", "model": "softmax1", "title": "Elsewhere", "prompt": "x",
                                       "view": "attention", "look_for": "y"}]})");
-  ::setenv("HYBRIDLENS_MODELS", models.c_str(), 1);
-  Harness h;
-  ::unsetenv("HYBRIDLENS_MODELS");
-  QMenu* demoMenu = nullptr;
-  for (QAction* a : h->menuBar()->actions()[0]->menu()->actions())
-    if (a->menu() && a->text().contains("demo")) demoMenu = a->menu();
+  const std::unique_ptr<Harness> owner = harnessWithModels(models);
+  Harness& h = *owner;
+  QMenu* demoMenu = demoMenuOf(h);
   ASSERT_NE(demoMenu, nullptr);
   QMenu* baseline = submenu(demoMenu, "baseline");
   ASSERT_NE(baseline, nullptr);
