@@ -173,6 +173,17 @@ def mqar_instance(rng, spec, n_pairs):
     return ids, target
 
 
+def mqar_gap_instance(rng, spec, n_pairs, filler):
+    """[BOS ▁ k1 v1 … kn vn  <filler text>  → q1 a1 … qn an]: MQAR whose queries come after a stretch
+    of natural text (`filler`, token ids), so a model must hold the pairs across unrelated tokens —
+    the regime where a fixed-size SSM state falls behind attention (Arora et al. 2023, Zoology).
+    Returns ids and the answer mask as mqar_instance."""
+    ids, target = mqar_instance(rng, spec, n_pairs)
+    cut = 2 + 2 * n_pairs
+    fill = [int(t) for t in filler]
+    return ids[:cut] + fill + ids[cut:], target[:cut] + [False] * len(fill) + target[cut:]
+
+
 def copy_instance(rng, spec, span):
     """[BOS ▁ w1 … wm ↻ w1 … wm]: the loss targets the copied span."""
     words = rng.choice(spec.copy_pool, size=span, replace=True).tolist()
@@ -181,13 +192,24 @@ def copy_instance(rng, spec, span):
     return ids, target
 
 
-def pack_tasks(rng, spec, seq_len, kind):
+def text_window(rng, text_ids, n):
+    st = int(rng.integers(0, len(text_ids) - n - 1))
+    return text_ids[st:st + n]
+
+
+def pack_tasks(rng, spec, seq_len, kind, text_ids=None, pairs=(2, 8), gap=(0, 0)):
     """One training row of `seq_len + 1` ids packed with task instances, plus its loss mask (on inputs:
-    mask[t] true means the label ids[t+1] counts)."""
+    mask[t] true means the label ids[t+1] counts). MQAR instances have `pairs` (inclusive range) pairs
+    and, when gap[1] > 0, a filler of gap[0]..gap[1] text tokens between the pairs and the queries."""
     ids, tgt = [], []
     while len(ids) < seq_len + 1:
         if kind == "mqar":
-            a, b = mqar_instance(rng, spec, int(rng.integers(2, 9)))
+            n = int(rng.integers(pairs[0], pairs[1] + 1))
+            g = int(rng.integers(gap[0], gap[1] + 1)) if gap[1] > 0 else 0
+            if g > 0:
+                a, b = mqar_gap_instance(rng, spec, n, text_window(rng, text_ids, g))
+            else:
+                a, b = mqar_instance(rng, spec, n)
         else:
             a, b = copy_instance(rng, spec, int(rng.integers(4, 17)))
         ids += a
@@ -198,8 +220,10 @@ def pack_tasks(rng, spec, seq_len, kind):
 class Batcher:
     """Deterministic mixed batches: natural-text windows and packed recall tasks."""
 
-    def __init__(self, text_ids, spec, seq_len, batch, seed, mix=(0.15, 0.45, 0.4)):
+    def __init__(self, text_ids, spec, seq_len, batch, seed, mix=(0.15, 0.45, 0.4), pairs=(2, 8), gap=(0, 0)):
         self.text = text_ids
+        self.pairs = pairs
+        self.gap = gap
         self.spec = spec
         self.S = seq_len
         self.B = batch
@@ -218,7 +242,8 @@ class Batcher:
                 X[b] = row[:-1]
                 Y[b] = row[1:]
             else:
-                row, m = pack_tasks(self.rng, self.spec, self.S, "mqar" if k == 1 else "copy")
+                row, m = pack_tasks(self.rng, self.spec, self.S, "mqar" if k == 1 else "copy", self.text,
+                                    self.pairs, self.gap)
                 X[b] = row[:-1]
                 y = row[1:].copy()
                 y[~m] = -100

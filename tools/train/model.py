@@ -374,14 +374,25 @@ class JambaForCausalLM(nn.Module):
                "z": torch.stack(zs).mean() if zs else torch.zeros(())}
         return logits, aux
 
-    def loss(self, ids, labels, **kw):
+    def loss(self, ids, labels, task_weight=None, **kw):
         """Next-token cross-entropy over the labelled positions (labels != -100; the head runs only
         there) + alpha * balance + beta * z-loss (Fedus, Zoph & Shazeer 2022; Zoph et al. 2022), both averaged over the MoE layers."""
         self._aux = None
         h, _ = self.forward(ids, return_hidden=True, **kw)
-        keep = labels != -100
-        logits = linear(h[keep], self.lm_head)
-        lm = F.cross_entropy(logits, labels[keep])
+        if task_weight is None:
+            keep = labels != -100
+            lm = F.cross_entropy(linear(h[keep], self.lm_head), labels[keep])
+        else:
+            # Rows labelled at every position are text, the others recall tasks (answers only): each
+            # kind's mean cross-entropy, mixed (1 − w) : w, so that a few answers per row are not
+            # drowned by the text rows' hundreds of positions.
+            text_rows = (labels != -100).all(dim=1)
+            parts = []
+            for rows, w in ((text_rows, 1.0 - task_weight), (~text_rows, task_weight)):
+                keep = (labels != -100) & rows[:, None]
+                if bool(keep.any()):
+                    parts.append((w, F.cross_entropy(linear(h[keep], self.lm_head), labels[keep])))
+            lm = sum(w * l for w, l in parts) / sum(w for w, _ in parts)
         aux = self._aux
         total = lm + self.cfg.router_aux_loss_coef * aux["balance"] + self.cfg.router_z_loss_coef * aux["z"]
         return total, lm, aux

@@ -87,7 +87,8 @@ class Progress:
         return f"{int(s // 60)}m{int(s % 60):02d}s"
 
 
-def train_loop(model, params_model, batch_fn, steps, peak_lr, warm, wd, prog, tag, log_every=25, on_step=None):
+def train_loop(model, params_model, batch_fn, steps, peak_lr, warm, wd, prog, tag, log_every=25, on_step=None,
+               loss_kw=None):
     opt = make_optimizer(params_model, peak_lr, wd)
     trainable = [p for p in params_model.parameters() if p.requires_grad]
     hist = []
@@ -98,7 +99,7 @@ def train_loop(model, params_model, batch_fn, steps, peak_lr, warm, wd, prog, ta
         for g in opt.param_groups:
             g["lr"] = lr
         X, Y = batch_fn()
-        loss, lm, aux = model.loss(torch.from_numpy(X), torch.from_numpy(Y))
+        loss, lm, aux = model.loss(torch.from_numpy(X), torch.from_numpy(Y), **(loss_kw or {}))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trainable, 1.0)
@@ -211,6 +212,14 @@ def golden_tokens(tok):
     return ids[:12]
 
 
+def floats(text):
+    return tuple(float(x) for x in text.split(","))
+
+
+def ints(text):
+    return tuple(int(x) for x in text.split(","))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(REPO, "resources", "models"))
@@ -221,6 +230,11 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--mix", default="0.15,0.45,0.4", help="shares of text, recall (MQAR) and copy rows")
+    ap.add_argument("--pairs", default="2,8", help="MQAR pairs per instance, inclusive range")
+    ap.add_argument("--gap", default="0,0", help="held-out-free text filler between MQAR pairs and queries, tokens")
+    ap.add_argument("--task-weight", type=float, default=None,
+                    help="mix the text rows' and the task rows' mean losses (1-w):w (default: one mean over all labels)")
     ap.add_argument("--eval-instances", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads; 1 is fastest on a loaded 2-core machine (OpenMP barriers)")
@@ -261,7 +275,8 @@ def main():
         f"recall sample {[tok.vocab[i] for i in tok.encode('α3β7→β')]}")
     metrics["data"] = {"base_tokens": int(len(base_ids)), "shift_tokens": int(len(shift_ids)), "vocab": len(tok.vocab),
                        "batch": args.batch, "seq": args.seq, "steps": args.steps, "ft_steps": args.ft_steps,
-                       "lr": args.lr}
+                       "lr": args.lr, "mix": floats(args.mix), "pairs": ints(args.pairs), "gap": ints(args.gap),
+                       "task_weight": args.task_weight}
 
     variants = [(n, o) for n, o in VARIANTS if n in args.variants.split(",")]
     ft_total = 0 if args.skip_finetune else 3 * args.ft_steps
@@ -271,9 +286,11 @@ def main():
         cfg = M.Config(vocab_size=len(tok.vocab), **over)
         torch.manual_seed(SEED)
         model = M.JambaForCausalLM(cfg)
-        batcher = data.Batcher(base_train, spec, args.seq, args.batch, DATA_SEED)
+        batcher = data.Batcher(base_train, spec, args.seq, args.batch, DATA_SEED, mix=floats(args.mix),
+                               pairs=ints(args.pairs), gap=ints(args.gap))
         t0 = time.time()
-        hist = train_loop(model, model, batcher.next, args.steps, args.lr, max(1, args.steps // 12), 0.1, prog, name)
+        hist = train_loop(model, model, batcher.next, args.steps, args.lr, max(1, args.steps // 12), 0.1, prog, name,
+                          loss_kw=None if args.task_weight is None else {"task_weight": args.task_weight})
         train_s = time.time() - t0
         round_to_bf16(model)
         ev = eval_recall(model, spec, args.eval_instances, EVAL_SEED)
