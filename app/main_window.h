@@ -105,8 +105,8 @@ class MainWindow : public QMainWindow {
 
   // --- The demo models' guided tour (main_window_tour.cpp; issue 20 item 3) ---
   // Plays one stop: opens its model (and fine-tune) unless open, feeds the prompt as a new run A
-  // (as trained), runs the stop's run B, raises its view and says what to look for (the prompt
-  // note and the status bar). False when nothing starts (busy, or the user kept unsaved work).
+  // (as trained), runs the stop's run B, raises its view and says what to look for (under the
+  // token strip). False when nothing starts (busy, or the user kept unsaved work).
   bool playTour(const TourStop& stop, const DemoModel& model);
   bool playTour(const QString& id);  // a stop of the bundled tour by its id; false when there is none
   // The stops of ROOT/tour.json; a bad file is said in the status bar and gives none.
@@ -237,12 +237,12 @@ class MainWindow : public QMainWindow {
   struct TourPlay {
     TourStop stop;
     int serial = 0;
-    enum class Phase { Stepping, Comparing } phase = Phase::Stepping;
+    // Loading: the model or fine-tune is not in yet; Ready: start the stop's run A once nothing is busy.
+    enum class Phase { Loading, Ready, Stepping, Comparing } phase = Phase::Loading;
     int64_t tokens = 0;  // the records run A has when the stop's steps are done
   };
   std::unique_ptr<TourPlay> tour_;
   int tourSerial_ = 0;
-  bool tourWhenIdle_ = false;  // the model is in: start the stop's run once nothing is busy
   QLabel* tourNote_ = nullptr;  // under the token strip
 
   EngineThread* engine_ = nullptr;

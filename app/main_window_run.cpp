@@ -48,6 +48,7 @@ void MainWindow::connectController() {
   connect(c, &RunController::stateChanged, this, &MainWindow::advanceTour, Qt::QueuedConnection);
   connect(c, &RunController::started, this, &MainWindow::advanceTour, Qt::QueuedConnection);
   connect(this, &MainWindow::errorReported, this, [this] { tour_.reset(); });
+  connect(this, &MainWindow::loadFailed, this, [this] { tour_.reset(); });  // a cancelled load too
 }
 
 bool MainWindow::isLoading() const {
@@ -126,11 +127,11 @@ bool MainWindow::promptEdited() const {
 }
 
 void MainWindow::onPromptEdited() {
-  if (promptEdited()) tourNote_->hide();  // the tour's sentence was about its own prompt
   if (!promptEdited()) {
     panel_->setPromptNote(QString());
     return;
   }
+  tourNote_->hide();  // the tour's sentence was about its own prompt
   const hl::Run* a = runA();
   panel_->setPromptNote(a && !a->records.empty()
                             ? tr("Prompt edited: run A was fed the previous prompt. Step restarts with the new "

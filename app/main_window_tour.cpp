@@ -134,24 +134,21 @@ bool MainWindow::playTour(const TourStop& stop, const DemoModel& m) {
   tour_->stop = stop;
   tour_->serial = ++tourSerial_;
   if (loaded && !fineTune) {
-    QTimer::singleShot(0, this, [this, serial = tour_->serial] {
-      if (tour_ && tour_->serial == serial) startTourRun();
-    });
+    tour_->phase = TourPlay::Phase::Ready;
+    QTimer::singleShot(0, this, &MainWindow::advanceTour);
     return true;
   }
   // Once the model (and the fine-tune) is in: the load's own run A comes first, then the stop's.
-  const int serial = tour_->serial;
-  auto go = [this, serial] {
+  auto ready = [this, serial = tour_->serial] {
     if (!tour_ || tour_->serial != serial) return;
-    tourWhenIdle_ = true;
+    tour_->phase = TourPlay::Phase::Ready;
     advanceTour();
   };
-  if (fineTune)
-    connect(this, &MainWindow::adapterLoaded, this, go, Qt::SingleShotConnection);
   if (fineTune) {
+    connect(this, &MainWindow::adapterLoaded, this, ready, Qt::SingleShotConnection);
     openDemo(m.base, m.dir, m.kind == DemoModel::Kind::Tuned);
   } else if (openCheckpoint(dir)) {
-    afterLoad_ = go;
+    afterLoad_ = ready;
   } else {
     tour_.reset();
     return false;
@@ -172,7 +169,6 @@ QString MainWindow::tourNote() const {
 }
 
 void MainWindow::startTourRun() {
-  tourWhenIdle_ = false;
   tourNote_->hide();
   const TourStop& s = tour_->stop;
   ctl_->newRecording();  // the stop's run A starts as trained, not from the toggles of an older run A
@@ -204,8 +200,8 @@ void MainWindow::startTourRun() {
 }
 
 void MainWindow::advanceTour() {
-  if (!tour_ || isLoading() || isBusy()) return;
-  if (tourWhenIdle_) {
+  if (!tour_ || tour_->phase == TourPlay::Phase::Loading || isLoading() || isBusy()) return;
+  if (tour_->phase == TourPlay::Phase::Ready) {
     startTourRun();
     return;
   }

@@ -162,15 +162,13 @@ inline void ignoreEos(Harness& h) {
   h->runPanel()->findChild<QCheckBox*>("ignoreEos")->setChecked(true);
 }
 
-// Changes the run panel's toggles as the user would and waits for the compare run it starts
-// (compareChanged, then idle). False when it did not come.
-// File > Open demo model of a window opened with HYBRIDLENS_MODELS=`models` (the variable is unset
-// again once the window has built its menus), or null.
+// The window's File > Open demo model menu, or null.
 inline QMenu* demoMenuOf(Harness& h) {
   for (QAction* a : h->menuBar()->actions()[0]->menu()->actions())
     if (a->menu() && a->text().contains("demo")) return a->menu();
   return nullptr;
 }
+// A window opened with HYBRIDLENS_MODELS=`models` (unset again once the window has built its menus).
 inline std::unique_ptr<Harness> harnessWithModels(const fs::path& models) {
   ::setenv("HYBRIDLENS_MODELS", models.c_str(), 1);
   auto h = std::make_unique<Harness>();
@@ -178,6 +176,8 @@ inline std::unique_ptr<Harness> harnessWithModels(const fs::path& models) {
   return h;
 }
 
+// Changes the run panel's toggles as the user would and waits for the compare run it starts
+// (compareChanged, then idle). False when it did not come.
 inline bool toggle(Harness& h, const std::function<void(hl::app::Toggles&)>& change) {
   bool changed = false;
   auto c = QObject::connect(h.w.get(), &hl::app::MainWindow::compareChanged, [&] { changed = true; });

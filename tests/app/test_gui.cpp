@@ -371,7 +371,7 @@ TEST(MainWindow, DroppedFolder_Opens_AndDemoMenuOffersBundledModelsAndFineTunes)
   hl::test::fs::copy(demo().path / "demo-random", tmp.path / "models" / "baseline",
                      hl::test::fs::copy_options::recursive);
   writeDoraAdapter(tmp.path / "models" / "finetunes" / "dora" / "step-10");
-  const std::unique_ptr<Harness> owner = harnessWithModels((tmp.path / "models"));
+  const std::unique_ptr<Harness> owner = harnessWithModels(tmp.path / "models");
   Harness& h = *owner;
   QMenu* demoMenu = demoMenuOf(h);
   ASSERT_NE(demoMenu, nullptr);

@@ -107,8 +107,8 @@ def text_windows(ids, seq, n, seed):
 
 
 class Recorder:
-    """Attention probabilities and residual-stream extremes during one forward (hooks; the model's
-    math is untouched)."""
+    """Attention probabilities (the model's own, model.Attention.keep_probs) and residual-stream
+    extremes during one forward."""
 
     def __init__(self, model):
         self.model = model
@@ -116,16 +116,15 @@ class Recorder:
         self.resid_max = []
         self.resid_rms = []
         self.hooks = []
+        self.mixers = [layer.self_attn for layer in model.model.layers if layer.is_attention]
+        for mixer in self.mixers:
+            mixer.keep_probs = True
+            self.hooks.append(mixer.register_forward_hook(self._attn))
         for layer in model.model.layers:
-            mixer = getattr(layer, "self_attn", None)
-            if mixer is not None:
-                self.hooks.append(mixer.register_forward_hook(self._attn))
             self.hooks.append(layer.register_forward_hook(self._resid))
 
-    def _attn(self, mod, inputs, _out):
-        x, normalizer = inputs[0], inputs[1]
-        sinks = inputs[2] if len(inputs) > 2 else None
-        self.probs.append(attention_probs(mod, x, normalizer, sinks))
+    def _attn(self, mod, _inputs, _out):
+        self.probs.append(mod.last_probs)
 
     def _resid(self, _mod, _inputs, out):
         h = out[0] if isinstance(out, tuple) else out
@@ -135,39 +134,24 @@ class Recorder:
     def close(self):
         for h in self.hooks:
             h.remove()
-
-
-def attention_probs(att, x, normalizer, sinks):
-    """The probabilities model.Attention.forward computes, recomputed from its inputs."""
-    Bsz, S, _ = x.shape
-    q = T.M.linear(x, att.q_proj).view(Bsz, S, att.nh, att.hd).transpose(1, 2)
-    k = T.M.linear(x, att.k_proj).view(Bsz, S, att.nkv, att.hd).transpose(1, 2)
-    k = k.repeat_interleave(att.nh // att.nkv, dim=1)
-    scores = (q @ k.transpose(-1, -2)) / math.sqrt(att.hd)
-    scores = scores.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
-    if normalizer == "softmax":
-        return torch.softmax(scores, dim=-1)
-    extra = torch.zeros(Bsz, att.nh, S, 1, dtype=scores.dtype)
-    if normalizer == "sink" and sinks is not None:
-        extra = sinks.to(scores.dtype).view(1, att.nh, 1, 1).expand(Bsz, att.nh, S, 1)
-    return torch.softmax(torch.cat([scores, extra], dim=-1), dim=-1)[..., :S]
+        for mixer in self.mixers:
+            mixer.keep_probs = False
+            mixer.last_probs = None
 
 
 @torch.no_grad()
-def eval_text_and_sinks(model, X, Y, bigram, want_sinks):
+def eval_text_and_sinks(model, X, Y, bigram):
     """Per-window model and bigram losses; per-window sink masses; residual extremes."""
     model_nll, bigram_nll = [], []
     n_reg = model.cfg.num_register_tokens
     sink_rows, null_rows, maxes, ratios = [], [], [], []
     for i in range(len(X)):
         x, y = torch.from_numpy(X[i:i + 1]), torch.from_numpy(Y[i:i + 1])
-        rec = Recorder(model) if want_sinks else None
+        rec = Recorder(model)
         _, lm, _ = model.loss(x, y)
+        rec.close()
         model_nll.append(lm.item())
         bigram_nll.append(float(np.mean([bigram.nll(X[i, t], Y[i, t]) for t in range(Y.shape[1])])))
-        if rec is None:
-            continue
-        rec.close()
         per_layer, per_null = [], []
         for p in rec.probs:           # (1, heads, S_total, S_total); keys 0..n_reg-1 registers, n_reg = BOS
             S = p.shape[-1]
@@ -181,11 +165,8 @@ def eval_text_and_sinks(model, X, Y, bigram, want_sinks):
         mx = torch.stack(rec.resid_max).max().item()
         maxes.append(mx)
         ratios.append(mx / torch.stack(rec.resid_rms).mean().item())
-    out = {"model_nll": model_nll, "bigram_nll": bigram_nll}
-    if want_sinks:
-        out.update({"sink": np.asarray(sink_rows), "null": np.asarray(null_rows), "resid_max": maxes,
-                    "resid_ratio": ratios})
-    return out
+    return {"model_nll": model_nll, "bigram_nll": bigram_nll, "sink": np.asarray(sink_rows),
+            "null": np.asarray(null_rows), "resid_max": maxes, "resid_ratio": ratios}
 
 
 @torch.no_grad()
@@ -254,8 +235,7 @@ def eval_finetunes(models):
 
 def measure(args):
     models = args.models
-    work = tempfile.mkdtemp(prefix="hl-eval-")
-    tok = tokenizer_for(os.path.join(models, "baseline"), work)
+    tok = tokenizer_for(os.path.join(models, "baseline"), args.work)
     base_ids = data.encode_corpus(tok, data.load_sources(data.BASE_SOURCES))
     nb = int(len(base_ids) * 0.95)
     train_ids, val_ids = base_ids[:nb], base_ids[nb:]
@@ -272,7 +252,7 @@ def measure(args):
             continue
         model = T.load_checkpoint(d, torch.float64)
         model.eval()
-        tx = eval_text_and_sinks(model, X, Y, bigram, True)
+        tx = eval_text_and_sinks(model, X, Y, bigram)
         diff = np.asarray(tx["model_nll"]) - np.asarray(tx["bigram_nll"])
         sink = tx["sink"]                                  # (windows, attention layers, heads)
         v = {"params": int(sum(p.numel() for p in model.parameters())),
@@ -317,7 +297,7 @@ def tour_facts(args):
     recall query asks for), as run A (as trained) and as the stop's run B. Fine-tune stops: the slope."""
     with open(os.path.join(args.models, "tour.json")) as fh:
         tour = json.load(fh)
-    tok = tokenizer_for(os.path.join(args.models, "baseline"), tempfile.mkdtemp(prefix="hl-tour-"))
+    tok = tokenizer_for(os.path.join(args.models, "baseline"), args.work)
     fts = None
     for stop in tour["stops"]:
         print(f"== {stop['id']} ({stop['model']})")
@@ -427,6 +407,12 @@ def main():
     ap.add_argument("--markdown", metavar="FILE", help="only print the model card's tables from a stored evaluation")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory(prefix="hl-eval-") as work:  # the tokenizer's copy and vocabulary
+        args.work = work
+        run(args)
+
+
+def run(args):
     if args.seq <= 0:
         args.seq = 256
         try:

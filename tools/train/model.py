@@ -152,6 +152,8 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(H, nkv * self.hd, bias=False)
         self.v_proj = nn.Linear(H, nkv * self.hd, bias=False)
         self.o_proj = nn.Linear(nh * self.hd, H, bias=False)
+        self.keep_probs = False
+        self.last_probs = None
 
     def forward(self, x, normalizer, sinks=None):
         """normalizer: softmax | softmax1 | sink (sink needs `sinks` (nh,), or means s_h = 0)."""
@@ -173,6 +175,8 @@ class Attention(nn.Module):
             else:
                 extra = sinks.to(scores.dtype).view(1, self.nh, 1, 1).expand(Bsz, self.nh, S, 1)
             p = torch.softmax(torch.cat([scores, extra], dim=-1), dim=-1)[..., :S]  # null key: value 0
+        if self.keep_probs:  # for tools/train/evaluate.py: the probabilities of the last call
+            self.last_probs = p.detach()
         o = (p @ v).transpose(1, 2).reshape(Bsz, S, self.nh * self.hd)
         return linear(o, self.o_proj)
 
