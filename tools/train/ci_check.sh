@@ -3,7 +3,8 @@
 #   ci_check.sh selftest   tools/train/test_train.py (scans, gradcheck, model = numpy reference)
 #   ci_check.sh evaluate   evaluate.py --quick --check: a subset of the model card's numbers,
 #                          re-measured from the shipped files, against resources/models/evaluation.json
-# Exit 77 (ctest: skipped) where Debian's python3-torch / python3-numpy or spm_export_vocab is missing.
+# Exit 77 (ctest: skipped) where Debian's python3-torch / python3-numpy or spm_export_vocab is missing,
+# or (evaluate) the GNU manuals the models were trained on (/usr/share/info; images that drop docs).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -14,6 +15,10 @@ if ! [[ -x $PY ]] || ! $PY -c "import torch, numpy" 2>/dev/null || ! command -v 
 fi
 case "${1:-}" in
   selftest) exec "$PY" "$HERE/test_train.py" ;;
-  evaluate) exec "$PY" "$HERE/evaluate.py" --quick --check "$ROOT/resources/models/evaluation.json" ;;
+  evaluate)
+    for f in coreutils.info.gz diffutils.info.gz sed.info.gz grep.info.gz find.info-1.gz find.info-2.gz gzip.info.gz; do
+      [[ -f /usr/share/info/$f ]] || { echo "ci_check.sh: /usr/share/info/$f is missing (documentation not installed): skipped"; exit 77; }
+    done
+    exec "$PY" "$HERE/evaluate.py" --quick --check "$ROOT/resources/models/evaluation.json" ;;
   *) echo "usage: ci_check.sh selftest|evaluate" >&2; exit 2 ;;
 esac
