@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ctest's entry to the demo trainer's checks (tests/CMakeLists.txt, label `train`):
-#   ci_check.sh selftest   tools/train/test_train.py (scans, gradcheck, model = numpy reference)
+#   ci_check.sh selftest   tools/train/test_train.py (scans, gradcheck, model = numpy reference, resume)
 #   ci_check.sh evaluate   evaluate.py --quick --check: a subset of the model card's numbers,
 #                          re-measured from the shipped files, against resources/models/evaluation.json
 # Exit 77 (ctest: skipped) where Debian's python3-torch / python3-numpy or spm_export_vocab is missing,

@@ -214,18 +214,10 @@ def eval_finetunes(models):
             continue
         points, per_step = [], {}
         for s in sorted(int(d.split("-")[1]) for d in os.listdir(mdir)):
-            d = os.path.join(mdir, f"step-{s}")
-            if method == "full":
-                sd1 = T.export.read_safetensors_torch(os.path.join(d, "model.safetensors"))
-                pairs = [(base_sd[k].double().numpy(), sd1[k].double().numpy()) for k in sorted(base_sd)
-                         if k.startswith("model.layers.") and k.endswith(".weight") and base_sd[k].dim() == 2
-                         and finetune.targeted(k[:-len(".weight")])]
-            else:
-                with open(os.path.join(d, "adapter_config.json")) as fh:
-                    acfg = json.load(fh)
-                asd = T.export.read_safetensors_torch(os.path.join(d, "adapter_model.safetensors"))
-                merged = finetune.adapter_weights(base_sd, asd, acfg["r"], acfg["lora_alpha"], acfg["use_dora"])
-                pairs = [merged[k] for k in sorted(merged)]
+            # The adapter's own modules; for a full fine-tune the same modules (the adapters' targets).
+            pairs = [(w0, w1) for path, w0, w1 in finetune.stored_step_pairs(base_sd, os.path.join(mdir, f"step-{s}"),
+                                                                            method, T.export.read_safetensors_torch)
+                     if finetune.targeted(path)]
             pts = [finetune.delta_m_d(w0, w1) for w0, w1 in pairs]
             per_step[str(s)] = {"slope": finetune.slope(pts), "n": len(pts)}
             points += pts

@@ -1,6 +1,8 @@
 """LoRA / DoRA wrappers (PEFT semantics, jamba-spec.md §5.4) and the ΔM–ΔD measurement
 (trace-format.md §4 `hybridlens dora`, Liu et al. 2024)."""
+import json
 import math
+import os
 
 import numpy as np
 import torch
@@ -98,3 +100,19 @@ def slope(points):
     if len(x) < 2 or np.var(x) == 0:
         return float("nan")
     return float(np.cov(x, y, bias=True)[0, 1] / np.var(x))
+
+
+def stored_step_pairs(base_sd, step_dir, method, read_safetensors):
+    """(module path, W0, W') of every matrix a stored fine-tuning step changed: a full fine-tune's
+    every 2-D layer weight (model.layers.*), an adapter's every adapted module (PEFT merge, fp64).
+    Sorted by path."""
+    if method == "full":
+        sd1 = read_safetensors(os.path.join(step_dir, "model.safetensors"))
+        return [(k[len("model.layers."):-len(".weight")], base_sd[k].double().numpy(), sd1[k].double().numpy())
+                for k in sorted(base_sd)
+                if k.startswith("model.layers.") and k.endswith(".weight") and base_sd[k].dim() == 2]
+    with open(os.path.join(step_dir, "adapter_config.json")) as fh:
+        acfg = json.load(fh)
+    asd = read_safetensors(os.path.join(step_dir, "adapter_model.safetensors"))
+    merged = adapter_weights(base_sd, asd, acfg["r"], acfg["lora_alpha"], acfg["use_dora"])
+    return [(k[len("model.layers."):] if k.startswith("model.layers.") else k, *merged[k]) for k in sorted(merged)]

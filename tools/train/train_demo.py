@@ -10,11 +10,12 @@ go to stdout (run it with nohup ... > build-train/train.log).
 """
 import argparse
 import json
-import math
+import multiprocessing
 import os
 import shutil
 import sys
 import time
+import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -27,6 +28,7 @@ import data  # noqa: E402
 import export  # noqa: E402
 import finetune  # noqa: E402
 import model as M  # noqa: E402
+from schedule import Progress, Snapshot, floats, ints, log, read_recipe, stage, train_loop  # noqa: E402,F401
 
 SEED = 1234          # model init
 DATA_SEED = 4321     # training batches (same stream for every variant)
@@ -39,90 +41,6 @@ VARIANTS = [
     ("registers", {"num_register_tokens": 4}),
     ("no-attention", {"attn_layer_period": 9, "attn_layer_offset": 8}),  # i % 9 == 8: never for i < 8
 ]
-
-T0 = time.time()
-
-
-def log(msg):
-    el = time.time() - T0
-    print(f"[{int(el // 60):3d}:{int(el % 60):02d}] {msg}", flush=True)
-
-
-def lr_at(step, total, peak, warm):
-    if step < warm:
-        return peak * (step + 1) / warm
-    p = (step - warm) / max(1, total - warm)
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
-
-
-def make_optimizer(model, lr, wd):
-    decay, no_decay = [], []
-    for n, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        if p.dim() == 2 and not n.endswith("A_log") and "register_tokens" not in n:
-            decay.append(p)
-        else:
-            no_decay.append(p)
-    return torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}],
-                             lr=lr, betas=(0.9, 0.95), eps=1e-8)
-
-
-class Progress:
-    """Whole-run ETA from the measured seconds per step (steps of every stage weighted alike)."""
-
-    def __init__(self, total_steps):
-        self.total = total_steps
-        self.done = 0
-        self.t = 0.0
-
-    def tick(self, dt):
-        self.done += 1
-        self.t += dt
-
-    def eta(self):
-        if self.done == 0:
-            return "?"
-        s = self.t / self.done * (self.total - self.done)
-        return f"{int(s // 60)}m{int(s % 60):02d}s"
-
-
-def train_loop(model, params_model, batch_fn, steps, peak_lr, warm, wd, prog, tag, log_every=25, on_step=None,
-               loss_kw=None):
-    opt = make_optimizer(params_model, peak_lr, wd)
-    trainable = [p for p in params_model.parameters() if p.requires_grad]
-    hist = []
-    run = {"loss": 0.0, "lm": 0.0, "bal": 0.0, "z": 0.0, "n": 0}
-    for step in range(steps):
-        t = time.time()
-        lr = lr_at(step, steps, peak_lr, warm)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        X, Y = batch_fn()
-        loss, lm, aux = model.loss(torch.from_numpy(X), torch.from_numpy(Y), **(loss_kw or {}))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-        opt.step()
-        prog.tick(time.time() - t)
-        run["loss"] += loss.item()
-        run["lm"] += lm.item()
-        run["bal"] += float(aux["balance"])
-        run["z"] += float(aux["z"])
-        run["n"] += 1
-        if (step + 1) % log_every == 0 or step == steps - 1:
-            n = run["n"]
-            rec = {"step": step + 1, "loss": run["loss"] / n, "lm": run["lm"] / n, "balance": run["bal"] / n,
-                   "z": run["z"] / n, "lr": lr}
-            hist.append(rec)
-            log(f"{tag} step {step + 1}/{steps} loss {rec['loss']:.3f} lm {rec['lm']:.3f} "
-                f"balance {rec['balance']:.3f} z {rec['z']:.3f} lr {lr:.2e} "
-                f"({prog.t / prog.done:.2f} s/step, ETA {prog.eta()})")
-            run = {"loss": 0.0, "lm": 0.0, "bal": 0.0, "z": 0.0, "n": 0}
-        if on_step is not None:
-            on_step(step + 1)
-    return hist
-
 
 @torch.no_grad()
 def round_to_bf16(model):
@@ -212,23 +130,20 @@ def golden_tokens(tok):
     return ids[:12]
 
 
-def floats(text):
-    return tuple(float(x) for x in text.split(","))
-
-
-def ints(text):
-    return tuple(int(x) for x in text.split(","))
-
-
-def main():
+def parse_args(argv=None):
+    """The command line over the defaults of --recipe (if given) over the built-in ones."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--recipe")
+    known, _ = pre.parse_known_args(argv)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--recipe", help="JSON file of stages and option defaults (tools/train/README.md)")
     ap.add_argument("--out", default=os.path.join(REPO, "resources", "models"))
     ap.add_argument("--golden", default=os.path.join(REPO, "tests", "golden", "demo"))
     ap.add_argument("--work", default=os.path.join(REPO, "build-train"))
-    ap.add_argument("--steps", type=int, default=900, help="training steps per variant")
+    ap.add_argument("--steps", type=int, default=900, help="training steps per variant (one stage, no --recipe)")
     ap.add_argument("--ft-steps", type=int, default=60, help="steps per fine-tune")
     ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--seq", type=int, default=64, help="row length of the stage (no --recipe), the fine-tunes and the text evaluation")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--mix", default="0.15,0.45,0.4", help="shares of text, recall (MQAR) and copy rows")
     ap.add_argument("--pairs", default="2,8", help="MQAR pairs per instance, inclusive range")
@@ -238,15 +153,133 @@ def main():
     ap.add_argument("--eval-instances", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads; 1 is fastest on a loaded 2-core machine (OpenMP barriers)")
+    ap.add_argument("--jobs", type=int, default=1, help="variants (then fine-tunes) trained by this many processes at once")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep each variant's training state in WORK/state/ and continue from it after a stop")
     ap.add_argument("--scan", choices=["fused", "chunked"], default="fused")
     ap.add_argument("--variants", default=",".join(v for v, _ in VARIANTS))
     ap.add_argument("--skip-finetune", action="store_true")
     ap.add_argument("--golden-only", action="store_true", help="only rewrite tests/golden/demo from the shipped files")
-    args = ap.parse_args()
+    stages = None
+    if known.recipe:
+        stages, defaults = read_recipe(known.recipe)
+        dests = {a.dest for a in ap._actions}
+        bad = sorted(set(defaults) - dests)
+        if bad:
+            raise SystemExit(f"{known.recipe}: unknown option(s) in 'defaults': {', '.join(bad)}")
+        ap.set_defaults(**defaults)
+    args = ap.parse_args(argv)
+    args.stages = stages or [stage(args.seq, args.batch, args.steps, args.lr, args.mix, args.pairs, args.gap)]
+    return args
 
+
+def setup_torch(args):
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
     M.SCAN["impl"] = args.scan
+
+
+def prepare(args, train_tok):
+    """Tokenizer (trained with spm_train when train_tok, else the one in WORK/tok), the token ids of
+    the base and shifted texts with their held-out parts, and the task vocabulary."""
+    base_text = data.load_sources(data.BASE_SOURCES)
+    shift_text = data.load_sources(data.SHIFT_SOURCES)
+    tok_model = (data.train_tokenizer(os.path.join(args.work, "tok"), base_text, shift_text, VOCAB) if train_tok
+                 else os.path.join(args.work, "tok", "tokenizer.model"))
+    tok = data.Tokenizer(tok_model)
+    base_ids = data.encode_corpus(tok, base_text)
+    shift_ids = data.encode_corpus(tok, shift_text)
+    nb = int(len(base_ids) * 0.95)
+    # The end of the Wget manual is its licence text and index, so its held-out part is every
+    # 10th block of 1024 tokens rather than the tail.
+    shift_train, shift_val = block_split(shift_ids, 1024, 10)
+    return types.SimpleNamespace(tok=tok, tok_model=tok_model, base_ids=base_ids, shift_ids=shift_ids,
+                                 base_train=base_ids[:nb], base_val=base_ids[nb:], shift_train=shift_train,
+                                 shift_val=shift_val, spec=data.TaskSpec(tok))
+
+
+def stage_tokens(stages):
+    return sum(st["steps"] * st["batch"] * st["seq"] for st in stages)
+
+
+def train_variant(args, name, over, D, prog):
+    """Pre-trains one variant through the stages, exports it to OUT/name and returns its metrics.
+    With --resume the state after every logged step is kept in WORK/state/name.pt, and a run that
+    finds it (for the same stages and loss) continues from it."""
+    cfg = M.Config(vocab_size=len(D.tok.vocab), **over)
+    torch.manual_seed(SEED)
+    model = M.JambaForCausalLM(cfg)
+    snap = Snapshot(os.path.join(args.work, "state", f"{name}.pt") if args.resume else None)
+    state = snap.load()
+    recipe_key = {"stages": args.stages, "task_weight": args.task_weight, "scan": args.scan}
+    if state is not None and state["recipe"] != recipe_key:
+        log(f"{name}: {snap.path} is from another recipe; training from the start")
+        state = None
+    if state is not None:
+        model.load_state_dict(state["model"])
+        log(f"{name}: resuming at stage {state['stage']} step {state['step']}")
+    done_hist = state["done_hist"] if state else []
+    seconds = state["seconds"] if state else 0.0
+    loss_kw = None if args.task_weight is None else {"task_weight": args.task_weight}
+    for i, st in enumerate(args.stages):
+        if state is not None and i < state["stage"]:
+            continue
+        # Stage 0 draws from DATA_SEED itself: one stage from the command line is the shipped recipe.
+        batcher = data.Batcher(D.base_train, D.spec, st["seq"], st["batch"], DATA_SEED + i, mix=st["mix"],
+                               pairs=st["pairs"], gap=st["gap"])
+        resume = None
+        if state is not None and state["stage"] == i:
+            batcher.rng.bit_generator.state = state["batcher"]
+            resume = {"opt": state["opt"], "hist": state["hist"], "step": state["step"]}
+        t0, base_s = time.time(), seconds
+
+        def keep(step, opt, hist, i=i, batcher=batcher, t0=t0, base_s=base_s):
+            snap.save({"recipe": recipe_key, "stage": i, "step": step, "model": model.state_dict(),
+                       "opt": opt.state_dict(), "batcher": batcher.rng.bit_generator.state, "hist": hist,
+                       "done_hist": done_hist, "seconds": base_s + time.time() - t0})
+        tag = name if len(args.stages) == 1 else f"{name}[{i}]"
+        hist = train_loop(model, model, batcher.next, st["steps"], st["lr"], max(1, st["steps"] // 12), 0.1, prog, tag,
+                          loss_kw=loss_kw, resume=resume, snapshot=keep if args.resume else None)
+        seconds = base_s + time.time() - t0
+        done_hist = done_hist + ([dict(r, stage=i) for r in hist] if len(args.stages) > 1 else hist)
+        state = None
+    round_to_bf16(model)
+    ev = eval_recall(model, D.spec, args.eval_instances, EVAL_SEED)
+    val = eval_text(model, D.base_val, args.seq, 64, EVAL_SEED)
+    val_shift = eval_text(model, D.shift_val, args.seq, 64, EVAL_SEED)
+    log(f"{name}: recall {json.dumps(ev)} val loss {val:.3f} (shifted {val_shift:.3f}) train {seconds:.0f}s")
+    export.export_checkpoint(model, os.path.join(args.out, name), D.tok_model)
+    return {"recall": ev, "val_loss": val, "val_loss_shifted": val_shift, "train_seconds": seconds,
+            "history": done_hist, "params": sum(p.numel() for p in model.parameters())}
+
+
+def job(args, kind, name):
+    """One unit of --jobs work in its own process: a variant or a fine-tune method."""
+    setup_torch(args)
+    D = prepare(args, train_tok=False)
+    if kind == "variant":
+        over = dict(VARIANTS)[name]
+        return kind, name, train_variant(args, name, over, D, Progress(stage_tokens(args.stages)))
+    return kind, name, finetune_method(args, name, D, Progress(args.ft_steps * args.batch * args.seq))
+
+
+def run_jobs(args, todo, D, prog, record):
+    """Runs ("variant"|"finetune", name) units in order, record(kind, name, metrics) after each; with
+    --jobs N > 1 in N worker processes (each one torch thread, results identical to one process)."""
+    if args.jobs <= 1 or len(todo) <= 1:
+        for kind, name in todo:
+            res = (train_variant(args, name, dict(VARIANTS)[name], D, prog) if kind == "variant"
+                   else finetune_method(args, name, D, prog))
+            record(kind, name, res)
+        return
+    with multiprocessing.get_context("spawn").Pool(min(args.jobs, len(todo))) as pool:
+        for kind, name, res in pool.starmap(job, [(args, kind, name) for kind, name in todo], chunksize=1):
+            record(kind, name, res)
+
+
+def main():
+    args = parse_args()
+    setup_torch(args)
     if args.golden_only:
         write_golden(args, data.Tokenizer(os.path.join(args.work, "tok", "tokenizer.model")))
         return
@@ -258,145 +291,114 @@ def main():
         with open(metrics_path) as fh:
             metrics = json.load(fh)
 
-    # ---- data and tokenizer
-    base_text = data.load_sources(data.BASE_SOURCES)
-    shift_text = data.load_sources(data.SHIFT_SOURCES)
-    tok_model = data.train_tokenizer(os.path.join(args.work, "tok"), base_text, shift_text, VOCAB)
-    tok = data.Tokenizer(tok_model)
-    base_ids = data.encode_corpus(tok, base_text)
-    shift_ids = data.encode_corpus(tok, shift_text)
-    nb = int(len(base_ids) * 0.95)
-    base_train, base_val = base_ids[:nb], base_ids[nb:]
-    # The end of the Wget manual is its licence text and index, so its held-out part is every
-    # 10th block of 1024 tokens rather than the tail.
-    shift_train, shift_val = block_split(shift_ids, 1024, 10)
-    spec = data.TaskSpec(tok)
-    log(f"tokenizer: vocab {len(tok.vocab)}; base text {len(base_ids)} tokens, shifted {len(shift_ids)}; "
-        f"recall sample {[tok.vocab[i] for i in tok.encode('α3β7→β')]}")
-    metrics["data"] = {"base_tokens": int(len(base_ids)), "shift_tokens": int(len(shift_ids)), "vocab": len(tok.vocab),
-                       "batch": args.batch, "seq": args.seq, "steps": args.steps, "ft_steps": args.ft_steps,
-                       "lr": args.lr, "mix": floats(args.mix), "pairs": ints(args.pairs), "gap": ints(args.gap),
-                       "task_weight": args.task_weight}
+    D = prepare(args, train_tok=True)
+    log(f"tokenizer: vocab {len(D.tok.vocab)}; base text {len(D.base_ids)} tokens, shifted {len(D.shift_ids)}; "
+        f"recall sample {[D.tok.vocab[i] for i in D.tok.encode('α3β7→β')]}")
+    one = args.stages[0]
+    metrics["data"] = {"base_tokens": int(len(D.base_ids)), "shift_tokens": int(len(D.shift_ids)), "vocab": len(D.tok.vocab),
+                       "batch": one["batch"], "seq": args.seq, "steps": sum(st["steps"] for st in args.stages),
+                       "ft_steps": args.ft_steps, "lr": one["lr"], "mix": one["mix"], "pairs": one["pairs"],
+                       "gap": one["gap"], "task_weight": args.task_weight}
+    if len(args.stages) > 1:
+        metrics["data"]["stages"] = args.stages
+        metrics["data"]["recipe"] = os.path.relpath(os.path.abspath(args.recipe), REPO)
 
-    variants = [(n, o) for n, o in VARIANTS if n in args.variants.split(",")]
-    ft_total = 0 if args.skip_finetune else 3 * args.ft_steps
-    prog = Progress(len(variants) * args.steps + ft_total)
+    variants = [n for n, _ in VARIANTS if n in args.variants.split(",")]
+    methods = [] if args.skip_finetune else ["dora", "lora", "full"]
+    prog = Progress(len(variants) * stage_tokens(args.stages) + len(methods) * args.ft_steps * args.batch * args.seq)
+    t_start = time.time()
 
-    for name, over in variants:
-        cfg = M.Config(vocab_size=len(tok.vocab), **over)
-        torch.manual_seed(SEED)
-        model = M.JambaForCausalLM(cfg)
-        batcher = data.Batcher(base_train, spec, args.seq, args.batch, DATA_SEED, mix=floats(args.mix),
-                               pairs=ints(args.pairs), gap=ints(args.gap))
-        t0 = time.time()
-        hist = train_loop(model, model, batcher.next, args.steps, args.lr, max(1, args.steps // 12), 0.1, prog, name,
-                          loss_kw=None if args.task_weight is None else {"task_weight": args.task_weight})
-        train_s = time.time() - t0
-        round_to_bf16(model)
-        ev = eval_recall(model, spec, args.eval_instances, EVAL_SEED)
-        val = eval_text(model, base_val, args.seq, 64, EVAL_SEED)
-        val_shift = eval_text(model, shift_val, args.seq, 64, EVAL_SEED)
-        log(f"{name}: recall {json.dumps(ev)} val loss {val:.3f} (shifted {val_shift:.3f}) train {train_s:.0f}s")
-        d = os.path.join(args.out, name)
-        export.export_checkpoint(model, d, tok_model)
-        metrics.setdefault("variants", {})[name] = {"recall": ev, "val_loss": val, "val_loss_shifted": val_shift,
-                                                    "train_seconds": train_s, "history": hist,
-                                                    "params": sum(p.numel() for p in model.parameters())}
+    def record(kind, name, res):
+        if kind == "variant":
+            metrics.setdefault("variants", {})[name] = res
+        else:
+            metrics.setdefault("finetunes", {})[name] = res
         with open(metrics_path, "w") as fh:
             json.dump(metrics, fh, indent=1)
 
-    if not args.skip_finetune:
-        finetunes(args, tok, base_val, shift_train, shift_val, spec, prog, metrics, metrics_path)
-
-    write_golden(args, tok)
+    run_jobs(args, [("variant", n) for n in variants], D, prog, record)
+    if methods:
+        ft_root = os.path.join(args.out, "finetunes")
+        if os.path.isdir(ft_root):
+            shutil.rmtree(ft_root)
+        run_jobs(args, [("finetune", m) for m in methods], D, prog, record)
+    metrics["data"]["wall_seconds"] = time.time() - t_start
+    metrics["data"]["jobs"] = args.jobs
+    with open(metrics_path, "w") as fh:
+        json.dump(metrics, fh, indent=1)
+    write_golden(args, D.tok)
     log("done")
 
 
-def finetunes(args, tok, base_val, shift_train, shift_val, spec, prog, metrics, metrics_path):
+def finetune_method(args, method, D, prog):
+    """Fine-tunes the exported baseline on the shifted domain with one method (dora, lora, full),
+    stores its steps under OUT/finetunes/method/ and returns the quality before/after and the
+    ΔM–ΔD slopes of the stored steps (Liu et al. 2024)."""
     base_dir = os.path.join(args.out, "baseline")
-    ft_root = os.path.join(args.out, "finetunes")
-    if os.path.isdir(ft_root):
-        shutil.rmtree(ft_root)
+    mdir = os.path.join(args.out, "finetunes", method)
+    if os.path.isdir(mdir):
+        shutil.rmtree(mdir)
     base_sd = export.read_safetensors_torch(os.path.join(base_dir, "model.safetensors"))
     r, alpha = 8, 16
     steps = args.ft_steps
-    save_adapter = sorted(set([max(1, steps // 8), steps // 4, steps // 2, (3 * steps) // 4, steps]))
-    save_full = sorted(set([steps // 4, steps]))
-    res = {}
-    for method in ("dora", "lora", "full"):
-        torch.manual_seed(SEED + 1)
-        model = load_checkpoint(base_dir, torch.float32)
-        model.train()
-        rng = np.random.default_rng(DATA_SEED + 1)
-        batch_fn = lambda: data.text_batch(rng, shift_train, args.seq, args.batch)  # noqa: E731
-        before = eval_text(model, shift_val, args.seq, 64, EVAL_SEED)
-        if method == "full":
-            lr = 5e-4
+    save = (sorted(set([steps // 4, steps])) if method == "full"
+            else sorted(set([max(1, steps // 8), steps // 4, steps // 2, (3 * steps) // 4, steps])))
+    torch.manual_seed(SEED + 1)
+    model = load_checkpoint(base_dir, torch.float32)
+    model.train()
+    rng = np.random.default_rng(DATA_SEED + 1)
+    batch_fn = lambda: data.text_batch(rng, D.shift_train, args.seq, args.batch)  # noqa: E731
+    before = eval_text(model, D.shift_val, args.seq, 64, EVAL_SEED)
+    if method == "full":
+        lr = 5e-4
 
-            def on_step(s, model=model):
-                if s in save_full:
-                    export.export_checkpoint(model, os.path.join(ft_root, "full", f"step-{s}"), os.path.join(base_dir, "tokenizer.model"))
-            hist = train_loop(model, model, batch_fn, steps, lr, max(1, steps // 10), 0.0, prog, "ft-full", 10, on_step)
-        else:
-            lr = 4e-3
-            adapted = finetune.attach_adapters(model, r, alpha, method == "dora", SEED + 2)
+        def on_step(s):
+            if s in save:
+                export.export_checkpoint(model, os.path.join(mdir, f"step-{s}"), os.path.join(base_dir, "tokenizer.model"))
+        hist = train_loop(model, model, batch_fn, steps, lr, max(1, steps // 10), 0.0, prog, "ft-full", 10, on_step)
+    else:
+        lr = 4e-3
+        adapted = finetune.attach_adapters(model, r, alpha, method == "dora", SEED + 2)
 
-            def on_step(s, adapted=adapted, method=method):
-                if s in save_adapter:
-                    export.export_adapter(adapted, os.path.join(ft_root, method, f"step-{s}"), r, alpha, method == "dora",
-                                          finetune.TARGET_MODULES, "../../../baseline")
-            hist = train_loop(model, model, batch_fn, steps, lr, max(1, steps // 10), 0.0, prog, f"ft-{method}", 10, on_step)
-        # Quality of the last stored step (bf16 for full, fp32 adapters merged into the bf16 base).
+        def on_step(s):
+            if s in save:
+                export.export_adapter(adapted, os.path.join(mdir, f"step-{s}"), r, alpha, method == "dora",
+                                      finetune.TARGET_MODULES, "../../../baseline")
+        hist = train_loop(model, model, batch_fn, steps, lr, max(1, steps // 10), 0.0, prog, f"ft-{method}", 10, on_step)
+    # Quality of the last stored step (bf16 for full, fp32 adapters merged into the bf16 base).
+    if method == "full":
+        m2 = load_checkpoint(os.path.join(mdir, f"step-{steps}"), torch.float32)
+    else:
+        m2 = merge_adapter_into(load_checkpoint(base_dir, torch.float64), os.path.join(mdir, f"step-{steps}")).float()
+    after = eval_text(m2, D.shift_val, args.seq, 64, EVAL_SEED)
+    after_base = eval_text(m2, D.base_val, args.seq, 64, EVAL_SEED)
+    recall = eval_recall(m2, D.spec, 64, EVAL_SEED)
+    # ΔM–ΔD from the stored files.
+    per_step, pooled, by_kind = {}, [], {}
+    for s in save:
+        rows = [(path, *finetune.delta_m_d(w0, w1))
+                for path, w0, w1 in finetune.stored_step_pairs(base_sd, os.path.join(mdir, f"step-{s}"), method,
+                                                               export.read_safetensors_torch)]
+        pts = [(dm, dd) for _, dm, dd in rows]
+        for path, dm, dd in rows:
+            by_kind.setdefault(module_kind(path), []).append((dm, dd))
+        mean = {"mean_dM": float(np.mean([p[0] for p in pts])), "mean_dD": float(np.mean([p[1] for p in pts]))}
         if method == "full":
-            m2 = load_checkpoint(os.path.join(ft_root, "full", f"step-{steps}"), torch.float32)
+            sub = [(dm, dd) for path, dm, dd in rows if finetune.targeted(path)]
+            per_step[str(s)] = {"slope_all_layer_matrices": finetune.slope(pts), "n_all": len(pts),
+                                "slope_adapter_targets": finetune.slope(sub), "n_targets": len(sub), **mean}
         else:
-            m2 = merge_adapter_into(load_checkpoint(base_dir, torch.float64), os.path.join(ft_root, method, f"step-{steps}")).float()
-        after = eval_text(m2, shift_val, args.seq, 64, EVAL_SEED)
-        after_base = eval_text(m2, base_val, args.seq, 64, EVAL_SEED)
-        recall = eval_recall(m2, spec, 64, EVAL_SEED)
-        # ΔM–ΔD from the stored files.
-        per_step = {}
-        pooled = []
-        by_kind = {}
-        for s in (save_full if method == "full" else save_adapter):
-            d = os.path.join(ft_root, method, f"step-{s}")
-            pts = []
-            if method == "full":
-                sd1 = export.read_safetensors_torch(os.path.join(d, "model.safetensors"))
-                rows = []
-                for k in sorted(base_sd):
-                    if k.startswith("model.layers.") and k.endswith(".weight") and base_sd[k].dim() == 2:
-                        dm, dd = finetune.delta_m_d(base_sd[k].numpy(), sd1[k].numpy())
-                        module = k[len("model.layers."):-len(".weight")].split(".", 1)[1]
-                        rows.append((k, module, dm, dd))
-                pts = [(dm, dd) for _, _, dm, dd in rows]
-                for _, module, dm, dd in rows:
-                    by_kind.setdefault(module_kind(module), []).append((dm, dd))
-                sub = [(dm, dd) for k, _, dm, dd in rows if finetune.targeted(k[:-len(".weight")])]
-                per_step[str(s)] = {"slope_all_layer_matrices": finetune.slope(pts), "n_all": len(pts),
-                                    "slope_adapter_targets": finetune.slope(sub), "n_targets": len(sub),
-                                    "mean_dM": float(np.mean([p[0] for p in pts])), "mean_dD": float(np.mean([p[1] for p in pts]))}
-            else:
-                with open(os.path.join(d, "adapter_config.json")) as fh:
-                    acfg = json.load(fh)
-                asd = export.read_safetensors_torch(os.path.join(d, "adapter_model.safetensors"))
-                for path, (w0, w1) in sorted(finetune.adapter_weights(base_sd, asd, acfg["r"], acfg["lora_alpha"], acfg["use_dora"]).items()):
-                    pts.append(finetune.delta_m_d(w0, w1))
-                    by_kind.setdefault(module_kind(path), []).append(pts[-1])
-                per_step[str(s)] = {"slope": finetune.slope(pts), "n": len(pts),
-                                    "mean_dM": float(np.mean([p[0] for p in pts])), "mean_dD": float(np.mean([p[1] for p in pts]))}
-            pooled += pts
-        res[method] = {"val_loss_shifted_before": before, "val_loss_shifted_after": after, "val_loss_base_after": after_base,
-                       "recall_after": recall, "per_step": per_step, "slope_pooled_over_steps": finetune.slope(pooled),
-                       "slope_by_module_kind_pooled_over_steps": {k: {"slope": finetune.slope(v), "n": len(v)}
-                                                                  for k, v in sorted(by_kind.items())},
-                       "lr": lr, "history": hist}
-        log(f"ft-{method}: shifted val {before:.3f} -> {after:.3f}, base val {after_base:.3f}; slopes "
-            + json.dumps({k: (v.get('slope', v.get('slope_all_layer_matrices'))) for k, v in per_step.items()})
-            + f" pooled {res[method]['slope_pooled_over_steps']:.4f}")
-        metrics["finetunes"] = res
-        with open(metrics_path, "w") as fh:
-            json.dump(metrics, fh, indent=1)
+            per_step[str(s)] = {"slope": finetune.slope(pts), "n": len(pts), **mean}
+        pooled += pts
+    res = {"val_loss_shifted_before": before, "val_loss_shifted_after": after, "val_loss_base_after": after_base,
+           "recall_after": recall, "per_step": per_step, "slope_pooled_over_steps": finetune.slope(pooled),
+           "slope_by_module_kind_pooled_over_steps": {k: {"slope": finetune.slope(v), "n": len(v)}
+                                                      for k, v in sorted(by_kind.items())},
+           "lr": lr, "history": hist}
+    log(f"ft-{method}: shifted val {before:.3f} -> {after:.3f}, base val {after_base:.3f}; slopes "
+        + json.dumps({k: (v.get('slope', v.get('slope_all_layer_matrices'))) for k, v in per_step.items()})
+        + f" pooled {res['slope_pooled_over_steps']:.4f}")
+    return res
 
 
 @torch.no_grad()
