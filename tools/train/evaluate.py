@@ -189,17 +189,17 @@ def eval_recall(model, spec, filler_ids, settings, n_inst, seed):
     return out
 
 
-def slope_estimate(points, seed):
-    """Least-squares slope of ΔM on ΔD and a bootstrap 95 % interval over the points."""
-    pts = np.asarray(points)
-    b = finetune.slope(pts.tolist())
+def slope_estimate(rows, seed, within=False):
+    """Slope of ΔM on ΔD over rows (group, ΔM, ΔD) and a bootstrap 95 % interval over the rows:
+    least squares over all rows, or (within) across layers inside each (step, module kind) group
+    (finetune.within_slope)."""
+    def fit(rs):
+        return finetune.within_slope(rs) if within else finetune.slope([(dm, dd) for _, dm, dd in rs])
+    b = fit(rows)
     rng = np.random.default_rng(seed)
-    boot = []
-    for _ in range(2000):
-        s = pts[rng.integers(0, len(pts), len(pts))]
-        boot.append(finetune.slope(s.tolist()))
+    boot = [fit([rows[i] for i in rng.integers(0, len(rows), len(rows))]) for _ in range(2000)]
     lo, hi = np.nanpercentile(boot, [2.5, 97.5])
-    return {"mean": b, "lo": float(lo), "hi": float(hi), "n": int(len(pts))}
+    return {"mean": b, "lo": float(lo), "hi": float(hi), "n": int(len(rows))}
 
 
 def eval_finetunes(models):
@@ -215,13 +215,14 @@ def eval_finetunes(models):
         points, per_step = [], {}
         for s in sorted(int(d.split("-")[1]) for d in os.listdir(mdir)):
             # The adapter's own modules; for a full fine-tune the same modules (the adapters' targets).
-            pairs = [(w0, w1) for path, w0, w1 in finetune.stored_step_pairs(base_sd, os.path.join(mdir, f"step-{s}"),
+            pairs = [(path, w0, w1) for path, w0, w1 in finetune.stored_step_pairs(base_sd, os.path.join(mdir, f"step-{s}"),
                                                                             method, T.export.read_safetensors_torch)
                      if finetune.targeted(path)]
-            pts = [finetune.delta_m_d(w0, w1) for w0, w1 in pairs]
-            per_step[str(s)] = {"slope": finetune.slope(pts), "n": len(pts)}
-            points += pts
-        out[method] = {"pooled": slope_estimate(points, 5), "per_step": per_step}
+            rows = [((s, finetune.module_kind(path)), *finetune.delta_m_d(w0, w1)) for path, w0, w1 in pairs]
+            per_step[str(s)] = {"slope": finetune.slope([(dm, dd) for _, dm, dd in rows]), "n": len(rows)}
+            points += rows
+        out[method] = {"pooled": slope_estimate(points, 5), "within": slope_estimate(points, 6, within=True),
+                       "per_step": per_step}
     return out
 
 
@@ -276,8 +277,9 @@ def measure(args):
             for k in res["variants"]["baseline"]["recall"]}
     res["finetunes"] = eval_finetunes(models)
     for m, f in res["finetunes"].items():
-        p = f["pooled"]
-        print(f"{m}: ΔM–ΔD slope {p['mean']:+.4f} [{p['lo']:+.4f}, {p['hi']:+.4f}] over {p['n']} points", flush=True)
+        p, w = f["pooled"], f["within"]
+        print(f"{m}: ΔM–ΔD slope {p['mean']:+.4f} [{p['lo']:+.4f}, {p['hi']:+.4f}] over {p['n']} points; across layers "
+              f"within step and module {w['mean']:+.4f} [{w['lo']:+.4f}, {w['hi']:+.4f}]", flush=True)
     return res
 
 
@@ -355,11 +357,12 @@ def markdown(res):
         out.append("| `baseline` − `no-attention` | " + " | ".join(
             f"{100 * res['recall_baseline_minus_no_attention'][k]['mean']:+.1f} ± {100 * res['recall_baseline_minus_no_attention'][k]['ci95']:.1f}"
             for k in keys) + " |")
-    out += ["", "| fine-tune | ΔM–ΔD slope, pooled over the stored steps (95 % bootstrap) | points | slope per stored step |",
-            "|---|---|---|---|"]
+    out += ["", "| fine-tune | ΔM–ΔD slope across layers, within each step and module kind (95 % bootstrap) "
+            "| pooled over the stored steps | points | slope per stored step |",
+            "|---|---|---|---|---|"]
     for m, f in res["finetunes"].items():
-        p = f["pooled"]
-        out.append(f"| {m} | {p['mean']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] | {p['n']} | "
+        p, w = f["pooled"], f.get("within", {"mean": float("nan"), "lo": float("nan"), "hi": float("nan")})
+        out.append(f"| {m} | {w['mean']:+.3f} [{w['lo']:+.3f}, {w['hi']:+.3f}] | {p['mean']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] | {p['n']} | "
                    + ", ".join(f"{s}: {v['slope']:+.3f}" for s, v in f["per_step"].items()) + " |")
     return "\n".join(out)
 

@@ -102,6 +102,14 @@ def slope(points):
     return float(np.cov(x, y, bias=True)[0, 1] / np.var(x))
 
 
+def module_kind(module):
+    """'layers.3.feed_forward.experts.5.up_proj' style names -> 'experts.up_proj' etc."""
+    parts = module.split(".")
+    if "experts" in parts:
+        return "experts." + parts[-1]
+    return ".".join(parts[-2:]) if parts[-2] == "feed_forward" else parts[-1]
+
+
 def stored_step_pairs(base_sd, step_dir, method, read_safetensors):
     """(module path, W0, W') of every matrix a stored fine-tuning step changed: a full fine-tune's
     every 2-D layer weight (model.layers.*), an adapter's every adapted module (PEFT merge, fp64).
@@ -116,3 +124,25 @@ def stored_step_pairs(base_sd, step_dir, method, read_safetensors):
     asd = read_safetensors(os.path.join(step_dir, "adapter_model.safetensors"))
     merged = adapter_weights(base_sd, asd, acfg["r"], acfg["lora_alpha"], acfg["use_dora"])
     return [(k[len("model.layers."):] if k.startswith("model.layers.") else k, *merged[k]) for k in sorted(merged)]
+
+
+def within_slope(rows):
+    """The slope of ΔM on ΔD across layers within each (step, module kind) group, pooled over the
+    groups (each group's means removed first; groups of one point add nothing). rows: (group, ΔM, ΔD).
+    This is the comparison of Liu et al. 2024's Figure 2 — one matrix type's layers at one
+    training step — without the drift that makes ΔM and ΔD grow together over the steps."""
+    groups = {}
+    for g, dm, dd in rows:
+        groups.setdefault(g, []).append((dm, dd))
+    xs, ys = [], []
+    for pts in groups.values():
+        if len(pts) < 2:
+            continue
+        a = np.asarray(pts, dtype=np.float64)
+        ys.append(a[:, 0] - a[:, 0].mean())
+        xs.append(a[:, 1] - a[:, 1].mean())
+    if not xs:
+        return float("nan")
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    sxx = float((x * x).sum())
+    return float((x * y).sum() / sxx) if sxx > 0 else float("nan")

@@ -9,7 +9,7 @@
   random exported BF16 checkpoint, for every normalizer and register count, with and without
   attention layers;
 - ΔM/ΔD: an untrained DoRA/LoRA adapter gives (0, 0); a pure row rescale gives ΔD = 0; a rotation
-  keeps ΔM = 0;
+  keeps ΔM = 0; the slope within (step, module) groups removes the drift shared by a step's points;
 - a two-stage recipe stopped after a snapshot and run again with --resume exports the same bytes as
   one uninterrupted run (a tiny model, 2 × 30 steps on random ids).
 """
@@ -133,6 +133,9 @@ def main():
     Q = np.linalg.qr(np.random.default_rng(1).normal(size=(5, 5)))[0]
     dm, dd = finetune.delta_m_d(W0, W0 @ Q)
     bad += check(abs(dm) < 1e-12 and dd > 0, "rotation: ΔM = 0, ΔD > 0")
+    rows = [("s1", 1.0, 0.0), ("s1", 0.0, 1.0), ("s2", 3.0, 2.0), ("s2", 2.0, 3.0)]
+    bad += check(finetune.slope([(dm, dd) for _, dm, dd in rows]) > 0 and abs(finetune.within_slope(rows) + 1) < 1e-12,
+                 "within-group slope: −1 inside each step although the pooled slope is positive")
     bad += check(resume_equals_uninterrupted(tempfile.mkdtemp()), "a stopped and resumed two-stage run exports the same bytes")
     print("all passed" if bad == 0 else f"{bad} failed")
     return 1 if bad else 0

@@ -28,7 +28,7 @@ import data  # noqa: E402
 import export  # noqa: E402
 import finetune  # noqa: E402
 import model as M  # noqa: E402
-from schedule import Progress, Snapshot, floats, ints, log, read_recipe, stage, train_loop  # noqa: E402,F401
+from schedule import Progress, Snapshot, log, read_recipe, stage, train_loop  # noqa: E402
 
 SEED = 1234          # model init
 DATA_SEED = 4321     # training batches (same stream for every variant)
@@ -115,14 +115,6 @@ def block_split(ids, block, every):
     for b in range(every - 1, len(ids) // block, every):
         held[b * block:(b + 1) * block] = True
     return ids[~held], ids[held]
-
-
-def module_kind(module):
-    """'layers.3.feed_forward.experts.5.up_proj' style names -> 'experts.up_proj' etc."""
-    parts = module.split(".")
-    if "experts" in parts:
-        return "experts." + parts[-1]
-    return ".".join(parts[-2:]) if parts[-2] == "feed_forward" else parts[-1]
 
 
 def golden_tokens(tok):
@@ -374,14 +366,16 @@ def finetune_method(args, method, D, prog):
     after_base = eval_text(m2, D.base_val, args.seq, 64, EVAL_SEED)
     recall = eval_recall(m2, D.spec, 64, EVAL_SEED)
     # ΔM–ΔD from the stored files.
-    per_step, pooled, by_kind = {}, [], {}
+    per_step, pooled, by_kind, grouped = {}, [], {}, []
     for s in save:
         rows = [(path, *finetune.delta_m_d(w0, w1))
                 for path, w0, w1 in finetune.stored_step_pairs(base_sd, os.path.join(mdir, f"step-{s}"), method,
                                                                export.read_safetensors_torch)]
         pts = [(dm, dd) for _, dm, dd in rows]
         for path, dm, dd in rows:
-            by_kind.setdefault(module_kind(path), []).append((dm, dd))
+            by_kind.setdefault(finetune.module_kind(path), []).append((dm, dd))
+            if finetune.targeted(path):
+                grouped.append(((s, finetune.module_kind(path)), dm, dd))
         mean = {"mean_dM": float(np.mean([p[0] for p in pts])), "mean_dD": float(np.mean([p[1] for p in pts]))}
         if method == "full":
             sub = [(dm, dd) for path, dm, dd in rows if finetune.targeted(path)]
@@ -392,12 +386,13 @@ def finetune_method(args, method, D, prog):
         pooled += pts
     res = {"val_loss_shifted_before": before, "val_loss_shifted_after": after, "val_loss_base_after": after_base,
            "recall_after": recall, "per_step": per_step, "slope_pooled_over_steps": finetune.slope(pooled),
+           "slope_across_layers_within_step_and_kind": finetune.within_slope(grouped),
            "slope_by_module_kind_pooled_over_steps": {k: {"slope": finetune.slope(v), "n": len(v)}
                                                       for k, v in sorted(by_kind.items())},
            "lr": lr, "history": hist}
     log(f"ft-{method}: shifted val {before:.3f} -> {after:.3f}, base val {after_base:.3f}; slopes "
         + json.dumps({k: (v.get('slope', v.get('slope_all_layer_matrices'))) for k, v in per_step.items()})
-        + f" pooled {res['slope_pooled_over_steps']:.4f}")
+        + f" pooled {res['slope_pooled_over_steps']:.4f}, within step and kind {res['slope_across_layers_within_step_and_kind']:.4f}")
     return res
 
 
