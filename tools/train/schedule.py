@@ -72,16 +72,21 @@ class Progress:
 # ---- stages and recipes
 
 STAGE_KEYS = {"seq": int, "batch": int, "steps": int, "lr": float, "mix": floats, "pairs": ints, "gap": ints}
+OPTIONAL_STAGE_KEYS = {"task_weight": float}
 
 
-def stage(seq, batch, steps, lr, mix, pairs, gap):
+def stage(seq, batch, steps, lr, mix, pairs, gap, task_weight=None):
     """One stage of pre-training: `steps` AdamW steps on batches of `batch` rows of `seq` tokens,
     `mix` the shares of text, recall (MQAR) and copy rows, `pairs` the inclusive range of recall
     pairs per instance, `gap` the range of training-text tokens between pairs and queries; the
-    learning rate warms up over a twelfth of the steps to `lr` and follows a cosine to lr/10."""
+    learning rate warms up over a twelfth of the steps to `lr` and follows a cosine to lr/10.
+    `task_weight` (optional) replaces --task-weight in this stage (model.loss)."""
     st = {"seq": seq, "batch": batch, "steps": steps, "lr": lr, "mix": mix, "pairs": pairs, "gap": gap}
-    return {k: STAGE_KEYS[k](v) if not isinstance(v, (list, tuple)) else STAGE_KEYS[k](",".join(map(str, v)))
-            for k, v in st.items()}
+    out = {k: STAGE_KEYS[k](v) if not isinstance(v, (list, tuple)) else STAGE_KEYS[k](",".join(map(str, v)))
+           for k, v in st.items()}
+    if task_weight is not None:
+        out["task_weight"] = float(task_weight)
+    return out
 
 
 def read_recipe(path):
@@ -94,14 +99,24 @@ def read_recipe(path):
         raise SystemExit(f"{path}: a recipe needs a non-empty list 'stages'")
     stages = []
     for i, s in enumerate(r["stages"]):
-        if not isinstance(s, dict) or set(s) != set(STAGE_KEYS):
-            raise SystemExit(f"{path}: stage {i} must have exactly the keys {sorted(STAGE_KEYS)}")
+        if not isinstance(s, dict) or not set(STAGE_KEYS) <= set(s) <= set(STAGE_KEYS) | set(OPTIONAL_STAGE_KEYS):
+            raise SystemExit(f"{path}: stage {i} must have the keys {sorted(STAGE_KEYS)} "
+                             f"and may have {sorted(OPTIONAL_STAGE_KEYS)}")
         try:
             stages.append(stage(**s))
         except (TypeError, ValueError) as e:
             raise SystemExit(f"{path}: stage {i}: {e}") from None
-        if not (stages[-1]["seq"] > 0 and stages[-1]["batch"] > 0 and stages[-1]["steps"] > 0 and stages[-1]["lr"] > 0):
+        st = stages[-1]
+        if not (st["seq"] > 0 and st["batch"] > 0 and st["steps"] > 0 and st["lr"] > 0):
             raise SystemExit(f"{path}: stage {i}: seq, batch, steps and lr must be positive")
+        if len(st["mix"]) != 3 or min(st["mix"]) < 0 or sum(st["mix"]) <= 0:
+            raise SystemExit(f"{path}: stage {i}: mix must be three shares >= 0 (text, recall, copy), not all 0")
+        if len(st["pairs"]) != 2 or not 1 <= st["pairs"][0] <= st["pairs"][1] <= 24:
+            raise SystemExit(f"{path}: stage {i}: pairs must be a range lo <= hi within 1..24 (the recall keys)")
+        if len(st["gap"]) != 2 or not 0 <= st["gap"][0] <= st["gap"][1]:
+            raise SystemExit(f"{path}: stage {i}: gap must be a range 0 <= lo <= hi")
+        if not 0 <= st.get("task_weight", 0.5) <= 1:
+            raise SystemExit(f"{path}: stage {i}: task_weight must be within 0..1")
     defaults = r.get("defaults", {})
     if not isinstance(defaults, dict):
         raise SystemExit(f"{path}: 'defaults' must be an object")

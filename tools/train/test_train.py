@@ -52,7 +52,7 @@ def resume_equals_uninterrupted(tmp):
     D = types.SimpleNamespace(tok=types.SimpleNamespace(vocab=[""] * 300), tok_model=os.path.join(tmp, "tokenizer.model"),
                               base_train=text[:3500], base_val=text[3500:], shift_val=text[3500:], spec=spec)
     stages = [schedule.stage(16, 2, 30, 3e-3, "0.4,0.4,0.2", "2,4", "0,0"),
-              schedule.stage(24, 2, 30, 1e-3, "0.5,0.4,0.1", "2,6", "0,8")]
+              schedule.stage(24, 2, 30, 1e-3, "0.5,0.4,0.1", "2,6", "0,8", task_weight=0.7)]
     outs = []
     for stop in (None, 3):
         args = argparse.Namespace(stages=stages, task_weight=0.5, scan="fused", resume=True, eval_instances=4, seq=16,

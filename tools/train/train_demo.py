@@ -212,7 +212,6 @@ def train_variant(args, name, over, D, prog):
         log(f"{name}: resuming at stage {state['stage']} step {state['step']}")
     done_hist = state["done_hist"] if state else []
     seconds = state["seconds"] if state else 0.0
-    loss_kw = None if args.task_weight is None else {"task_weight": args.task_weight}
     for i, st in enumerate(args.stages):
         if state is not None and i < state["stage"]:
             continue
@@ -230,6 +229,8 @@ def train_variant(args, name, over, D, prog):
                        "opt": opt.state_dict(), "batcher": batcher.rng.bit_generator.state, "hist": hist,
                        "done_hist": done_hist, "seconds": base_s + time.time() - t0})
         tag = name if len(args.stages) == 1 else f"{name}[{i}]"
+        w = st.get("task_weight", args.task_weight)
+        loss_kw = None if w is None else {"task_weight": w}
         hist = train_loop(model, model, batcher.next, st["steps"], st["lr"], max(1, st["steps"] // 12), 0.1, prog, tag,
                           loss_kw=loss_kw, resume=resume, snapshot=keep if args.resume else None)
         seconds = base_s + time.time() - t0
