@@ -8,6 +8,8 @@ import time
 
 import torch
 
+import data
+
 T0 = time.time()
 
 
@@ -54,7 +56,7 @@ class Progress:
         self.t = 0.0
         self.steps = 0
 
-    def tick(self, dt, tokens=1):
+    def tick(self, dt, tokens):
         self.done += tokens
         self.t += dt
         self.steps += 1
@@ -111,8 +113,8 @@ def read_recipe(path):
             raise SystemExit(f"{path}: stage {i}: seq, batch, steps and lr must be positive")
         if len(st["mix"]) != 3 or min(st["mix"]) < 0 or sum(st["mix"]) <= 0:
             raise SystemExit(f"{path}: stage {i}: mix must be three shares >= 0 (text, recall, copy), not all 0")
-        if len(st["pairs"]) != 2 or not 1 <= st["pairs"][0] <= st["pairs"][1] <= 24:
-            raise SystemExit(f"{path}: stage {i}: pairs must be a range lo <= hi within 1..24 (the recall keys)")
+        if len(st["pairs"]) != 2 or not 1 <= st["pairs"][0] <= st["pairs"][1] <= len(data.KEYS):
+            raise SystemExit(f"{path}: stage {i}: pairs must be a range lo <= hi within 1..{len(data.KEYS)} (the recall keys)")
         if len(st["gap"]) != 2 or not 0 <= st["gap"][0] <= st["gap"][1]:
             raise SystemExit(f"{path}: stage {i}: gap must be a range 0 <= lo <= hi")
         if not 0 <= st.get("task_weight", 0.5) <= 1:
@@ -181,7 +183,8 @@ def train_loop(model, params_model, batch_fn, steps, peak_lr, warm, wd, prog, ta
         run["bal"] += float(aux["balance"])
         run["z"] += float(aux["z"])
         run["n"] += 1
-        if (step + 1) % log_every == 0 or step == steps - 1:
+        logged = (step + 1) % log_every == 0 or step == steps - 1
+        if logged:
             n = run["n"]
             rec = {"step": step + 1, "loss": run["loss"] / n, "lm": run["lm"] / n, "balance": run["bal"] / n,
                    "z": run["z"] / n, "lr": lr}
@@ -190,7 +193,7 @@ def train_loop(model, params_model, batch_fn, steps, peak_lr, warm, wd, prog, ta
                 f"balance {rec['balance']:.3f} z {rec['z']:.3f} lr {lr:.2e} "
                 f"({prog.per_step():.2f} s/step, ETA {prog.eta()})")
             run = {"loss": 0.0, "lm": 0.0, "bal": 0.0, "z": 0.0, "n": 0}
-        if snapshot is not None and ((step + 1) % log_every == 0 or step == steps - 1):
+        if snapshot is not None and logged:
             snapshot(step + 1, opt, hist)
         if on_step is not None:
             on_step(step + 1)
