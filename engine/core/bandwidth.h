@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/core/anon_buffer.h"
+
 namespace hl {
 
 uint64_t last_level_cache_bytes();  // from sysfs; 32 MiB if unknown
@@ -13,10 +15,11 @@ class BandwidthProbe {
  public:
   BandwidthProbe();  // allocates and first-touches max(4 × LLC, 256 MiB) on the pool
   double pass();     // GB/s of one full read of the buffer by all pool threads
-  uint64_t bytes() const { return static_cast<uint64_t>(buf_.size()) * sizeof(uint64_t); }
+  uint64_t bytes() const { return static_cast<uint64_t>(n_) * sizeof(uint64_t); }
 
  private:
-  std::vector<uint64_t> buf_;
+  int64_t n_ = 0;  // uint64_t elements of buf_
+  AnonBuffer buf_;  // the memory the weights live in (anon_buffer.h): huge pages where offered
 };
 
 double measure_read_bandwidth_gb_s(int passes = 5);  // best of `passes` passes of a fresh probe

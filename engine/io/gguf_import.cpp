@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "engine/core/ggml_quant.h"
@@ -292,7 +291,7 @@ std::shared_ptr<GgufImport> import_gguf_files(std::shared_ptr<const GgufModelFil
     if (widen[k]) kept[k].reset();
     total += static_cast<uint64_t>(kept[k] ? dtype_row_bytes(*kept[k], n) : n * 4);
   }
-  im->buffer = std::make_shared<GgufBuffer>(total);
+  im->buffer = std::make_shared<AnonBuffer>(total, "the widened GGUF weights");
   uint64_t at = 0;
   im->tensors.resize(declared.size());
   for (size_t k = 0; k < declared.size(); ++k) {
@@ -308,14 +307,6 @@ std::shared_ptr<GgufImport> import_gguf_files(std::shared_ptr<const GgufModelFil
   for (auto it = im->ops.rbegin(); it != im->ops.rend(); ++it) im->tensors[it->tensor].file = it->src->file;  // the first piece's
   return im;
 }
-
-GgufBuffer::GgufBuffer(uint64_t bytes) : size_(std::max<uint64_t>(bytes, 1)) {
-  void* p = ::mmap(nullptr, static_cast<size_t>(size_), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) throw LoadError("cannot reserve " + std::to_string(size_) + " bytes for the widened GGUF weights: " + std::strerror(errno));
-  data_ = static_cast<uint8_t*>(p);
-}
-
-GgufBuffer::~GgufBuffer() { ::munmap(data_, static_cast<size_t>(size_)); }
 
 namespace {
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/anon_buffer.h"
 #include "engine/io/config.h"
 #include "engine/io/gguf.h"
 #include "engine/io/safetensors.h"
@@ -41,21 +42,6 @@ struct GgufImportTensor {
   std::vector<int64_t> shape;
 };
 
-// Anonymous memory reserved without being resident (MAP_NORESERVE) until written.
-class GgufBuffer {
- public:
-  explicit GgufBuffer(uint64_t bytes);  // throws LoadError when the address space is refused
-  ~GgufBuffer();
-  GgufBuffer(const GgufBuffer&) = delete;
-  GgufBuffer& operator=(const GgufBuffer&) = delete;
-  uint8_t* data() const { return data_; }
-  uint64_t size() const { return size_; }
-
- private:
-  uint8_t* data_ = nullptr;
-  uint64_t size_ = 0;
-};
-
 struct GgufImport {
   std::shared_ptr<const GgufModelFiles> files;
   JambaConfig config;
@@ -63,7 +49,7 @@ struct GgufImport {
   std::string architecture;   // general.architecture
   std::vector<GgufImportOp> ops;
   std::vector<TensorInfo> tensors;  // the state dict (stored type or F32), data into the buffer materialize() fills
-  std::shared_ptr<GgufBuffer> buffer;
+  std::shared_ptr<AnonBuffer> buffer;
   bool materialized = false;
   bool has_tokenizer = false;  // tokenizer.ggml.model present
 };

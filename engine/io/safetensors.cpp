@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/anon_buffer.h"
 #include "engine/core/error.h"
 #include "engine/io/file_check.h"
 #include "engine/io/json_util.h"
@@ -100,14 +101,14 @@ std::shared_ptr<MappedFile> MappedFile::open_read(const std::string& path) {
   struct stat st;
   int fd = open_regular(path, &st);
   const size_t n = static_cast<size_t>(st.st_size);
-  void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) {
+  uint8_t* p = map_anonymous(n);  // huge pages where offered (anon_buffer.h), before pread fills it
+  if (!p) {
     int err = errno;
     ::close(fd);
     throw LoadError(path + ": cannot reserve " + std::to_string(n) + " bytes of memory: " + std::strerror(err));
   }
   std::shared_ptr<MappedFile> m(new MappedFile());
-  m->data_ = static_cast<uint8_t*>(p);
+  m->data_ = p;
   m->size_ = static_cast<uint64_t>(st.st_size);
   m->path_ = path;
   m->stamp_ = FileStamp::of(path, st);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 
+#include "engine/core/anon_buffer.h"
 #include "engine/core/error.h"
 #include "engine/core/ggml_quant.h"
 #include "engine/core/thread_pool.h"
@@ -126,6 +127,18 @@ void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& 
   auto q = std::make_shared<WeightQuantization>(plan_quantization(m, format, head));
   std::vector<Mat*> mats;
   each_matrix_role(m, [&](const char*, Mat& x) { mats.push_back(&x); });
+  // One buffer for every matrix written here, each at a 64-byte-aligned offset: one mapping in huge
+  // pages (anon_buffer.h) instead of a heap block per matrix, most of them smaller than a huge page.
+  // Reserved, not resident: each matrix's pages are committed as it is written and its source released.
+  std::vector<uint64_t> at(mats.size(), 0);
+  uint64_t total = 0;
+  for (size_t k = 0; k < mats.size(); ++k) {
+    if (!q->mats[k].kept.empty() && !own_kept) continue;
+    at[k] = total;
+    total += (static_cast<uint64_t>(q->mats[k].bytes_after) + 63) / 64 * 64;
+  }
+  auto arena = std::make_shared<AnonBuffer>(total, "the weights quantised to " + std::string(dtype_name(format)));
+  m.keep_alive.push_back(arena);
   ThreadPool& pool = ThreadPool::global();
   for (size_t k = 0; k < mats.size(); ++k) {
     Mat& x = *mats[k];
@@ -136,9 +149,9 @@ void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& 
       throw Cancelled();
     if (!mq.kept.empty() && !own_kept) continue;
     const void* source = x.data;
-    auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(mq.bytes_after));
+    uint8_t* const buf = arena->data() + at[k];
     if (!mq.kept.empty()) {
-      std::memcpy(buf->data(), x.data, buf->size());
+      std::memcpy(buf, x.data, static_cast<size_t>(mq.bytes_after));
     } else {
       // Rows on the pool; each thread sums its own squared error and norm in double.
       const int threads = pool.size();
@@ -158,7 +171,7 @@ void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& 
               break;
             }
           if (bad[ti] >= 0) continue;
-          uint8_t* dst = buf->data() + r * out_row;
+          uint8_t* dst = buf + r * out_row;
           from_float(format, w.data(), dst, w.size());
           to_float(format, dst, back.data(), back.size());
           double e = 0, n = 0;
@@ -185,8 +198,7 @@ void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& 
       mq.rel_rms = n > 0 ? std::sqrt(e / n) : 0.0;
       x.dtype = format;
     }
-    x.data = buf->data();
-    m.keep_alive.push_back(buf);
+    x.data = buf;
     if (hooks.release) hooks.release(source, static_cast<size_t>(mq.bytes_before));
   }
   if (tied) m.w.lm_head = m.w.embed;  // the same rows, wherever the embedding now lives

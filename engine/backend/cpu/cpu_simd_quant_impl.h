@@ -203,6 +203,18 @@ struct QKern {
   // pair ≤ 7874; times a 6-bit scale in madd, ≤ 992124 per int32 lane and group, 8 groups a block. The scales and mins are unpacked into one
   // vector of 16 int16 and each group's scale broadcast by a byte shuffle, as ggml does: scalar
   // unpacking and broadcasts from general registers cost as much as the dot products here.
+  // A Q4_K / Q5_K block's eight 6-bit scales (int16 lanes 0..7) and mins (8..15), unpacked as ggml's
+  // get_scale_min_k4 (and Kern::matvec_q4_k) read them.
+  static iv scales_mins_k4(const uint8_t* w) {
+    uint32_t u[3];
+    std::memcpy(u, w + 4, 12);
+    const uint32_t sc_lo = u[0] & 0x3f3f3f3fu, m_lo = u[1] & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    return _mm256_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(m_lo),
+                                               static_cast<int>(m_hi)));
+  }
+
   template <bool kQ5>
   static void matvec_qk(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
     constexpr int64_t kBytes = kQ5 ? 176 : 144, kQs = kQ5 ? 48 : 16;
@@ -214,13 +226,7 @@ struct QKern {
     for (int g = 0; g < 8; ++g) pick[g] = _mm256_set1_epi16(static_cast<int16_t>((2 * g) | ((2 * g + 1) << 8)));
     // One block of one row: its Σ sc·q4·q (8 int32 lanes) and Σ m·(bsum pairs) (4 int32 lanes).
     const auto block = [&](const uint8_t* w, const int8_t* qk, __m128i pairs, iv* sumi_out, __m128i* prod) {
-      uint32_t u[3];  // the eight 6-bit scales and mins (ggml's get_scale_min_k4), as in Kern::matvec_q4_k
-      std::memcpy(u, w + 4, 12);
-      const uint32_t sc_lo = u[0] & 0x3f3f3f3fu, m_lo = u[1] & 0x3f3f3f3fu;
-      const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-      const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-      const iv sm = _mm256_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi),
-                                                        static_cast<int>(m_lo), static_cast<int>(m_hi)));
+      const iv sm = scales_mins_k4(w);
       *prod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), pairs);
       const iv scales = _mm256_permute2x128_si256(sm, sm, 0x00);  // the 8 scales in both halves
       iv sumi = _mm256_setzero_si256();

@@ -11,6 +11,9 @@
 #if defined(__x86_64__)
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 on _mm512_undefined_*() in intrinsics
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 namespace hl::cpu::simd {
@@ -22,6 +25,101 @@ struct I8Vnni {
   static __m256i dot_us(__m256i acc, __m256i a, __m256i b) { return _mm256_dpbusd_epi32(acc, a, b); }
   static __m256i madd(__m256i acc, __m256i p, __m256i s) { return _mm256_dpwssd_epi32(acc, p, s); }
 };
+using Q = QKern<I8Vnni>;
+
+// Q4_K × Q8_K over 512-bit lanes: the same integers as Q::matvec_qk<false> (each group's
+// Σ code·q by maddubs, times its 6-bit scale by vpdpwssd; the mins through the bsum pairs), in half
+// the instructions. A block's 128 code bytes are two 64-byte loads: load c2's low nibbles are groups
+// 4c2 (bytes 0..31) and 4c2 + 2 (32..63), its high nibbles groups 4c2 + 1 and 4c2 + 3; the x codes
+// are gathered to match once per block and shared by R rows, and each 128-bit lane takes its group's
+// scale by a byte shuffle of the 8 scales broadcast to all four lanes. Where the decode is bound by
+// the int8 arithmetic (two cores against ample bandwidth: quantization.md, Speed), this is the pace.
+struct Q4K512 {
+  using zv = __m512i;
+  static zv pair256(const int8_t* a, const int8_t* b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), 1);
+  }
+  // Int16 lane `lo` of each 128-bit lane in lanes 0 and 1, lane `hi` in lanes 2 and 3.
+  static zv pick(int lo, int hi) {
+    const auto lane = [](int l) { return static_cast<int16_t>((2 * l) | ((2 * l + 1) << 8)); };
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(lane(lo))), _mm256_set1_epi16(lane(hi)), 1);
+  }
+
+  template <int R>
+  static void rows_of(const uint8_t* W, int64_t nb, const Q::XQ& b, const zv* picks, float* y) {
+    constexpr int64_t kBytes = 144;
+    const zv m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[R];
+    __m128 accm[R];
+    for (int i = 0; i < R; ++i) {
+      acc[i] = _mm512_setzero_ps();
+      accm[i] = _mm_setzero_ps();
+    }
+    for (int64_t k = 0; k < nb; ++k) {
+      const int8_t* qk = b.q.data() + 256 * k;
+      const zv xs[4] = {pair256(qk, qk + 64), pair256(qk + 32, qk + 96), pair256(qk + 128, qk + 192),
+                        pair256(qk + 160, qk + 224)};  // low, high nibbles of load 0; of load 1
+      const float dx = b.d[static_cast<size_t>(k)];
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.bsums.data() + 16 * k));
+      const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      for (int i = 0; i < R; ++i) {
+        const uint8_t* w = W + (i * nb + k) * kBytes;
+        // Each row is a stream read 2 KiB ahead (as Q::ahead); past its end the stream goes on in
+        // row i + R, the one this row's slot reads next, not in row i + 1, which another slot reads.
+        const uint8_t* pf = w + 2048 + ((k * kBytes + 2048 >= nb * kBytes) ? (R - 1) * nb * kBytes : 0);
+        for (int64_t o = 0; o < kBytes; o += 64) __builtin_prefetch(pf + o);
+        const __m256i sm = Q::scales_mins_k4(w);
+        const __m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), pairs);
+        const zv scales = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sm));
+        zv sumi = _mm512_setzero_si512();
+        for (int c2 = 0; c2 < 2; ++c2) {
+          const zv raw = _mm512_loadu_si512(w + 16 + 64 * c2);
+          const zv lo = _mm512_and_si512(raw, m4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+          sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(lo, xs[2 * c2]), _mm512_shuffle_epi8(scales, picks[2 * c2]));
+          sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(hi, xs[2 * c2 + 1]),
+                                     _mm512_shuffle_epi8(scales, picks[2 * c2 + 1]));
+        }
+        accm[i] = _mm_fmadd_ps(_mm_set1_ps(dx * Q::f16(w + 2)), _mm_cvtepi32_ps(prod), accm[i]);
+        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(dx * Q::f16(w)), _mm512_cvtepi32_ps(sumi), acc[i]);
+      }
+    }
+    if constexpr (R == 4) {
+      finish4(acc, accm, y);
+    } else {  // each row through the same additions as in a group of four (finish4), so a row's y does
+              // not depend on how the pool split the rows
+      for (int i = 0; i < R; ++i) {
+        const __m512 a4[4] = {acc[i], acc[i], acc[i], acc[i]};
+        const __m128 m4[4] = {accm[i], accm[i], accm[i], accm[i]};
+        float out[4];
+        finish4(a4, m4, out);
+        y[i] = out[0];
+      }
+    }
+  }
+
+  // y[i] = Σ acc[i] − Σ accm[i] for four rows at once (decode rows are 2–8 blocks long, so the
+  // horizontal sums weigh as much as a block): 8 lanes, then pairs, then the two 128-bit halves.
+  static void finish4(const __m512* acc, const __m128* accm, float* y) {
+    __m256 h[4];
+    for (int i = 0; i < 4; ++i) h[i] = _mm256_add_ps(_mm512_castps512_ps256(acc[i]), _mm512_extractf32x8_ps(acc[i], 1));
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
+    const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    const __m128 mins = _mm_hadd_ps(_mm_hadd_ps(accm[0], accm[1]), _mm_hadd_ps(accm[2], accm[3]));
+    _mm_storeu_ps(y, _mm_sub_ps(sums, mins));
+  }
+
+  static void matvec(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
+    constexpr int64_t kBytes = 144;
+    const int64_t nb = cols / 256;
+    Q::XQ& b = Q::xq();
+    b.take(x, cols, 256, Q::quantize_q8_k);
+    const zv picks[4] = {pick(0, 2), pick(1, 3), pick(4, 6), pick(5, 7)};
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) rows_of<4>(W + r * nb * kBytes, nb, b, picks, y + r);
+    for (; r < rows; ++r) rows_of<1>(W + r * nb * kBytes, nb, b, picks, y + r);
+  }
+};
 
 }  // namespace
 
@@ -31,11 +129,13 @@ bool has_vnni() {
   return __builtin_cpu_supports("avx512vnni");
 }
 bool vnni_x8(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y) {
-  return QKern<I8Vnni>::x8(t, W, rows, cols, x, y);
+  if (t == DType::Q4_K) return Q4K512::matvec(static_cast<const uint8_t*>(W), rows, cols, x, y), true;
+  return Q::x8(t, W, rows, cols, x, y);
 }
 }  // namespace detail
 
 }  // namespace hl::cpu::simd
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 
 #else
