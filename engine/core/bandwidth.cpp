@@ -35,16 +35,15 @@ namespace {
 uint64_t probe_bytes() { return std::max<uint64_t>(4 * last_level_cache_bytes(), 256ull << 20) / 8 * 8; }
 }  // namespace
 
-BandwidthProbe::BandwidthProbe()
-    : n_(static_cast<int64_t>(probe_bytes() / sizeof(uint64_t))), buf_(probe_bytes(), "the bandwidth probe") {
+BandwidthProbe::BandwidthProbe() : buf_(probe_bytes(), "the bandwidth probe") {
   uint64_t* buf = reinterpret_cast<uint64_t*>(buf_.data());
-  ThreadPool::global().parallel_for(n_, 1 << 16, [&](int64_t b, int64_t e) {  // first touch by the readers
+  ThreadPool::global().parallel_for(n(), 1 << 16, [&](int64_t b, int64_t e) {  // first touch by the readers
     for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);
   });
 }
 
 double BandwidthProbe::pass() {
-  const int64_t n = n_;
+  const int64_t n = this->n();
   constexpr int64_t kBlock = 1 << 16;  // elements per block; one partial sum per block
   constexpr int64_t kAhead = 2048 / sizeof(uint64_t);  // as cpu_simd_impl.h's kAhead
   const int64_t blocks = (n + kBlock - 1) / kBlock;

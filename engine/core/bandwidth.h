@@ -3,7 +3,6 @@
 // buffer, so a benchmark can interleave single passes with the work it compares against them.
 #pragma once
 #include <cstdint>
-#include <vector>
 
 #include "engine/core/anon_buffer.h"
 
@@ -15,10 +14,10 @@ class BandwidthProbe {
  public:
   BandwidthProbe();  // allocates and first-touches max(4 × LLC, 256 MiB) on the pool
   double pass();     // GB/s of one full read of the buffer by all pool threads
-  uint64_t bytes() const { return static_cast<uint64_t>(n_) * sizeof(uint64_t); }
+  uint64_t bytes() const { return static_cast<uint64_t>(n()) * sizeof(uint64_t); }
 
  private:
-  int64_t n_ = 0;  // uint64_t elements of buf_
+  int64_t n() const { return static_cast<int64_t>(buf_.size() / sizeof(uint64_t)); }  // uint64_t elements
   AnonBuffer buf_;  // the memory the weights live in (anon_buffer.h): huge pages where offered
 };
 

@@ -130,10 +130,11 @@ void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& 
   // One buffer for every matrix written here, each at a 64-byte-aligned offset: one mapping in huge
   // pages (anon_buffer.h) instead of a heap block per matrix, most of them smaller than a huge page.
   // Reserved, not resident: each matrix's pages are committed as it is written and its source released.
+  const auto written = [&](size_t k) { return q->mats[k].kept.empty() || own_kept; };
   std::vector<uint64_t> at(mats.size(), 0);
   uint64_t total = 0;
   for (size_t k = 0; k < mats.size(); ++k) {
-    if (!q->mats[k].kept.empty() && !own_kept) continue;
+    if (!written(k)) continue;
     at[k] = total;
     total += (static_cast<uint64_t>(q->mats[k].bytes_after) + 63) / 64 * 64;
   }
@@ -147,7 +148,7 @@ void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& 
         !hooks.progress(static_cast<int64_t>(k), static_cast<int64_t>(mats.size()),
                         "quantising " + x.name + " to " + dtype_name(format)))
       throw Cancelled();
-    if (!mq.kept.empty() && !own_kept) continue;
+    if (!written(k)) continue;
     const void* source = x.data;
     uint8_t* const buf = arena->data() + at[k];
     if (!mq.kept.empty()) {

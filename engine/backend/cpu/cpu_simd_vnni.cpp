@@ -36,6 +36,7 @@ using Q = QKern<I8Vnni>;
 // the int8 arithmetic (two cores against ample bandwidth: quantization.md, Speed), this is the pace.
 struct Q4K512 {
   using zv = __m512i;
+  static constexpr int64_t kBytes = 144;  // one Q4_K block
   static zv pair256(const int8_t* a, const int8_t* b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))),
                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), 1);
@@ -48,7 +49,6 @@ struct Q4K512 {
 
   template <int R>
   static void rows_of(const uint8_t* W, int64_t nb, const Q::XQ& b, const zv* picks, float* y) {
-    constexpr int64_t kBytes = 144;
     const zv m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[R];
     __m128 accm[R];
@@ -67,8 +67,7 @@ struct Q4K512 {
         const uint8_t* w = W + (i * nb + k) * kBytes;
         // Each row is a stream read 2 KiB ahead (as Q::ahead); past its end the stream goes on in
         // row i + R, the one this row's slot reads next, not in row i + 1, which another slot reads.
-        const uint8_t* pf = w + 2048 + ((k * kBytes + 2048 >= nb * kBytes) ? (R - 1) * nb * kBytes : 0);
-        for (int64_t o = 0; o < kBytes; o += 64) __builtin_prefetch(pf + o);
+        Q::ahead(w + ((k * kBytes + 2048 >= nb * kBytes) ? (R - 1) * nb * kBytes : 0), kBytes);
         const __m256i sm = Q::scales_mins_k4(w);
         const __m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), pairs);
         const zv scales = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sm));
@@ -110,7 +109,6 @@ struct Q4K512 {
   }
 
   static void matvec(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
-    constexpr int64_t kBytes = 144;
     const int64_t nb = cols / 256;
     Q::XQ& b = Q::xq();
     b.take(x, cols, 256, Q::quantize_q8_k);
