@@ -4,11 +4,13 @@
 #include <cstdio>
 
 #include "app/cli/commands.h"
+#include "engine/core/record_heap.h"
 #ifdef HL_HAVE_GUI
 #include "app/gui_main.h"
 #endif
 
 int main(int argc, char** argv) {
+  hl::keep_record_memory_in_heap();  // before any thread: a run's records reuse freed memory
   if (hl::cli::isCliInvocation(argc, argv)) return hl::cli::cliMain(argc, argv);
 #ifdef HL_HAVE_GUI
   return hl::app::guiMain(argc, argv);

@@ -1,6 +1,8 @@
 // hl-bench-matvec: one thread's decode matrix–vector product per ISA and weight format, x in fp32
 // (Kernels::matvec) against x rounded to 8 bits with integer dots (Kernels::matvec_x8), on a matrix
-// in memory (8192 × 4096: the bytes) and one that stays in cache (256 × 2048: the arithmetic).
+// in memory (8192 × 4096: the bytes), on 128 matrices of 2048 × 512 in memory read in turn (the
+// decode's shapes: a row of 512 is two K-quant blocks, so what a call or a pass of rows costs beyond
+// the blocks shows) and on one that stays in cache (256 × 2048: the arithmetic).
 // Prints G weights/s and GB/s, best of `reps` timings. Usage: hl-bench-matvec [reps, default 5].
 #include <algorithm>
 #include <chrono>
@@ -21,28 +23,30 @@ int main(int argc, char** argv) {
   struct Size {
     const char* what;
     int64_t rows, cols, calls;
+    int64_t mats;  // distinct matrices, read in turn by the calls
   };
-  for (const Size s : {Size{"memory", 8192, 4096, 1}, Size{"cache", 256, 2048, 64}}) {
+  for (const Size s : {Size{"memory", 8192, 4096, 1, 1}, Size{"small", 2048, 512, 128, 128}, Size{"cache", 256, 2048, 64, 1}}) {
     std::vector<float> w(static_cast<size_t>(s.rows * s.cols)), x(static_cast<size_t>(s.cols)), y(static_cast<size_t>(s.rows));
     for (float& v : w) v = g(rng);
     for (float& v : x) v = g(rng) * 20;
     for (DType t : {DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q6_K, DType::Q5_K, DType::Q4_K}) {
-      std::vector<uint8_t> q(static_cast<size_t>(s.rows * dtype_row_bytes(t, s.cols)));
-      from_float(t, w.data(), q.data(), w.size());
+      const size_t mb = static_cast<size_t>(s.rows * dtype_row_bytes(t, s.cols));  // one matrix
+      std::vector<uint8_t> q(mb * static_cast<size_t>(s.mats));
+      for (int64_t m = 0; m < s.mats; ++m) from_float(t, w.data(), q.data() + m * mb, w.size());
       for (cpu::simd::Isa isa : {cpu::simd::Isa::Portable, cpu::simd::Isa::Avx2, cpu::simd::Isa::Avx512}) {
         const Kernels* k = cpu::simd::kernels_for(isa);
-        if (!k || (isa == cpu::simd::Isa::Portable && s.calls == 1)) continue;
+        if (!k || (isa == cpu::simd::Isa::Portable && (s.calls == 1 || s.mats > 1))) continue;  // portable: in cache only
         for (bool x8 : {false, true}) {
           if (x8 && !cpu::simd::has_x8_path(t)) continue;
           double best = 1e30;
           for (int r = 0; r < reps; ++r) {
             const auto t0 = std::chrono::steady_clock::now();
-            for (int64_t c = 0; c < s.calls; ++c) (x8 ? k->matvec_x8 : k->matvec)(t, q.data(), s.rows, s.cols, x.data(), y.data());
+            for (int64_t c = 0; c < s.calls; ++c) (x8 ? k->matvec_x8 : k->matvec)(t, q.data() + (c % s.mats) * mb, s.rows, s.cols, x.data(), y.data());
             best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
           }
           const double n = static_cast<double>(s.rows * s.cols * s.calls);
           std::printf("%-6s %-8s %-5s x %-4s  %6.2f G weights/s  %6.2f GB/s\n", s.what, k->name, dtype_name(t),
-                      x8 ? "int8" : "fp32", n / best / 1e9, static_cast<double>(q.size()) * static_cast<double>(s.calls) / best / 1e9);
+                      x8 ? "int8" : "fp32", n / best / 1e9, static_cast<double>(mb) * static_cast<double>(s.calls) / best / 1e9);
         }
       }
     }

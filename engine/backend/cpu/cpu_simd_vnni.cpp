@@ -47,8 +47,33 @@ struct Q4K512 {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(lane(lo))), _mm256_set1_epi16(lane(hi)), 1);
   }
 
+  // One block of x as every row's pass reads it: the codes gathered to match the two 64-byte code
+  // loads, the pair sums of its bsums (for the mins) and its scale. Built once per call, not once
+  // per pass of R rows: a decode row is 2–8 blocks, so the gather weighed as much as a row's codes.
+  struct alignas(64) XBlock {
+    zv xs[4];  // low, high nibbles of load 0; of load 1
+    __m128i pairs;
+    float dx;
+  };
+  static const XBlock* gather(const Q::XQ& b, int64_t nb) {
+    thread_local std::vector<XBlock> g;
+    if (g.size() < static_cast<size_t>(nb)) g.resize(static_cast<size_t>(nb));
+    for (int64_t k = 0; k < nb; ++k) {
+      const int8_t* qk = b.q.data() + 256 * k;
+      XBlock& e = g[static_cast<size_t>(k)];
+      e.xs[0] = pair256(qk, qk + 64);
+      e.xs[1] = pair256(qk + 32, qk + 96);
+      e.xs[2] = pair256(qk + 128, qk + 192);
+      e.xs[3] = pair256(qk + 160, qk + 224);
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.bsums.data() + 16 * k));
+      e.pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      e.dx = b.d[static_cast<size_t>(k)];
+    }
+    return g.data();
+  }
+
   template <int R>
-  static void rows_of(const uint8_t* W, int64_t nb, const Q::XQ& b, const zv* picks, float* y) {
+  static void rows_of(const uint8_t* W, int64_t nb, const XBlock* xb, const zv* picks, float* y) {
     const zv m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[R];
     __m128 accm[R];
@@ -57,12 +82,9 @@ struct Q4K512 {
       accm[i] = _mm_setzero_ps();
     }
     for (int64_t k = 0; k < nb; ++k) {
-      const int8_t* qk = b.q.data() + 256 * k;
-      const zv xs[4] = {pair256(qk, qk + 64), pair256(qk + 32, qk + 96), pair256(qk + 128, qk + 192),
-                        pair256(qk + 160, qk + 224)};  // low, high nibbles of load 0; of load 1
-      const float dx = b.d[static_cast<size_t>(k)];
-      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.bsums.data() + 16 * k));
-      const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      const zv* xs = xb[k].xs;
+      const float dx = xb[k].dx;
+      const __m128i pairs = xb[k].pairs;
       for (int i = 0; i < R; ++i) {
         const uint8_t* w = W + (i * nb + k) * kBytes;
         // Each row is a stream read 2 KiB ahead (as Q::ahead); past its end the stream goes on in
@@ -112,10 +134,11 @@ struct Q4K512 {
     const int64_t nb = cols / 256;
     Q::XQ& b = Q::xq();
     b.take(x, cols, 256, Q::quantize_q8_k);
+    const XBlock* xb = gather(b, nb);
     const zv picks[4] = {pick(0, 2), pick(1, 3), pick(4, 6), pick(5, 7)};
     int64_t r = 0;
-    for (; r + 4 <= rows; r += 4) rows_of<4>(W + r * nb * kBytes, nb, b, picks, y + r);
-    for (; r < rows; ++r) rows_of<1>(W + r * nb * kBytes, nb, b, picks, y + r);
+    for (; r + 4 <= rows; r += 4) rows_of<4>(W + r * nb * kBytes, nb, xb, picks, y + r);
+    for (; r < rows; ++r) rows_of<1>(W + r * nb * kBytes, nb, xb, picks, y + r);
   }
 };
 
