@@ -192,6 +192,19 @@ def copy_instance(rng, spec, span):
     return ids, target
 
 
+def induction_instance(rng, spec, text_ids, span, gap):
+    """[BOS ▁ s1 … sm  <gap tokens of other text>  s1 … sm]: a window of training text, a stretch of
+    other text, then the window again; the loss targets the repeat from its second token on. The
+    offset between the two copies varies and the tokens are natural text, so the repeat can only be
+    predicted by finding the earlier occurrence of the current token and reading the token after it
+    (an induction head, Olsson et al. 2022) — the lookup a recall query needs too (k … k → v)."""
+    seg = [int(t) for t in text_window(rng, text_ids, span)]
+    fill = [int(t) for t in text_window(rng, text_ids, gap)] if gap > 0 else []
+    ids = [spec.bos, spec.space] + seg + fill + seg
+    target = [False] * (2 + span + len(fill)) + [True] * (span - 1) + [False]
+    return ids, target
+
+
 def text_window(rng, text_ids, n):
     st = int(rng.integers(0, len(text_ids) - n - 1))
     return text_ids[st:st + n]
@@ -199,8 +212,10 @@ def text_window(rng, text_ids, n):
 
 def pack_tasks(rng, spec, seq_len, kind, text_ids=None, pairs=(2, 8), gap=(0, 0)):
     """One training row of `seq_len + 1` ids packed with task instances, plus its loss mask (on inputs:
-    mask[t] true means the label ids[t+1] counts). MQAR instances have `pairs` (inclusive range) pairs
-    and, when gap[1] > 0, a filler of gap[0]..gap[1] text tokens between the pairs and the queries."""
+    mask[t] true means the label ids[t+1] counts). `kind` is "mqar", "copy" or "induction". MQAR
+    instances have `pairs` (inclusive range) pairs and, when gap[1] > 0, a filler of gap[0]..gap[1]
+    text tokens between the pairs and the queries; induction instances repeat a window of 8–32 text
+    tokens after 0–24 tokens of other text (induction_instance)."""
     ids, tgt = [], []
     while len(ids) < seq_len + 1:
         if kind == "mqar":
@@ -210,6 +225,8 @@ def pack_tasks(rng, spec, seq_len, kind, text_ids=None, pairs=(2, 8), gap=(0, 0)
                 a, b = mqar_gap_instance(rng, spec, n, text_window(rng, text_ids, g))
             else:
                 a, b = mqar_instance(rng, spec, n)
+        elif kind == "induction":
+            a, b = induction_instance(rng, spec, text_ids, int(rng.integers(8, 33)), int(rng.integers(0, 25)))
         else:
             a, b = copy_instance(rng, spec, int(rng.integers(4, 17)))
         ids += a
@@ -218,7 +235,10 @@ def pack_tasks(rng, spec, seq_len, kind, text_ids=None, pairs=(2, 8), gap=(0, 0)
 
 
 class Batcher:
-    """Deterministic mixed batches: natural-text windows and packed recall tasks."""
+    """Deterministic mixed batches: natural-text windows and packed tasks. `mix` holds the shares of
+    text, recall (MQAR) and copy rows, and optionally a fourth, of induction rows; a mix of three
+    draws exactly the batches it drew before the fourth kind existed."""
+    KINDS = ("text", "mqar", "copy", "induction")
 
     def __init__(self, text_ids, spec, seq_len, batch, seed, mix=(0.15, 0.45, 0.4), pairs=(2, 8), gap=(0, 0)):
         self.text = text_ids
@@ -233,7 +253,7 @@ class Batcher:
     def next(self):
         X = np.zeros((self.B, self.S), dtype=np.int64)
         Y = np.full((self.B, self.S), -100, dtype=np.int64)
-        kinds = self.rng.choice(3, size=self.B, p=self.mix)
+        kinds = self.rng.choice(len(self.mix), size=self.B, p=self.mix)
         for b, k in enumerate(kinds):
             if k == 0 or self.spec is None:
                 st = int(self.rng.integers(0, len(self.text) - self.S - 1))
@@ -242,7 +262,7 @@ class Batcher:
                 X[b] = row[:-1]
                 Y[b] = row[1:]
             else:
-                row, m = pack_tasks(self.rng, self.spec, self.S, "mqar" if k == 1 else "copy", self.text,
+                row, m = pack_tasks(self.rng, self.spec, self.S, self.KINDS[k], self.text,
                                     self.pairs, self.gap)
                 X[b] = row[:-1]
                 y = row[1:].copy()

@@ -79,7 +79,8 @@ OPTIONAL_STAGE_KEYS = {"task_weight": float}
 
 def stage(seq, batch, steps, lr, mix, pairs, gap, task_weight=None):
     """One stage of pre-training: `steps` AdamW steps on batches of `batch` rows of `seq` tokens,
-    `mix` the shares of text, recall (MQAR) and copy rows, `pairs` the inclusive range of recall
+    `mix` the shares of text, recall (MQAR) and copy rows and optionally of induction rows
+    (data.induction_instance), `pairs` the inclusive range of recall
     pairs per instance, `gap` the range of training-text tokens between pairs and queries; the
     learning rate warms up over a twelfth of the steps to `lr` and follows a cosine to lr/10.
     `task_weight` (optional) replaces --task-weight in this stage (model.loss)."""
@@ -89,6 +90,20 @@ def stage(seq, batch, steps, lr, mix, pairs, gap, task_weight=None):
     if task_weight is not None:
         out["task_weight"] = float(task_weight)
     return out
+
+
+def check_stage(st, where):
+    """Exits with `where: …` naming the first value of a stage (stage()'s dict) out of its range."""
+    if not (st["seq"] > 0 and st["batch"] > 0 and st["steps"] > 0 and st["lr"] > 0):
+        raise SystemExit(f"{where}: seq, batch, steps and lr must be positive")
+    if len(st["mix"]) not in (3, 4) or min(st["mix"]) < 0 or sum(st["mix"]) <= 0:
+        raise SystemExit(f"{where}: mix must be three or four shares >= 0 (text, recall, copy[, induction]), not all 0")
+    if len(st["pairs"]) != 2 or not 1 <= st["pairs"][0] <= st["pairs"][1] <= len(data.KEYS):
+        raise SystemExit(f"{where}: pairs must be a range lo <= hi within 1..{len(data.KEYS)} (the recall keys)")
+    if len(st["gap"]) != 2 or not 0 <= st["gap"][0] <= st["gap"][1]:
+        raise SystemExit(f"{where}: gap must be a range 0 <= lo <= hi")
+    if not 0 <= st.get("task_weight", 0.5) <= 1:
+        raise SystemExit(f"{where}: task_weight must be within 0..1")
 
 
 def read_recipe(path):
@@ -108,17 +123,7 @@ def read_recipe(path):
             stages.append(stage(**s))
         except (TypeError, ValueError) as e:
             raise SystemExit(f"{path}: stage {i}: {e}") from None
-        st = stages[-1]
-        if not (st["seq"] > 0 and st["batch"] > 0 and st["steps"] > 0 and st["lr"] > 0):
-            raise SystemExit(f"{path}: stage {i}: seq, batch, steps and lr must be positive")
-        if len(st["mix"]) != 3 or min(st["mix"]) < 0 or sum(st["mix"]) <= 0:
-            raise SystemExit(f"{path}: stage {i}: mix must be three shares >= 0 (text, recall, copy), not all 0")
-        if len(st["pairs"]) != 2 or not 1 <= st["pairs"][0] <= st["pairs"][1] <= len(data.KEYS):
-            raise SystemExit(f"{path}: stage {i}: pairs must be a range lo <= hi within 1..{len(data.KEYS)} (the recall keys)")
-        if len(st["gap"]) != 2 or not 0 <= st["gap"][0] <= st["gap"][1]:
-            raise SystemExit(f"{path}: stage {i}: gap must be a range 0 <= lo <= hi")
-        if not 0 <= st.get("task_weight", 0.5) <= 1:
-            raise SystemExit(f"{path}: stage {i}: task_weight must be within 0..1")
+        check_stage(stages[-1], f"{path}: stage {i}")
     defaults = r.get("defaults", {})
     if not isinstance(defaults, dict):
         raise SystemExit(f"{path}: 'defaults' must be an object")

@@ -28,7 +28,7 @@ import data  # noqa: E402
 import export  # noqa: E402
 import finetune  # noqa: E402
 import model as M  # noqa: E402
-from schedule import Progress, Snapshot, log, read_recipe, stage, train_loop  # noqa: E402
+from schedule import Progress, Snapshot, check_stage, log, read_recipe, stage, train_loop  # noqa: E402
 
 SEED = 1234          # model init
 DATA_SEED = 4321     # training batches (same stream for every variant)
@@ -137,7 +137,7 @@ def parse_args(argv=None):
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=64, help="row length of the stage (no --recipe), the fine-tunes and the text evaluation")
     ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--mix", default="0.15,0.45,0.4", help="shares of text, recall (MQAR) and copy rows")
+    ap.add_argument("--mix", default="0.15,0.45,0.4", help="shares of text, recall (MQAR) and copy rows, optionally a fourth: induction rows")
     ap.add_argument("--pairs", default="2,8", help="MQAR pairs per instance, inclusive range")
     ap.add_argument("--gap", default="0,0", help="held-out-free text filler between MQAR pairs and queries, tokens")
     ap.add_argument("--task-weight", type=float, default=None,
@@ -161,7 +161,10 @@ def parse_args(argv=None):
             raise SystemExit(f"{known.recipe}: unknown option(s) in 'defaults': {', '.join(bad)}")
         ap.set_defaults(**defaults)
     args = ap.parse_args(argv)
-    args.stages = stages or [stage(args.seq, args.batch, args.steps, args.lr, args.mix, args.pairs, args.gap)]
+    if not stages:
+        stages = [stage(args.seq, args.batch, args.steps, args.lr, args.mix, args.pairs, args.gap)]
+        check_stage(stages[0], "the command line")
+    args.stages = stages
     return args
 
 
