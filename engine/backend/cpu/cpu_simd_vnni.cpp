@@ -31,7 +31,7 @@ using Q = QKern<I8Vnni>;
 // Σ code·q by maddubs, times its 6-bit scale by vpdpwssd; the mins through the bsum pairs), in half
 // the instructions. A block's 128 code bytes are two 64-byte loads: load c2's low nibbles are groups
 // 4c2 (bytes 0..31) and 4c2 + 2 (32..63), its high nibbles groups 4c2 + 1 and 4c2 + 3; the x codes
-// are gathered to match once per block and shared by R rows, and each 128-bit lane takes its group's
+// are gathered to match once per call (gather) and shared by every row, and each 128-bit lane takes its group's
 // scale by a byte shuffle of the 8 scales broadcast to all four lanes. Where the decode is bound by
 // the int8 arithmetic (two cores against ample bandwidth: quantization.md, Speed), this is the pace.
 struct Q4K512 {
