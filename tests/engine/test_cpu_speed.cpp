@@ -25,16 +25,7 @@
 // Counting global allocation, switched on only inside the no-allocation test. Sanitizers own the
 // allocator (and pair every allocation function with its own deallocation), so under them the
 // allocator is left alone and the no-allocation test is skipped.
-#if defined(__SANITIZE_ADDRESS__)
-#define HL_COUNT_ALLOCATIONS 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HL_COUNT_ALLOCATIONS 0
-#endif
-#endif
-#ifndef HL_COUNT_ALLOCATIONS
-#define HL_COUNT_ALLOCATIONS 1
-#endif
+#define HL_COUNT_ALLOCATIONS (!HL_SANITIZED_ALLOCATOR)  // test_util.h
 namespace {
 std::atomic<bool> g_count{false};
 std::atomic<int64_t> g_allocs{0};

@@ -13,6 +13,7 @@
 #include "engine/core/anon_buffer.h"
 #include "engine/core/error.h"
 #include "engine/core/record_heap.h"
+#include "tests/engine/test_util.h"
 
 namespace hl::test {
 namespace {
@@ -34,23 +35,10 @@ long faults_of_one_run(int tokens) {
   return minor_faults() - before;
 }
 
-constexpr bool kSanitized =
-#if defined(__SANITIZE_ADDRESS__)
-    true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
-    true;
-#else
-    false;
-#endif
-#else
-    false;
-#endif
-
 TEST(RecordHeap, SecondRunReusesTheFirstRunsPages) {
   const bool in_force = keep_record_memory_in_heap();
 #if defined(__GLIBC__)
-  if (kSanitized) GTEST_SKIP() << "the sanitizer's allocator ignores mallopt";
+  if (HL_SANITIZED_ALLOCATOR) GTEST_SKIP() << "the sanitizer's allocator ignores mallopt";
   ASSERT_TRUE(in_force) << "mallopt refused the record heap policy";
 #else
   if (!in_force) GTEST_SKIP() << "no glibc: the policy is not applied";

@@ -20,6 +20,19 @@
 #include "engine/model/layer_schedule.h"
 #include "engine/io/safetensors.h"
 
+// 1 where a sanitizer owns the allocator (ASan, MSan: it ignores mallopt and pairs every allocation
+// function with its own deallocation), else 0.
+#if defined(__SANITIZE_ADDRESS__)
+#define HL_SANITIZED_ALLOCATOR 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#define HL_SANITIZED_ALLOCATOR 1
+#endif
+#endif
+#ifndef HL_SANITIZED_ALLOCATOR
+#define HL_SANITIZED_ALLOCATOR 0
+#endif
+
 namespace hl::test {
 
 // A fresh folder under $TMPDIR (or /tmp); the caller removes it (or use TempDir).

@@ -218,6 +218,13 @@ struct QKern {
     return _mm256_cvtepu8_epi16(sm);  // [sc_lo, sc_hi, m_lo, m_hi] bytes -> 16 int16
   }
 
+  // Block k's 16 bsums of x (Σ q over each 16 values) added in pairs: Σ q over each of its eight
+  // groups of 32, as int16 lanes 0..7 — what a group's min multiplies.
+  static __m128i bsum_pairs(const XQ& b, int64_t k) {
+    const iv bs = _mm256_loadu_si256(reinterpret_cast<const iv*>(b.bsums.data() + 16 * k));
+    return _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+  }
+
   template <bool kQ5>
   static void matvec_qk(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
     constexpr int64_t kBytes = kQ5 ? 176 : 144, kQs = kQ5 ? 48 : 16;
@@ -265,8 +272,7 @@ struct QKern {
         ahead(w0, kBytes);
         ahead(w1, kBytes);
         const float dx = b.d[static_cast<size_t>(k)];
-        const iv bs = _mm256_loadu_si256(reinterpret_cast<const iv*>(b.bsums.data() + 16 * k));
-        const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        const __m128i pairs = bsum_pairs(b, k);
         const int8_t* qk = b.q.data() + 256 * k;
         iv s0, s1;
         __m128i p0, p1;
@@ -287,8 +293,7 @@ struct QKern {
       for (int64_t k = 0; k < nb; ++k, w += kBytes) {
         ahead(w, kBytes);
         const float dx = b.d[static_cast<size_t>(k)];
-        const iv bs = _mm256_loadu_si256(reinterpret_cast<const iv*>(b.bsums.data() + 16 * k));
-        const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        const __m128i pairs = bsum_pairs(b, k);
         iv s;
         __m128i p;
         block(w, b.q.data() + 256 * k, pairs, &s, &p);

@@ -65,8 +65,7 @@ struct Q4K512 {
       e.xs[1] = pair256(qk + 32, qk + 96);
       e.xs[2] = pair256(qk + 128, qk + 192);
       e.xs[3] = pair256(qk + 160, qk + 224);
-      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.bsums.data() + 16 * k));
-      e.pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      e.pairs = Q::bsum_pairs(b, k);
       e.dx = b.d[static_cast<size_t>(k)];
     }
     return g.data();
