@@ -33,6 +33,15 @@ QUERY = "→"
 COPY = "↻"
 USER_SYMBOLS = KEYS + [QUERY, COPY]
 
+# Recall vocabularies (a stage's "keys"): "letters" are KEYS -> VALUES above; "words" draws keys and
+# values from the tokenizer's whole-word pieces (WORD_KEYS and WORD_VALUES slice the list of
+# word-initial alphabetic pieces in vocabulary order; the first 128 are the copy rows' words), so that
+# there are far more pairs than a state can tabulate and a query must find its key (model card).
+RECALL_KEY_SETS = ("letters", "words")
+WORD_KEYS = (128, 1280)
+WORD_VALUES = (1280, None)
+MAX_PAIRS = {"letters": len(KEYS), "words": WORD_KEYS[1] - WORD_KEYS[0]}
+
 
 def info_to_text(raw):
     """Strips Info navigation (node headers, menus, tag tables) and keeps the prose paragraphs."""
@@ -136,7 +145,13 @@ def encode_corpus(tok, text):
 
 
 class TaskSpec:
-    def __init__(self, tok):
+    """The task vocabulary: recall keys and values of the key set `keys` (RECALL_KEY_SETS), the query
+    and copy marks, the copy rows' words."""
+
+    def __init__(self, tok, keys="letters"):
+        if keys not in RECALL_KEY_SETS:
+            raise ValueError(f"recall keys must be one of {', '.join(RECALL_KEY_SETS)}, not {keys!r}")
+        self.key_set = keys
         self.bos = 1
         self.space = tok.piece_to_id["\u2581"]
         self.keys = [tok.piece_to_id[k] for k in KEYS]
@@ -151,7 +166,13 @@ class TaskSpec:
             body = p[1:]
             if body.isalpha() and body.isascii():
                 pool.append(i)
-        self.copy_pool = pool[:128]
+        self.copy_pool = pool[:WORD_KEYS[0]]
+        if keys == "words":
+            if len(pool) < WORD_VALUES[0] + len(VALUES):
+                raise ValueError(f"the tokenizer has {len(pool)} whole-word pieces; word recall needs at least "
+                                 f"{WORD_VALUES[0] + len(VALUES)}")
+            self.keys = pool[WORD_KEYS[0]:WORD_KEYS[1]]
+            self.values = pool[WORD_VALUES[0]:WORD_VALUES[1]]
 
 
 def mqar_instance(rng, spec, n_pairs):

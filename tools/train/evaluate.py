@@ -232,12 +232,12 @@ def measure(args):
     base_ids = data.encode_corpus(tok, data.load_sources(data.BASE_SOURCES))
     nb = int(len(base_ids) * 0.95)
     train_ids, val_ids = base_ids[:nb], base_ids[nb:]
-    spec = data.TaskSpec(tok)
+    spec = data.TaskSpec(tok, args.keys)
     bigram = KneserNeyBigram(train_ids, len(tok.vocab))
     n_win = 16 if args.quick else args.windows
     n_inst = 64 if args.quick else args.instances
     X, Y = text_windows(val_ids, args.seq, n_win, args.seed)
-    res = {"settings": {"seed": args.seed, "seq": args.seq, "windows": n_win, "instances": n_inst,
+    res = {"settings": {"seed": args.seed, "seq": args.seq, "recall_keys": args.keys, "windows": n_win, "instances": n_inst,
                         "held_out_tokens": int(len(val_ids)), "quick": bool(args.quick)}, "variants": {}}
     for name in VARIANTS:
         d = os.path.join(models, name)
@@ -393,6 +393,8 @@ def main():
     ap.add_argument("--seed", type=int, default=2024, help="held-out windows and task instances")
     ap.add_argument("--seq", type=int, default=0,
                     help="text window length (default: the training rows' length in MODELS/metrics.json, else 256)")
+    ap.add_argument("--keys", choices=("",) + data.RECALL_KEY_SETS, default="",
+                    help="recall vocabulary (default: the last training stage's in MODELS/metrics.json, else letters)")
     ap.add_argument("--windows", type=int, default=128)
     ap.add_argument("--instances", type=int, default=256)
     ap.add_argument("--quick", action="store_true", help="16 windows, 64 instances, 8-pair recall only")
@@ -408,13 +410,17 @@ def main():
 
 
 def run(args):
+    try:
+        with open(os.path.join(args.models, "metrics.json")) as fh:
+            trained = json.load(fh)["data"]
+    except (OSError, KeyError, ValueError, TypeError):
+        trained = {}
     if args.seq <= 0:
-        args.seq = 256
-        try:
-            with open(os.path.join(args.models, "metrics.json")) as fh:
-                args.seq = int(json.load(fh)["data"]["seq"])
-        except (OSError, KeyError, ValueError, TypeError):
-            pass
+        seq = trained.get("seq", 256) if isinstance(trained, dict) else 256
+        args.seq = seq if isinstance(seq, int) and seq > 0 else 256
+    if not args.keys:
+        keys = trained.get("recall_keys", "letters") if isinstance(trained, dict) else "letters"
+        args.keys = keys if keys in data.RECALL_KEY_SETS else "letters"
     if args.tour:
         tour_facts(args)
         return

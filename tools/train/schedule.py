@@ -26,9 +26,15 @@ def ints(text):
     return tuple(int(x) for x in str(text).split(","))
 
 
-def lr_at(step, total, peak, warm):
+LR_SCHEDULES = ("cosine", "constant")
+
+
+def lr_at(step, total, peak, warm, schedule="cosine"):
+    """Linear warm-up over `warm` steps, then `peak` held ("constant") or a cosine to peak/10."""
     if step < warm:
         return peak * (step + 1) / warm
+    if schedule == "constant":
+        return peak
     p = (step - warm) / max(1, total - warm)
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
 
@@ -74,21 +80,28 @@ class Progress:
 # ---- stages and recipes
 
 STAGE_KEYS = {"seq": int, "batch": int, "steps": int, "lr": float, "mix": floats, "pairs": ints, "gap": ints}
-OPTIONAL_STAGE_KEYS = {"task_weight": float}
+OPTIONAL_STAGE_KEYS = {"task_weight": float, "keys": str, "lr_schedule": str}
 
 
-def stage(seq, batch, steps, lr, mix, pairs, gap, task_weight=None):
+def stage(seq, batch, steps, lr, mix, pairs, gap, task_weight=None, keys=None, lr_schedule=None):
     """One stage of pre-training: `steps` AdamW steps on batches of `batch` rows of `seq` tokens,
     `mix` the shares of text, recall (MQAR) and copy rows and optionally of induction rows
     (data.induction_instance), `pairs` the inclusive range of recall
     pairs per instance, `gap` the range of training-text tokens between pairs and queries; the
     learning rate warms up over a twelfth of the steps to `lr` and follows a cosine to lr/10.
-    `task_weight` (optional) replaces --task-weight in this stage (model.loss)."""
+    `task_weight` (optional) replaces --task-weight in this stage (model.loss); `keys` (optional, default
+    "letters") picks the recall vocabulary (data.RECALL_KEY_SETS); `lr_schedule` "constant" (optional)
+    holds `lr` after the warm-up instead of the cosine."""
     st = {"seq": seq, "batch": batch, "steps": steps, "lr": lr, "mix": mix, "pairs": pairs, "gap": gap}
     out = {k: STAGE_KEYS[k](v) if not isinstance(v, (list, tuple)) else STAGE_KEYS[k](",".join(map(str, v)))
            for k, v in st.items()}
     if task_weight is not None:
         out["task_weight"] = float(task_weight)
+    for k, v in (("keys", keys), ("lr_schedule", lr_schedule)):
+        if v is not None:
+            if not isinstance(v, str):
+                raise ValueError(f"{k} must be a string")
+            out[k] = v
     return out
 
 
@@ -98,8 +111,14 @@ def check_stage(st, where):
         raise SystemExit(f"{where}: seq, batch, steps and lr must be positive")
     if len(st["mix"]) not in (3, 4) or min(st["mix"]) < 0 or sum(st["mix"]) <= 0:
         raise SystemExit(f"{where}: mix must be three or four shares >= 0 (text, recall, copy[, induction]), not all 0")
-    if len(st["pairs"]) != 2 or not 1 <= st["pairs"][0] <= st["pairs"][1] <= len(data.KEYS):
-        raise SystemExit(f"{where}: pairs must be a range lo <= hi within 1..{len(data.KEYS)} (the recall keys)")
+    keys = st.get("keys", "letters")
+    if keys not in data.RECALL_KEY_SETS:
+        raise SystemExit(f"{where}: keys must be one of {', '.join(data.RECALL_KEY_SETS)}, not {keys!r}")
+    if st.get("lr_schedule", "cosine") not in LR_SCHEDULES:
+        raise SystemExit(f"{where}: lr_schedule must be one of {', '.join(LR_SCHEDULES)}, not {st['lr_schedule']!r}")
+    top = data.MAX_PAIRS[keys]
+    if len(st["pairs"]) != 2 or not 1 <= st["pairs"][0] <= st["pairs"][1] <= top:
+        raise SystemExit(f"{where}: pairs must be a range lo <= hi within 1..{top} (the {keys} recall keys)")
     if len(st["gap"]) != 2 or not 0 <= st["gap"][0] <= st["gap"][1]:
         raise SystemExit(f"{where}: gap must be a range 0 <= lo <= hi")
     if not 0 <= st.get("task_weight", 0.5) <= 1:
@@ -157,7 +176,7 @@ class Snapshot:
 
 
 def train_loop(model, params_model, batch_fn, steps, peak_lr, warm, wd, prog, tag, log_every=25, on_step=None,
-               loss_kw=None, resume=None, snapshot=None):
+               loss_kw=None, resume=None, snapshot=None, lr_schedule="cosine"):
     """AdamW over `steps` batches of batch_fn with gradient clipping at 1. `snapshot(step, opt, hist)`
     is called at every logged step; `resume` is a dict with the opt state dict, hist and step of such
     a call (the model and batch generator already restored): the loop continues after that step.
@@ -173,7 +192,7 @@ def train_loop(model, params_model, batch_fn, steps, peak_lr, warm, wd, prog, ta
     run = {"loss": 0.0, "lm": 0.0, "bal": 0.0, "z": 0.0, "n": 0}
     for step in range(start, steps):
         t = time.time()
-        lr = lr_at(step, steps, peak_lr, warm)
+        lr = lr_at(step, steps, peak_lr, warm, lr_schedule)
         for g in opt.param_groups:
             g["lr"] = lr
         X, Y = batch_fn()

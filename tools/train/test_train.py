@@ -11,7 +11,8 @@
 - ΔM/ΔD: an untrained DoRA/LoRA adapter gives (0, 0); a pure row rescale gives ΔD = 0; a rotation
   keeps ΔM = 0; the slope within (step, module) groups removes the drift shared by a step's points;
 - a two-stage recipe stopped after a snapshot and run again with --resume exports the same bytes as
-  one uninterrupted run (a tiny model, 2 × 30 steps on random ids).
+  one uninterrupted run (a tiny model, 2 × 30 steps on random ids);
+- a stage's options: word recall keys and values, a constant learning rate, the checks of both.
 """
 import os
 import sys
@@ -103,6 +104,62 @@ def induction_rows_repeat_their_window():
     return ok and hashlib.sha256(X.tobytes() + Y.tobytes()).hexdigest()[:16] == "e7086e0e5554faac"
 
 
+def fake_tokenizer(n_words):
+    """A vocabulary like the trained one's: specials, the task symbols, digits, then n_words whole-word
+    pieces (word-initial, alphabetic, ASCII) interleaved with pieces the word pool must skip."""
+    vocab = ["<unk>", "<s>", "</s>", "<pad>", "\u2581"] + data.KEYS + [data.QUERY, data.COPY] + data.VALUES
+    for i in range(n_words):
+        body = "".join(chr(97 + (i // 26 ** k) % 26) for k in range(3))
+        vocab += ["\u2581" + body, body, "\u2581" + body[:1]]  # a word, a mid-word piece, a short one
+    return types.SimpleNamespace(vocab=vocab, piece_to_id={p: i for i, p in enumerate(vocab)})
+
+
+def recipe_options():
+    """A stage's recall key set and learning-rate schedule: word keys/values disjoint from each other
+    and from the copy words, their pair range checked against their own count; a constant schedule
+    holds the peak; a saved state continues when only later stages changed."""
+    ok = True
+    spec = data.TaskSpec(fake_tokenizer(2400), "words")
+    letters = data.TaskSpec(fake_tokenizer(2400))
+    ok &= len(spec.keys) == data.MAX_PAIRS["words"] == 1152 and len(spec.values) == 2400 - 1280
+    ok &= not (set(spec.keys) & set(spec.values)) and not (set(spec.keys) | set(spec.values)) & set(spec.copy_pool)
+    ok &= spec.copy_pool == letters.copy_pool and len(letters.keys) == 24
+    tok = fake_tokenizer(2400)
+    ok &= all(tok.vocab[i].startswith("\u2581") and len(tok.vocab[i]) == 4 for i in spec.keys + spec.values)
+    row, m = data.pack_tasks(np.random.default_rng(1), spec, 96, "mqar", np.arange(5000, 6000), (8, 8), (0, 0))
+    ok &= bool(np.isin(row, spec.keys).any()) and not np.isin(row, letters.keys).any()
+    for bad_tok in (fake_tokenizer(1200),):
+        try:
+            data.TaskSpec(bad_tok, "words")
+            ok = False
+        except ValueError as e:
+            ok &= "1290" in str(e)
+
+    def refused(st, text):
+        try:
+            schedule.check_stage(st, "stage 1")
+        except SystemExit as e:
+            return text in str(e) and str(e).startswith("stage 1: ")
+        return False
+    schedule.check_stage(schedule.stage(128, 8, 10, 1e-3, "0.3,0.3,0,0.4", "4,200", "0,32", keys="words",
+                                        lr_schedule="constant"), "stage 1")
+    ok &= refused(schedule.stage(64, 8, 10, 1e-3, "1,1,1", "4,30", "0,0"), "1..24")
+    ok &= refused(schedule.stage(64, 8, 10, 1e-3, "1,1,1", "4,2000", "0,0", keys="words"), "1..1152")
+    ok &= refused(schedule.stage(64, 8, 10, 1e-3, "1,1,1", "2,4", "0,0", keys="greek"), "keys must be one of letters, words")
+    ok &= refused(schedule.stage(64, 8, 10, 1e-3, "1,1,1", "2,4", "0,0", lr_schedule="linear"), "lr_schedule")
+    ok &= schedule.lr_at(99, 100, 2e-3, 10, "constant") == 2e-3 and abs(schedule.lr_at(5, 100, 2e-3, 10, "constant") - 1.2e-3) < 1e-15
+    ok &= abs(schedule.lr_at(100, 100, 2e-3, 10) - 2e-4) < 1e-12
+    a = schedule.stage(64, 8, 10, 1e-3, "1,1,1", "2,4", "0,0")
+    b = schedule.stage(128, 8, 10, 1e-3, "1,1,0,1", "4,8", "0,0", keys="words")
+    c = schedule.stage(128, 8, 20, 5e-4, "1,1,0,1", "4,8", "0,0", keys="words")
+    saved = {"stages": [a, b], "task_weight": 0.5, "scan": "fused"}
+    ok &= train_demo.same_recipe(saved, {"stages": [a, c], "task_weight": 0.5, "scan": "fused"}, 0)
+    ok &= not train_demo.same_recipe(saved, {"stages": [a, c], "task_weight": 0.5, "scan": "fused"}, 1)
+    ok &= not train_demo.same_recipe(saved, {"stages": [a, b], "task_weight": 0.7, "scan": "fused"}, 0)
+    ok &= train_demo.same_recipe(saved, {"stages": [a, b, c], "task_weight": 0.5, "scan": "fused"}, 1)
+    return ok
+
+
 def main():
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -163,6 +220,7 @@ def main():
                  "within-group slope: −1 inside each step although the pooled slope is positive")
     bad += check(resume_equals_uninterrupted(tempfile.mkdtemp()), "a stopped and resumed two-stage run exports the same bytes")
     bad += check(induction_rows_repeat_their_window(), "induction rows repeat a text window after other text")
+    bad += check(recipe_options(), "stage options: word recall keys, constant learning rate, resume across changed later stages")
     print("all passed" if bad == 0 else f"{bad} failed")
     return 1 if bad else 0
 

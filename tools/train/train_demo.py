@@ -190,7 +190,28 @@ def prepare(args, train_tok):
     shift_train, shift_val = block_split(shift_ids, 1024, 10)
     return types.SimpleNamespace(tok=tok, tok_model=tok_model, base_ids=base_ids, shift_ids=shift_ids,
                                  base_train=base_ids[:nb], base_val=base_ids[nb:], shift_train=shift_train,
-                                 shift_val=shift_val, spec=data.TaskSpec(tok))
+                                 shift_val=shift_val, spec=data.TaskSpec(tok), specs={})
+
+
+def spec_for(D, keys):
+    """The task vocabulary with the recall key set `keys` (one TaskSpec per set, made once)."""
+    if keys == "letters":
+        return D.spec
+    if keys not in D.specs:
+        D.specs[keys] = data.TaskSpec(D.tok, keys)
+    return D.specs[keys]
+
+
+def same_recipe(saved, now, stage):
+    """A saved state continues under the recipe `now` when the loss options and every stage up to
+    and including the one it stopped in are the same (later stages may have been changed)."""
+    return (saved.get("task_weight") == now["task_weight"] and saved.get("scan") == now["scan"]
+            and saved.get("stages", [])[:stage + 1] == now["stages"][:stage + 1])
+
+
+def recall_keys(args):
+    """The recall key set the trained models are measured with: the last stage's."""
+    return args.stages[-1].get("keys", "letters")
 
 
 def stage_tokens(stages):
@@ -207,8 +228,9 @@ def train_variant(args, name, over, D, prog):
     snap = Snapshot(os.path.join(args.work, "state", f"{name}.pt") if args.resume else None)
     state = snap.load()
     recipe_key = {"stages": args.stages, "task_weight": args.task_weight, "scan": args.scan}
-    if state is not None and state["recipe"] != recipe_key:
-        log(f"{name}: {snap.path} is from another recipe; training from the start")
+    if state is not None and not same_recipe(state["recipe"], recipe_key, state["stage"]):
+        log(f"{name}: {snap.path} is from another recipe (its stages up to {state['stage']} or its loss differ); "
+            "training from the start")
         state = None
     if state is not None:
         model.load_state_dict(state["model"])
@@ -219,7 +241,7 @@ def train_variant(args, name, over, D, prog):
         if state is not None and i < state["stage"]:
             continue
         # Stage 0 draws from DATA_SEED itself: one stage from the command line is the shipped recipe.
-        batcher = data.Batcher(D.base_train, D.spec, st["seq"], st["batch"], DATA_SEED + i, mix=st["mix"],
+        batcher = data.Batcher(D.base_train, spec_for(D, st.get("keys", "letters")), st["seq"], st["batch"], DATA_SEED + i, mix=st["mix"],
                                pairs=st["pairs"], gap=st["gap"])
         resume = None
         if state is not None and state["stage"] == i:
@@ -235,12 +257,13 @@ def train_variant(args, name, over, D, prog):
         w = st.get("task_weight", args.task_weight)
         loss_kw = None if w is None else {"task_weight": w}
         hist = train_loop(model, model, batcher.next, st["steps"], st["lr"], max(1, st["steps"] // 12), 0.1, prog, tag,
-                          loss_kw=loss_kw, resume=resume, snapshot=keep if args.resume else None)
+                          loss_kw=loss_kw, resume=resume, snapshot=keep if args.resume else None,
+                          lr_schedule=st.get("lr_schedule", "cosine"))
         seconds = base_s + time.time() - t0
         done_hist = done_hist + ([dict(r, stage=i) for r in hist] if len(args.stages) > 1 else hist)
         state = None
     round_to_bf16(model)
-    ev = eval_recall(model, D.spec, args.eval_instances, EVAL_SEED)
+    ev = eval_recall(model, spec_for(D, recall_keys(args)), args.eval_instances, EVAL_SEED)
     val = eval_text(model, D.base_val, args.seq, 64, EVAL_SEED)
     val_shift = eval_text(model, D.shift_val, args.seq, 64, EVAL_SEED)
     log(f"{name}: recall {json.dumps(ev)} val loss {val:.3f} (shifted {val_shift:.3f}) train {seconds:.0f}s")
@@ -294,7 +317,7 @@ def main():
     metrics["data"] = {"base_tokens": int(len(D.base_ids)), "shift_tokens": int(len(D.shift_ids)), "vocab": len(D.tok.vocab),
                        "batch": one["batch"], "seq": args.seq, "steps": sum(st["steps"] for st in args.stages),
                        "ft_steps": args.ft_steps, "lr": one["lr"], "mix": one["mix"], "pairs": one["pairs"],
-                       "gap": one["gap"], "task_weight": args.task_weight}
+                       "gap": one["gap"], "task_weight": args.task_weight, "recall_keys": recall_keys(args)}
     if len(args.stages) > 1:
         metrics["data"]["stages"] = args.stages
         metrics["data"]["recipe"] = os.path.relpath(os.path.abspath(args.recipe), REPO)
@@ -368,7 +391,7 @@ def finetune_method(args, method, D, prog):
         m2 = merge_adapter_into(load_checkpoint(base_dir, torch.float64), os.path.join(mdir, f"step-{steps}")).float()
     after = eval_text(m2, D.shift_val, args.seq, 64, EVAL_SEED)
     after_base = eval_text(m2, D.base_val, args.seq, 64, EVAL_SEED)
-    recall = eval_recall(m2, D.spec, 64, EVAL_SEED)
+    recall = eval_recall(m2, spec_for(D, recall_keys(args)), 64, EVAL_SEED)
     # ΔM–ΔD from the stored files.
     per_step, pooled, by_kind, grouped = {}, [], {}, []
     for s in save:
