@@ -20,7 +20,8 @@ Every estimate comes with a 95 % interval: mean ± 1.96 standard errors over ind
           held-out text between the pairs and the queries (data.mqar_gap_instance);
 - sinks:  per attention layer and head, the mean attention mass on the first token (BOS; for a
           model with registers, also on the registers) over query positions t >= 8, divided by the
-          uniform share 1/(number of visible keys);
+          uniform share of those keys; and the same for the first token alone (the sink that
+          registers are meant to take over, Darcet et al. 2023);
 - outliers: the largest |x| of the residual stream after any layer, and its ratio to the RMS;
 - ΔM–ΔD:  Liu et al. 2024's measure: for each adapted matrix at each stored fine-tuning step one
           point (ΔD, ΔM) (finetune.delta_m_d), the least-squares slope of ΔM on ΔD over all points.
@@ -144,7 +145,7 @@ def eval_text_and_sinks(model, X, Y, bigram):
     """Per-window model and bigram losses; per-window sink masses; residual extremes."""
     model_nll, bigram_nll = [], []
     n_reg = model.cfg.num_register_tokens
-    sink_rows, null_rows, maxes, ratios = [], [], [], []
+    sink_rows, bos_rows, null_rows, maxes, ratios = [], [], [], [], []
     for i in range(len(X)):
         x, y = torch.from_numpy(X[i:i + 1]), torch.from_numpy(Y[i:i + 1])
         rec = Recorder(model)
@@ -152,20 +153,22 @@ def eval_text_and_sinks(model, X, Y, bigram):
         rec.close()
         model_nll.append(lm.item())
         bigram_nll.append(float(np.mean([bigram.nll(X[i, t], Y[i, t]) for t in range(Y.shape[1])])))
-        per_layer, per_null = [], []
+        per_layer, per_bos, per_null = [], [], []
         for p in rec.probs:           # (1, heads, S_total, S_total); keys 0..n_reg-1 registers, n_reg = BOS
             S = p.shape[-1]
             t = torch.arange(SINK_FROM + n_reg, S)
             mass = p[0][:, t][:, :, :n_reg + 1].sum(-1)                     # (heads, queries)
             share = (n_reg + 1) / (t + 1).double()                            # uniform share of those keys
             per_layer.append((mass / share).mean(-1).tolist())
+            per_bos.append((p[0][:, t, n_reg] * (t + 1).double()).mean(-1).tolist())  # the first token alone
             per_null.append((1.0 - p[0][:, t].sum(-1)).mean(-1).tolist())
         sink_rows.append(per_layer)
+        bos_rows.append(per_bos)
         null_rows.append(per_null)
         mx = torch.stack(rec.resid_max).max().item()
         maxes.append(mx)
         ratios.append(mx / torch.stack(rec.resid_rms).mean().item())
-    return {"model_nll": model_nll, "bigram_nll": bigram_nll, "sink": np.asarray(sink_rows),
+    return {"model_nll": model_nll, "bigram_nll": bigram_nll, "sink": np.asarray(sink_rows), "bos_sink": np.asarray(bos_rows),
             "null": np.asarray(null_rows), "resid_max": maxes, "resid_ratio": ratios}
 
 
@@ -262,6 +265,10 @@ def measure(args):
             best = max(heads, key=lambda k: heads[k]["mean"])
             v["sink_ratio"] = heads
             v["sink_ratio_max_head"] = dict(heads[best], head=best)
+            bos = {f"attn{li}.head{h}": estimate(tx["bos_sink"][:, li, h])
+                   for li in range(sink.shape[1]) for h in range(sink.shape[2])}
+            top = max(bos, key=lambda k: bos[k]["mean"])
+            v["first_token_ratio_max_head"] = dict(bos[top], head=top)
             if model.cfg.attention_normalizer != "softmax":
                 v["null_mass"] = estimate(tx["null"].mean(axis=(1, 2)))
         res["variants"][name] = v
@@ -287,8 +294,9 @@ def measure(args):
 def tour_facts(args):
     """The numbers behind the guided tour's sentences (resources/models/tour.json): for each stop, the
     next-token candidates after its prompt and, per attention layer and head, the mass on the first
-    token, on the registers, on nothing (softmax-1) and on earlier copies of the last token (the key a
-    recall query asks for), as run A (as trained) and as the stop's run B. Fine-tune stops: the slope."""
+    token, on the registers, on nothing (softmax-1), on earlier copies of the last token (the key a
+    recall query asks for) and on the tokens right after them (the value an induction-style lookup
+    reads), as run A (as trained) and as the stop's run B. Fine-tune stops: the slope."""
     with open(os.path.join(args.models, "tour.json")) as fh:
         tour = json.load(fh)
     tok = tokenizer_for(os.path.join(args.models, "baseline"), args.work)
@@ -329,7 +337,9 @@ def tour_facts(args):
                     line += (f" | head {stop['head']} at token {stop.get('token', len(ids) - 1)}: first token "
                              f"{float(row[0]):.3f}, last token's row {float(pr[0, stop['head'], -1, nr]):.3f}")
                 if keys:
-                    line += " | last row on the key " + " ".join(f"{float(x):.3f}" for x in pr[0, :, -1, [nr + k for k in keys]].sum(-1))
+                    line += (" | last row on the key " + " ".join(f"{float(x):.3f}" for x in pr[0, :, -1, [nr + k for k in keys]].sum(-1))
+                             + " | on the token after it " + " ".join(
+                                 f"{float(x):.3f}" for x in pr[0, :, -1, [nr + k + 1 for k in keys]].sum(-1)))
                 print(line)
 
 
@@ -341,12 +351,13 @@ def markdown(res):
     out = [f"Held-out text: {st['windows']} windows of {st['seq']} tokens from the last 5 % of the manuals "
            f"({st['held_out_tokens']:,} tokens); tasks: {st['instances']} fresh instances per setting; seed {st['seed']}; "
            "± is the 95 % interval over windows or instances.", "",
-           "| variant | params | val loss | bigram (KN) | model − bigram | max sink ratio (head) | max abs(x) | max abs(x) / RMS |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| variant | params | val loss | bigram (KN) | model − bigram | max sink ratio (head) | first token alone (head) | max abs(x) | max abs(x) / RMS |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for name, v in res["variants"].items():
-        sink = v.get("sink_ratio_max_head")
+        sink, bos = v.get("sink_ratio_max_head"), v.get("first_token_ratio_max_head")
         out.append(f"| `{name}` | {v['params']:,} | {num(v['val_loss'])} | {num(v['bigram_loss'])} | "
                    f"{num(v['val_minus_bigram'])} | " + (f"{num(sink, 2)}× ({sink['head']})" if sink else "—")
+                   + " | " + (f"{num(bos, 2)}× ({bos['head']})" if bos else "—")
                    + f" | {num(v['resid_max'], 1)} | {num(v['resid_max_over_rms'], 1)} |")
     keys = list(next(iter(res["variants"].values()))["recall"].keys())
     out += ["", "| variant | " + " | ".join(k.replace("_pairs_gap_", " pairs, gap ") for k in keys) + " |",

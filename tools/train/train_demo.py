@@ -211,7 +211,8 @@ def same_recipe(saved, now, stage):
 
 def recall_keys(args):
     """The recall key set the trained models are measured with: the last stage's."""
-    return args.stages[-1].get("keys", "letters")
+    stages = getattr(args, "stages", None) or [{}]
+    return stages[-1].get("keys", "letters")
 
 
 def stage_tokens(stages):
