@@ -175,12 +175,20 @@ class TaskSpec:
             self.values = pool[WORD_VALUES[0]:WORD_VALUES[1]]
 
 
+def lead(spec):
+    """The pieces between BOS and the first key: what the tokenizer makes of a typed prompt. Greek keys
+    are user symbols, so "α3β7→β" starts with a lone ▁ (the dummy prefix); a word key is itself a
+    word-initial piece ("pages unit→ pages" encodes as ▁pages ▁unit → ▁pages)."""
+    return [] if getattr(spec, "key_set", "letters") == "words" else [spec.space]
+
+
 def mqar_instance(rng, spec, n_pairs):
-    """[BOS ▁ k1 v1 … kn vn → q1 a1 … qn an]: every key queried once, in random order.
-    Returns ids and a mask of the positions whose NEXT token is an answer (the loss targets)."""
+    """[BOS ▁ k1 v1 … kn vn → q1 a1 … qn an] (word keys: no lone ▁, see lead): every key queried once,
+    in random order. Returns ids and a mask of the positions whose NEXT token is an answer (the loss
+    targets)."""
     keys = rng.choice(len(spec.keys), size=n_pairs, replace=False)
     vals = rng.integers(0, len(spec.values), size=n_pairs)
-    ids = [spec.bos, spec.space]
+    ids = [spec.bos] + lead(spec)
     for k, v in zip(keys, vals):
         ids += [spec.keys[k], spec.values[v]]
     ids.append(spec.query)
@@ -200,7 +208,7 @@ def mqar_gap_instance(rng, spec, n_pairs, filler):
     the regime where a fixed-size SSM state falls behind attention (Arora et al. 2023, Zoology).
     Returns ids and the answer mask as mqar_instance."""
     ids, target = mqar_instance(rng, spec, n_pairs)
-    cut = 2 + 2 * n_pairs
+    cut = 1 + len(lead(spec)) + 2 * n_pairs
     fill = [int(t) for t in filler]
     return ids[:cut] + fill + ids[cut:], target[:cut] + [False] * len(fill) + target[cut:]
 

@@ -128,6 +128,14 @@ def recipe_options():
     ok &= all(tok.vocab[i].startswith("\u2581") and len(tok.vocab[i]) == 4 for i in spec.keys + spec.values)
     row, m = data.pack_tasks(np.random.default_rng(1), spec, 96, "mqar", np.arange(5000, 6000), (8, 8), (0, 0))
     ok &= bool(np.isin(row, spec.keys).any()) and not np.isin(row, letters.keys).any()
+    # A word-key instance starts with its first key (a typed prompt has no lone ▁ before a word piece);
+    # a gap instance puts its filler right before the query mark.
+    ids, tgt = data.mqar_instance(np.random.default_rng(2), spec, 3)
+    ok &= ids[0] == spec.bos and ids[1] in spec.keys and ids[7] == spec.query and tgt[8] and not tgt[7]
+    gids, gtgt = data.mqar_gap_instance(np.random.default_rng(2), spec, 3, [900, 901])
+    ok &= gids == ids[:7] + [900, 901] + ids[7:] and gtgt == tgt[:7] + [False, False] + tgt[7:]
+    lids, _ = data.mqar_instance(np.random.default_rng(2), letters, 3)
+    ok &= lids[:2] == [letters.bos, letters.space] and lids[2] in letters.keys
     for bad_tok in (fake_tokenizer(1200),):
         try:
             data.TaskSpec(bad_tok, "words")
