@@ -375,7 +375,50 @@ def markdown(res):
         p, w = f["pooled"], f.get("within", {"mean": float("nan"), "lo": float("nan"), "hi": float("nan")})
         out.append(f"| {m} | {w['mean']:+.3f} [{w['lo']:+.3f}, {w['hi']:+.3f}] | {p['mean']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] | {p['n']} | "
                    + ", ".join(f"{s}: {v['slope']:+.3f}" for s, v in f["per_step"].items()) + " |")
+    out += ["", *targets(res)]
     return "\n".join(out)
+
+
+def targets(res):
+    """Issue 20's targets against an evaluation, as the card's table: "yes" when the whole 95 %
+    interval is on the target's side, "mean only" when the estimate is but the interval crosses the
+    line, else "no". Sinks are the first token alone (registers may take the sink over)."""
+    V, rows = res["variants"], []
+
+    def verdict(lo_ok, mean_ok):
+        return "yes" if lo_ok else ("mean only" if mean_ok else "no")
+
+    for name, v in V.items():
+        d = v["val_minus_bigram"]
+        rows.append((f"`{name}` validation loss ≥ 0.3 nats below the bigram model",
+                     f"{d['mean']:+.3f} ± {d['ci95']:.3f} nats", verdict(d["mean"] + d["ci95"] <= -0.3, d["mean"] <= -0.3)))
+    if "baseline" in V and "8_pairs_gap_0" in V["baseline"]["recall"]:
+        r = V["baseline"]["recall"]["8_pairs_gap_0"]
+        rows.append(("`baseline` recall at 8 pairs ≥ 90 %", f"{100 * r['mean']:.1f} ± {100 * r['ci95']:.1f} %",
+                     verdict(r["mean"] - r["ci95"] >= 0.9, r["mean"] >= 0.9)))
+    diff = res.get("recall_baseline_minus_no_attention", {}).get("8_pairs_gap_0")
+    if diff:
+        rows.append(("`baseline` ≥ 30 points above `no-attention` at 8 pairs",
+                     f"{100 * diff['mean']:+.1f} ± {100 * diff['ci95']:.1f} points",
+                     verdict(diff["mean"] - diff["ci95"] >= 0.3, diff["mean"] >= 0.3)))
+    base = V.get("baseline", {}).get("first_token_ratio_max_head")
+    if base:
+        rows.append(("a first-token sink ≥ 3× the uniform share in one `baseline` head",
+                     f"{base['mean']:.2f} ± {base['ci95']:.2f}× ({base['head']})",
+                     verdict(base["mean"] - base["ci95"] >= 3, base["mean"] >= 3)))
+        for name in ("softmax1", "registers"):
+            o = V.get(name, {}).get("first_token_ratio_max_head")
+            if o:
+                rows.append((f"`{name}` reduces it (largest first-token ratio below `baseline`'s)",
+                             f"{o['mean']:.2f} ± {o['ci95']:.2f}× ({o['head']})",
+                             verdict(o["mean"] + o["ci95"] < base["mean"] - base["ci95"], o["mean"] < base["mean"])))
+    for m, sign in (("dora", -1), ("lora", 1)):
+        w = res.get("finetunes", {}).get(m, {}).get("within")
+        if w:
+            rows.append((f"{dict(dora='DoRA', lora='LoRA')[m]}'s ΔM–ΔD slope {'negative' if sign < 0 else 'positive'} "
+                         "(across layers, within step and module kind)", f"{w['mean']:+.3f} [{w['lo']:+.3f}, {w['hi']:+.3f}]",
+                         verdict(w["hi"] < 0 if sign < 0 else w["lo"] > 0, sign * w["mean"] > 0)))
+    return ["| target | measured | met |", "|---|---|---|"] + [f"| {a} | {b} | {c} |" for a, b, c in rows]
 
 
 def check(res, stored):

@@ -168,6 +168,24 @@ def recipe_options():
     return ok
 
 
+def target_verdicts():
+    """evaluate.targets: "yes" only when the whole interval is on the target's side, "mean only" when
+    the estimate is but the interval crosses, "no" otherwise; the sink compares the first token alone."""
+    import evaluate
+    e = lambda m, c: {"mean": m, "ci95": c}  # noqa: E731
+    res = {"variants": {"baseline": {"val_minus_bigram": e(-0.5, 0.1), "recall": {"8_pairs_gap_0": e(0.95, 0.02)},
+                                     "first_token_ratio_max_head": dict(e(20, 2), head="attn1.head0")},
+                        "softmax1": {"val_minus_bigram": e(-0.25, 0.1), "recall": {"8_pairs_gap_0": e(0.9, 0.02)},
+                                     "first_token_ratio_max_head": dict(e(19, 2), head="attn1.head0")},
+                        "registers": {"val_minus_bigram": e(-0.35, 0.1), "recall": {"8_pairs_gap_0": e(0.9, 0.02)},
+                                      "first_token_ratio_max_head": dict(e(2, 0.5), head="attn0.head1")}},
+           "recall_baseline_minus_no_attention": {"8_pairs_gap_0": e(0.25, 0.03)},
+           "finetunes": {"dora": {"within": {"mean": -0.1, "lo": -0.2, "hi": 0.05}},
+                         "lora": {"within": {"mean": 0.5, "lo": 0.4, "hi": 0.6}}}}
+    got = [row.rsplit("|", 2)[-2].strip() for row in evaluate.targets(res)[2:]]
+    return got == ["yes", "no", "mean only", "yes", "no", "yes", "mean only", "yes", "mean only", "yes"]
+
+
 def main():
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -228,6 +246,7 @@ def main():
                  "within-group slope: −1 inside each step although the pooled slope is positive")
     bad += check(resume_equals_uninterrupted(tempfile.mkdtemp()), "a stopped and resumed two-stage run exports the same bytes")
     bad += check(induction_rows_repeat_their_window(), "induction rows repeat a text window after other text")
+    bad += check(target_verdicts(), "the card's target verdicts follow the intervals")
     bad += check(recipe_options(), "stage options: word recall keys, constant learning rate, resume across changed later stages")
     print("all passed" if bad == 0 else f"{bad} failed")
     return 1 if bad else 0
