@@ -179,7 +179,7 @@ def lead(spec):
     """The pieces between BOS and the first key: what the tokenizer makes of a typed prompt. Greek keys
     are user symbols, so "α3β7→β" starts with a lone ▁ (the dummy prefix); a word key is itself a
     word-initial piece ("pages unit→ pages" encodes as ▁pages ▁unit → ▁pages)."""
-    return [] if getattr(spec, "key_set", "letters") == "words" else [spec.space]
+    return [] if spec.key_set == "words" else [spec.space]
 
 
 def mqar_instance(rng, spec, n_pairs):

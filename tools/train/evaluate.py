@@ -157,10 +157,10 @@ def eval_text_and_sinks(model, X, Y, bigram):
         for p in rec.probs:           # (1, heads, S_total, S_total); keys 0..n_reg-1 registers, n_reg = BOS
             S = p.shape[-1]
             t = torch.arange(SINK_FROM + n_reg, S)
+            visible = (t + 1).double()                                        # keys a query at t sees
             mass = p[0][:, t][:, :, :n_reg + 1].sum(-1)                     # (heads, queries)
-            share = (n_reg + 1) / (t + 1).double()                            # uniform share of those keys
-            per_layer.append((mass / share).mean(-1).tolist())
-            per_bos.append((p[0][:, t, n_reg] * (t + 1).double()).mean(-1).tolist())  # the first token alone
+            per_layer.append((mass * visible / (n_reg + 1)).mean(-1).tolist())  # over their uniform share
+            per_bos.append((p[0][:, t, n_reg] * visible).mean(-1).tolist())     # the first token alone
             per_null.append((1.0 - p[0][:, t].sum(-1)).mean(-1).tolist())
         sink_rows.append(per_layer)
         bos_rows.append(per_bos)
@@ -469,11 +469,13 @@ def run(args):
             trained = json.load(fh)["data"]
     except (OSError, KeyError, ValueError, TypeError):
         trained = {}
+    if not isinstance(trained, dict):
+        trained = {}
     if args.seq <= 0:
-        seq = trained.get("seq", 256) if isinstance(trained, dict) else 256
+        seq = trained.get("seq", 256)
         args.seq = seq if isinstance(seq, int) and seq > 0 else 256
     if not args.keys:
-        keys = trained.get("recall_keys", "letters") if isinstance(trained, dict) else "letters"
+        keys = trained.get("recall_keys", "letters")
         args.keys = keys if keys in data.RECALL_KEY_SETS else "letters"
     if args.tour:
         tour_facts(args)
