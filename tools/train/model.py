@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from scan import selective_scan_chunked, selective_scan_fused, selective_scan_sequential
+from scan import selective_scan_chunked, selective_scan_fused, selective_scan_native, selective_scan_sequential
 
 SCAN = {"impl": "fused", "chunk": 16}  # trainer option --scan
 
@@ -212,6 +212,8 @@ class Mamba(nn.Module):
         A = -torch.exp(self.A_log)
         if sequential:
             y = selective_scan_sequential(u, dt, A, Bm, Cm)
+        elif SCAN["impl"] == "native":
+            y = selective_scan_native(u, dt, A, Bm, Cm)
         elif SCAN["impl"] == "chunked":
             y = selective_scan_chunked(u, dt, A, Bm, Cm, SCAN["chunk"])
         else:

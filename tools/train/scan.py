@@ -12,6 +12,12 @@ batch; one short loop over the chunks carries each chunk's final state into the 
 
 The result equals the sequential recurrence up to floating-point summation order.
 """
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+
 import torch
 
 
@@ -137,3 +143,93 @@ class _ScanFn(torch.autograd.Function):
 
 def selective_scan_fused(u, dt, A, Bm, Cm):
     return _ScanFn.apply(u.contiguous(), dt.contiguous(), A.contiguous(), Bm.contiguous(), Cm.contiguous())
+
+
+# ---- the same recurrence in C (scan_native.c), built on first use with the system C compiler
+
+_NATIVE = {}
+NATIVE_MAX_STATE = 64      # scan_native.c keeps one channel's state on the stack
+
+
+def native_library():
+    """The compiled scan_native.c (ctypes), or None where no C compiler is found or it fails. Built
+    once per source text into ~/.cache/hybridlens-train/ (or $XDG_CACHE_HOME), atomically, so that
+    --jobs workers starting together do not read a half-written file."""
+    if "lib" in _NATIVE:
+        return _NATIVE["lib"]
+    lib = None
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scan_native.c")
+    flags = ["-O3", "-march=native", "-ffast-math", "-shared", "-fPIC"]
+    try:
+        with open(src, "rb") as fh:
+            key = hashlib.sha256(fh.read() + " ".join(flags).encode()).hexdigest()[:16]
+        cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hybridlens-train")
+        so = os.path.join(cache, f"scan_native-{key}.so")
+        if not os.path.exists(so):
+            os.makedirs(cache, exist_ok=True)
+            tmp = f"{so}.{os.getpid()}.tmp"
+            cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+            if cc is None:
+                raise OSError("no C compiler")
+            subprocess.run([cc, *flags, src, "-o", tmp, "-lm"], check=True, capture_output=True)
+            os.replace(tmp, so)
+        lib = ctypes.CDLL(so)
+        L, P = ctypes.c_long, ctypes.c_void_p
+        for s in ("f32", "f64"):
+            getattr(lib, f"scan_fwd_{s}").argtypes = [L, L, L, L] + [P] * 6
+            getattr(lib, f"scan_fwd_{s}").restype = None
+            getattr(lib, f"scan_bwd_{s}").argtypes = [L, L, L, L] + [P] * 11
+            getattr(lib, f"scan_bwd_{s}").restype = ctypes.c_int
+    except (OSError, subprocess.CalledProcessError):
+        lib = None
+    _NATIVE["lib"] = lib
+    return lib
+
+
+def _suffix(x):
+    return {torch.float32: "f32", torch.float64: "f64"}[x.dtype]
+
+
+class _NativeScanFn(torch.autograd.Function):
+    """scan_native.c as one autograd node: the forward keeps no states (the backward recomputes
+    them channel by channel), so a layer's saved memory is its inputs only."""
+
+    @staticmethod
+    def forward(ctx, u, dt, A, Bm, Cm):
+        lib = native_library()
+        Bsz, S, Di = u.shape
+        N = A.shape[1]
+        y = torch.empty_like(u)
+        getattr(lib, f"scan_fwd_{_suffix(u)}")(Bsz, S, Di, N, u.data_ptr(), dt.data_ptr(), A.data_ptr(),
+                                                 Bm.data_ptr(), Cm.data_ptr(), y.data_ptr())
+        ctx.save_for_backward(u, dt, A, Bm, Cm)
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        u, dt, A, Bm, Cm = ctx.saved_tensors
+        lib = native_library()
+        Bsz, S, Di = u.shape
+        N = A.shape[1]
+        gy = gy.contiguous()
+        du, ddt = torch.empty_like(u), torch.empty_like(u)
+        dA, dB, dC = torch.zeros_like(A), torch.zeros_like(Bm), torch.zeros_like(Cm)
+        rc = getattr(lib, f"scan_bwd_{_suffix(u)}")(Bsz, S, Di, N, u.data_ptr(), dt.data_ptr(), A.data_ptr(),
+                                                      Bm.data_ptr(), Cm.data_ptr(), gy.data_ptr(), du.data_ptr(),
+                                                      ddt.data_ptr(), dA.data_ptr(), dB.data_ptr(), dC.data_ptr())
+        if rc != 0:
+            raise MemoryError(f"scan_native.c: no memory for a {S} x {N} scratch buffer")
+        return du, ddt, dA, dB, dC
+
+
+def native_available(u, A):
+    return (native_library() is not None and u.dtype in (torch.float32, torch.float64)
+            and A.shape[1] <= NATIVE_MAX_STATE and not u.is_cuda)
+
+
+def selective_scan_native(u, dt, A, Bm, Cm):
+    """The C scan where it can run (a C compiler, float32/float64, d_state <= 64), else the fused
+    one; the two agree to rounding."""
+    if not native_available(u, A):
+        return selective_scan_fused(u, dt, A, Bm, Cm)
+    return _NativeScanFn.apply(u.contiguous(), dt.contiguous(), A.contiguous(), Bm.contiguous(), Cm.contiguous())

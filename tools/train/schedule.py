@@ -1,6 +1,8 @@
 """The training loop of tools/train and what a schedule is made of: stages (each its own batches,
 learning-rate cosine and optimizer), the recipe file that lists them, and the snapshots that let a
 stopped run continue exactly where it stopped (`train_demo.py --resume`)."""
+import ctypes
+import ctypes.util
 import json
 import math
 import os
@@ -24,6 +26,24 @@ def floats(text):
 
 def ints(text):
     return tuple(int(x) for x in str(text).split(","))
+
+
+def keep_freed_memory():
+    """Asks glibc's allocator to keep freed memory for reuse instead of handing it back to the
+    kernel. A training step frees and reallocates the same 16 MiB scan buffers many times; by
+    default each one is a fresh mmap whose first touch page-faults every 4 KiB page, which on the
+    2-core machines here made a step about twice as slow (1.0 s against 0.5 s, stage-1 rows).
+    Numbers are unchanged: only where the buffers live changes. Returns False where the C library
+    has no mallopt (not glibc)."""
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    if libc is None or not hasattr(libc, "mallopt"):
+        return False
+    M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
+    ok = libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)   # glibc's largest: blocks up to 32 MiB from the heap
+    ok &= libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)  # never shrink the heap below 1 GiB of free top
+    ok &= libc.mallopt(M_TOP_PAD, 256 << 20)       # grow it in 256 MiB steps
+    return bool(ok)
 
 
 LR_SCHEDULES = ("cosine", "constant")

@@ -3,8 +3,8 @@
 
     /usr/bin/python3 tools/train/test_train.py
 
-- the fused and the chunked log-space scans equal the step-by-step recurrence; the fused scan's
-  hand-written backward passes torch.autograd.gradcheck;
+- the C, the fused and the chunked log-space scans equal the step-by-step recurrence; the C and the
+  fused scans' hand-written backwards pass torch.autograd.gradcheck and equal its autograd;
 - the trainer's model (float64) equals the independent numpy reference of check_export.py on a
   random exported BF16 checkpoint, for every normalizer and register count, with and without
   attention layers;
@@ -36,7 +36,8 @@ import train_demo  # noqa: E402
 import export  # noqa: E402
 import finetune  # noqa: E402
 import model as M  # noqa: E402
-from scan import selective_scan_chunked, selective_scan_fused, selective_scan_sequential  # noqa: E402
+from scan import (native_library, selective_scan_chunked, selective_scan_fused, selective_scan_native,  # noqa: E402
+                  selective_scan_sequential)
 
 
 def check(cond, what):
@@ -202,6 +203,19 @@ def main():
     bad += check(torch.allclose(selective_scan_fused(u, dt, A, Bm, Cm), ref, atol=1e-12), "fused scan = sequential")
     small = [t[:, :9].detach().clone().requires_grad_() if t.dim() == 3 else t for t in (u, dt, A, Bm, Cm)]
     bad += check(torch.autograd.gradcheck(selective_scan_fused, tuple(small)), "fused scan backward (gradcheck)")
+    # The C scan (the trainer's default): built here, equal to the recurrence forward and backward.
+    bad += check(native_library() is not None, "scan_native.c builds with the system C compiler")
+    if native_library() is not None:
+        bad += check(torch.allclose(selective_scan_native(u, dt, A, Bm, Cm), ref, atol=1e-12), "native scan = sequential")
+        gy = torch.randn_like(ref)
+        want = torch.autograd.grad(ref, (u, dt, A, Bm, Cm), gy)
+        got = torch.autograd.grad(selective_scan_native(u, dt, A, Bm, Cm), (u, dt, A, Bm, Cm), gy)
+        bad += check(all(torch.allclose(g, w, atol=1e-11) for g, w in zip(got, want)),
+                     "native scan gradients = the sequential recurrence's autograd")
+        bad += check(torch.autograd.gradcheck(selective_scan_native, tuple(small)), "native scan backward (gradcheck)")
+        f32 = [t.detach().float().requires_grad_() for t in (u, dt, A, Bm, Cm)]
+        y32 = selective_scan_native(*f32)
+        bad += check(torch.allclose(y32.double(), ref, rtol=1e-4, atol=1e-4), "native scan in float32 = sequential")
 
     tmp = tempfile.mkdtemp()
     tok = os.path.join(tmp, "tokenizer.model")

@@ -28,7 +28,8 @@ import data  # noqa: E402
 import export  # noqa: E402
 import finetune  # noqa: E402
 import model as M  # noqa: E402
-from schedule import Progress, Snapshot, check_stage, log, read_recipe, stage, train_loop  # noqa: E402
+from schedule import (Progress, Snapshot, check_stage, keep_freed_memory, log, read_recipe, stage,  # noqa: E402
+                      train_loop)
 
 SEED = 1234          # model init
 DATA_SEED = 4321     # training batches (same stream for every variant)
@@ -148,7 +149,9 @@ def parse_args(argv=None):
     ap.add_argument("--jobs", type=int, default=1, help="variants (then fine-tunes) trained by this many processes at once")
     ap.add_argument("--resume", action="store_true",
                     help="keep each variant's training state in WORK/state/ and continue from it after a stop")
-    ap.add_argument("--scan", choices=["fused", "chunked"], default="fused")
+    ap.add_argument("--scan", choices=["native", "fused", "chunked"], default="native",
+                    help="selective scan: C (scan_native.c, built on first use; the fused one without a C compiler), "
+                         "fused or chunked PyTorch")
     ap.add_argument("--variants", default=",".join(v for v, _ in VARIANTS))
     ap.add_argument("--skip-finetune", action="store_true")
     ap.add_argument("--golden-only", action="store_true", help="only rewrite tests/golden/demo from the shipped files")
@@ -169,6 +172,7 @@ def parse_args(argv=None):
 
 
 def setup_torch(args):
+    keep_freed_memory()
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
     M.SCAN["impl"] = args.scan
