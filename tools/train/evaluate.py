@@ -379,6 +379,9 @@ def markdown(res):
     return "\n".join(out)
 
 
+SINK_CUT = 0.1   # a sink counts as reduced when the largest first-token ratio falls by this fraction
+
+
 def targets(res):
     """Issue 20's targets against an evaluation, as the card's table: "yes" when the whole 95 %
     interval is on the target's side, "mean only" when the estimate is but the interval crosses the
@@ -409,9 +412,12 @@ def targets(res):
         for name in ("softmax1", "registers"):
             o = V.get(name, {}).get("first_token_ratio_max_head")
             if o:
-                rows.append((f"`{name}` reduces it (largest first-token ratio below `baseline`'s)",
-                             f"{o['mean']:.2f} ± {o['ci95']:.2f}× ({o['head']})",
-                             verdict(o["mean"] + o["ci95"] < base["mean"] - base["ci95"], o["mean"] < base["mean"])))
+                # "Reduces" asks for at least a tenth less than baseline's largest head, not any
+                # difference an interval can resolve (a 2 % change leaves the sink as it was).
+                rows.append((f"`{name}` reduces it (largest first-token ratio at least {100 * SINK_CUT:.0f} % below `baseline`'s)",
+                             f"{o['mean']:.2f} ± {o['ci95']:.2f}× ({o['head']}), {100 * (o['mean'] / base['mean'] - 1):+.0f} %",
+                             verdict(o["mean"] + o["ci95"] <= (1 - SINK_CUT) * (base["mean"] - base["ci95"]),
+                                     o["mean"] <= (1 - SINK_CUT) * base["mean"])))
     for m, sign in (("dora", -1), ("lora", 1)):
         w = res.get("finetunes", {}).get(m, {}).get("within")
         if w:
@@ -421,15 +427,32 @@ def targets(res):
     return ["| target | measured | met |", "|---|---|---|"] + [f"| {a} | {b} | {c} |" for a, b, c in rows]
 
 
+SUBSET_Z = 3.5   # standard errors of a subset's mean allowed by --check (about 1 in 2,000 per number)
+
+
 def check(res, stored):
-    """Each measured estimate against the stored one: |a − b| <= ci_a + ci_b (slopes: 1e-9)."""
+    """Each measured estimate against the stored one. Slopes (bootstrap intervals) must be equal to
+    1e-9; any other number within ci_a + ci_b, or — when the measured sample is the first part of the
+    stored one (same seed, fewer windows or instances: what --quick measures) — within SUBSET_Z
+    standard errors of a subset's mean, from the stored sample's spread: the subset's own interval
+    is too narrow when a few units are far from the rest (per-window sink ratios are skewed), and a
+    subset is not independent of the sample it is part of. A relative 1e-9 covers rounding."""
     bad, n = [], 0
+    same_seed = res.get("settings", {}).get("seed") == stored.get("settings", {}).get("seed")
 
     def walk(a, b, path):
         nonlocal n
         if isinstance(a, dict) and "mean" in a and isinstance(b, dict) and "mean" in b:
             n += 1
-            tol = 1e-9 if "lo" in a else a.get("ci95", 0) + b.get("ci95", 0)
+            if "lo" in a:
+                tol = 1e-9
+            else:
+                tol = a.get("ci95", 0) + b.get("ci95", 0)
+                na, nb = a.get("n", 0), b.get("n", 0)
+                if same_seed and 1 < na < nb and math.isfinite(b.get("ci95", math.nan)):
+                    sd_b = b["ci95"] * math.sqrt(nb) / 1.96
+                    tol = max(tol, SUBSET_Z * sd_b * math.sqrt(1 / na - 1 / nb))
+                tol += 1e-9 * abs(b["mean"])
             if not abs(a["mean"] - b["mean"]) <= tol:
                 bad.append(f"{path}: measured {a['mean']:.6g}, stored {b['mean']:.6g} (allowed ±{tol:.3g})")
             return
@@ -457,6 +480,7 @@ def main():
     ap.add_argument("--tour", action="store_true", help="only print the numbers behind the guided tour's sentences")
     ap.add_argument("--markdown", metavar="FILE", help="only print the model card's tables from a stored evaluation")
     args = ap.parse_args()
+    T.keep_freed_memory()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="hl-eval-") as work:  # the tokenizer's copy and vocabulary
         args.work = work

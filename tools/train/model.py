@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from scan import selective_scan_chunked, selective_scan_fused, selective_scan_native, selective_scan_sequential
 
-SCAN = {"impl": "fused", "chunk": 16}  # trainer option --scan
+SCAN = {"impl": "native", "chunk": 16}  # trainer option --scan (native: C, else fused)
 
 
 @dataclass
