@@ -82,7 +82,7 @@ const std::string& traceFile() {
 const std::string& doraFile() {
   static const std::string s = [] {
     const std::string p = (scratch() / "d.csv").string();
-    const Result r = run({"dora", "--base", model(), "--adapter", finetune("dora/step-7"), "--out", p});
+    const Result r = run({"dora", "--base", model(), "--adapter", finetune("dora/step-30"), "--out", p});
     if (r.status != 0) ADD_FAILURE() << r.err;
     return p;
   }();
@@ -144,10 +144,10 @@ Cases cases(const std::string& cmd) {
             {"json", {"memory", "--config", c, "--context", "64", "--json"}}};
   }
   if (cmd == "dora")
-    return {{"base", {"dora", "--base", m, "--adapter", finetune("dora/step-7"), "--out", out + ".csv"}},
-            {"adapter", {"dora", "--base", m, "--adapter", finetune("lora/step-15"), "--out", out + ".csv"}},
-            {"tuned", {"dora", "--base", m, "--tuned", finetune("full/step-15"), "--out", out + ".csv"}},
-            {"out", {"dora", "--base", m, "--adapter", finetune("dora/step-7"), "--out", out + "2.csv"}}};
+    return {{"base", {"dora", "--base", m, "--adapter", finetune("dora/step-30"), "--out", out + ".csv"}},
+            {"adapter", {"dora", "--base", m, "--adapter", finetune("lora/step-30"), "--out", out + ".csv"}},
+            {"tuned", {"dora", "--base", m, "--tuned", finetune("full/step-60"), "--out", out + ".csv"}},
+            {"out", {"dora", "--base", m, "--adapter", finetune("dora/step-30"), "--out", out + "2.csv"}}};
   if (cmd == "hidden-attention") {
     const std::string f = mamba2Model();
     const std::vector<std::string> b = {cmd, "--checkpoint", f, "--ids", "1,2,3,4"};
@@ -196,7 +196,7 @@ Cases cases(const std::string& cmd) {
                {"ignore-eos", with({"--generate", "2", "--ignore-eos"})},
                {"normalizer", with({"--normalizer", "softmax1"})},
                {"registers", with({"--registers", "2"})},
-               {"adapter", with({"--adapter", finetune("dora/step-7")})},
+               {"adapter", with({"--adapter", finetune("dora/step-30")})},
                {"backend", with({"--backend", "cpu"})}};
     c["memory-budget"] = with({"--memory-budget", "4G"});
     c["weights"] = with({"--weights", "q8_0"});
@@ -241,7 +241,7 @@ Cases cases(const std::string& cmd) {
             {"seed", with({"--generate", "2", "--temperature", "0.8", "--seed", "7"})},
             {"normalizer", with({"--normalizer", "softmax1"})},
             {"registers", with({"--registers", "2"})},
-            {"adapter", with({"--adapter", finetune("dora/step-7")})},
+            {"adapter", with({"--adapter", finetune("dora/step-30")})},
             {"backend", with({"--backend", "cpu"})},
             {"weights", with({"--weights", "q8_0"})},
             {"memory-budget", with({"--memory-budget", "4G"})},
