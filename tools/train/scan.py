@@ -17,6 +17,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 
 import torch
 
@@ -153,7 +154,8 @@ NATIVE_MAX_STATE = 64      # scan_native.c keeps one channel's state on the stac
 
 def native_library():
     """The compiled scan_native.c (ctypes), or None where no C compiler is found or it fails. Built
-    once per source text into ~/.cache/hybridlens-train/ (or $XDG_CACHE_HOME), atomically, so that
+    once per source text into ~/.cache/hybridlens-train/ (or $XDG_CACHE_HOME; the temporary folder where
+    that cannot be written), atomically, so that
     --jobs workers starting together do not read a half-written file."""
     if "lib" in _NATIVE:
         return _NATIVE["lib"]
@@ -163,16 +165,25 @@ def native_library():
     try:
         with open(src, "rb") as fh:
             key = hashlib.sha256(fh.read() + " ".join(flags).encode()).hexdigest()[:16]
-        cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hybridlens-train")
-        so = os.path.join(cache, f"scan_native-{key}.so")
-        if not os.path.exists(so):
-            os.makedirs(cache, exist_ok=True)
-            tmp = f"{so}.{os.getpid()}.tmp"
-            cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-            if cc is None:
-                raise OSError("no C compiler")
-            subprocess.run([cc, *flags, src, "-o", tmp, "-lm"], check=True, capture_output=True)
-            os.replace(tmp, so)
+        so = None
+        for base in (os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), tempfile.gettempdir()):
+            cache = os.path.join(base, "hybridlens-train")
+            so = os.path.join(cache, f"scan_native-{key}.so")
+            if os.path.exists(so):
+                break
+            try:                                  # an unwritable cache: the next place
+                os.makedirs(cache, exist_ok=True)
+                tmp = f"{so}.{os.getpid()}.tmp"
+                cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+                if cc is None:
+                    raise OSError("no C compiler")
+                subprocess.run([cc, *flags, src, "-o", tmp, "-lm"], check=True, capture_output=True)
+                os.replace(tmp, so)
+                break
+            except OSError:
+                so = None
+        if so is None:
+            raise OSError("scan_native.c could not be built")
         lib = ctypes.CDLL(so)
         L, P = ctypes.c_long, ctypes.c_void_p
         for s in ("f32", "f64"):
