@@ -55,12 +55,15 @@ QUICK_RECALL = [(8, 0), (8, 96)]
 SINK_FROM = 8        # query positions t >= SINK_FROM count for the sink statistic
 
 
+Z95 = 1.96           # standard errors of a 95 % interval (normal approximation)
+
+
 def estimate(values):
     """Mean and 95 % half-width (normal approximation) of independent per-unit values."""
     v = np.asarray(values, dtype=np.float64)
     if len(v) < 2:
         return {"mean": float(v.mean()) if len(v) else float("nan"), "ci95": float("nan"), "n": int(len(v))}
-    return {"mean": float(v.mean()), "ci95": float(1.96 * v.std(ddof=1) / math.sqrt(len(v))), "n": int(len(v))}
+    return {"mean": float(v.mean()), "ci95": float(Z95 * v.std(ddof=1) / math.sqrt(len(v))), "n": int(len(v))}
 
 
 def tokenizer_for(model_dir, work):
@@ -450,7 +453,7 @@ def check(res, stored):
                 tol = a.get("ci95", 0) + b.get("ci95", 0)
                 na, nb = a.get("n", 0), b.get("n", 0)
                 if same_seed and 1 < na < nb and math.isfinite(b.get("ci95", math.nan)):
-                    sd_b = b["ci95"] * math.sqrt(nb) / 1.96
+                    sd_b = b["ci95"] * math.sqrt(nb) / Z95     # the units' spread, as estimate() made ci95
                     tol = max(tol, SUBSET_Z * sd_b * math.sqrt(1 / na - 1 / nb))
                 tol += 1e-9 * abs(b["mean"])
             if not abs(a["mean"] - b["mean"]) <= tol:

@@ -196,7 +196,7 @@ def subset_check():
     stored = {"settings": {"seed": 1}, "x": {"mean": 13.69, "ci95": 0.11, "n": 128}, "r": {"mean": 0.998, "ci95": 0.002, "n": 256}}
     sd = 0.11 * math.sqrt(128) / 1.96                                       # 0.635: the stored units' spread
     near = {"settings": {"seed": 1}, "x": {"mean": 13.99, "ci95": 0.05, "n": 16}, "r": {"mean": 1.0, "ci95": 0.0, "n": 64}}
-    far = {"settings": {"seed": 1}, "x": {"mean": 13.69 + 4 * sd / 4, "ci95": 0.05, "n": 16}, "r": {"mean": 0.9, "ci95": 0.0, "n": 64}}
+    far = {"settings": {"seed": 1}, "x": {"mean": 13.69 + sd, "ci95": 0.05, "n": 16}, "r": {"mean": 0.9, "ci95": 0.0, "n": 64}}
     other_seed = dict(near, settings={"seed": 2})
     rounding = {"settings": {"seed": 1}, "x": {"mean": 13.69 * (1 + 1e-12), "ci95": 0.0, "n": 128},
                 "r": {"mean": 0.998, "ci95": 0.0, "n": 256}}
