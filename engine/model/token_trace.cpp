@@ -11,6 +11,7 @@
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/probes/logit_probe.h"
 #include "engine/probes/memory.h"
 #include "engine/trace/trace_fields.h"
 
@@ -65,18 +66,8 @@ std::string nonfinite_where(int32_t layer, int64_t L) {
   return "layer " + std::to_string(layer);
 }
 
-namespace {
-
-int64_t first_nonfinite(const std::vector<float>& x) {
-  for (size_t i = 0; i < x.size(); ++i)
-    if (!std::isfinite(x[i])) return static_cast<int64_t>(i);
-  return -1;
-}
-
-}  // namespace
-
 void flag_nonfinite_logits(TokenTrace& r, int64_t L) {
-  if (r.nonfinite_layer < 0 && first_nonfinite(r.logits) >= 0) r.nonfinite_layer = nonfinite_lm_head(L);
+  if (r.nonfinite_layer < 0 && first_nonfinite(r.logits.data(), r.logits.size()) >= 0) r.nonfinite_layer = nonfinite_lm_head(L);
 }
 
 void finish_record(TokenTrace& r, int64_t L, const RunOptions& opts) {
@@ -86,7 +77,7 @@ void finish_record(TokenTrace& r, int64_t L, const RunOptions& opts) {
 }
 
 void require_finite_logits(const TokenTrace& r, int64_t L) {
-  const int64_t i = first_nonfinite(r.logits);
+  const int64_t i = first_nonfinite(r.logits.data(), r.logits.size());
   if (i < 0) return;
   const float v = r.logits[static_cast<size_t>(i)];
   const std::string what = std::isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf");

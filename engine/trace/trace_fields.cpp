@@ -77,7 +77,7 @@ const std::vector<TraceField>& trace_fields() {
       scalar32("position", &TT::position, false),
       floats("logits", &TT::logits, kAlways, S::V, "(V)"),
       derived("logit_entropy", &TT::logit_entropy,
-              [](TokenTrace& r) { r.logit_entropy = next_token_entropy(r.logits.data(), r.logits.size()); }),
+              [](TokenTrace& r) { r.logit_entropy = next_token_entropy_pooled(r.logits.data(), r.logits.size()); }),
       floats2("attn_entropy", &TT::attn_entropy, kInstr, S::An, S::nh, "(A_n, nh)"),
       floats2("attn_entropy_norm", &TT::attn_entropy_norm, kInstr, S::An, S::nh, "(A_n, nh)"),
       floats2("attn_mass", &TT::attn_mass, kInstr, S::An, S::nh, "(A_n, nh)"),

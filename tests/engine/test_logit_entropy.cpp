@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <limits>
 #include <vector>
 
@@ -42,6 +44,37 @@ TEST(LogitEntropy, ClosedForms) {
   z[2] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_TRUE(std::isnan(next_token_entropy(z.data(), 4)));
   EXPECT_TRUE(std::isnan(next_token_entropy(nullptr, 0)));
+}
+
+// The thread pool's version adds the same block sums in the same order: the same bits as the
+// serial one for vocabulary-sized logits (with and without a tail of n % 4), NaN for a bad logit
+// anywhere; first_nonfinite finds that logit's index.
+TEST(LogitEntropy, PooledEqualsSerialBitForBit_FirstNonfiniteFindsTheLogit) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  for (size_t n : {size_t{65536}, size_t{65539}, size_t{50257}, size_t{16384}, size_t{1000}}) {
+    std::vector<float> z(n);
+    for (float& v : z) v = nd(rng);
+    z[n / 3] = 30.0f;  // a clear favourite
+    const float serial = next_token_entropy(z.data(), n);
+    const float pooled = next_token_entropy_pooled(z.data(), n);
+    uint32_t a, b;
+    std::memcpy(&a, &serial, 4);
+    std::memcpy(&b, &pooled, 4);
+    EXPECT_EQ(a, b) << "n " << n << ": serial " << serial << ", pooled " << pooled;
+    EXPECT_GT(serial, 0.0f);
+    EXPECT_EQ(first_nonfinite(z.data(), n), -1);
+    for (size_t at : {size_t{0}, n / 2 + 1, n - 1}) {
+      for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+        const float keep = z[at];
+        z[at] = bad;
+        EXPECT_TRUE(std::isnan(next_token_entropy_pooled(z.data(), n))) << "n " << n << " at " << at;
+        EXPECT_TRUE(std::isnan(next_token_entropy(z.data(), n)));
+        EXPECT_EQ(first_nonfinite(z.data(), n), static_cast<int64_t>(at));
+        z[at] = keep;
+      }
+    }
+  }
 }
 
 TEST(LogitEntropy, EveryFinishedRecordCarriesItsLogitsEntropy) {
