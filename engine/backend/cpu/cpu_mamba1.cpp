@@ -54,17 +54,24 @@ void CpuMamba1::forward(const float* x, int64_t S, float* y, TokenTrace* const* 
   MambaScratch& sc = run_.scratch<MambaScratch>();
   const int64_t Di = cfg.mamba_inner(), N = cfg.mamba_d_state, W = cfg.mamba_d_conv, R = cfg.mamba_dt_rank;
   float* xz = grow(sc.xz, S * 2 * Di);  // (S, 2Di): u0 | z
-  linear(w_.in_proj, x, S, xz, w_.in_bias);
-  run_.observe("ssm_in", layer_, xz, S, 2 * Di, recs);
-  // Causal depthwise conv over [cached window, block], then SiLU: u (S, Di), channels spread over the pool.
+  // Causal depthwise conv over [cached window, block], then SiLU: u (S, Di), channels spread over the
+  // pool; a decode step convolves each chunk of channels in in_proj's job, right after its rows.
   float* u = grow(sc.u, S * Di);
   const float* cwT = conv_wT_.data();  // (W, Di)
   float* win = conv_.data();           // (W, Di)
   const simd::Kernels& kern = simd::kernels();
   const float* cb = w_.conv_b.empty() ? nullptr : w_.conv_b.data();
-  ThreadPool::global().parallel_for(Di, std::max<int64_t>(64, 16384 / S), [&](int64_t d0, int64_t d1) {
-    causal_conv_silu(kern, xz, 2 * Di, S, win, cwT, cb, Di, W, d0, d1, u);
-  });
+  const auto conv = [&](int64_t d0, int64_t d1) {
+    if (d0 < d1) causal_conv_silu(kern, xz, 2 * Di, S, win, cwT, cb, Di, W, d0, d1, u);
+  };
+  if (S == 1) {
+    matvec_then(w_.in_proj, x, xz, w_.in_bias.empty() ? nullptr : w_.in_bias.data(),
+                [&](int64_t r0, int64_t r1) { conv(r0, std::min(r1, Di)); });
+  } else {
+    linear(w_.in_proj, x, S, xz, w_.in_bias);
+    ThreadPool::global().parallel_for(Di, std::max<int64_t>(64, 16384 / S), conv);
+  }
+  run_.observe("ssm_in", layer_, xz, S, 2 * Di, recs);
   run_.observe("ssm_conv", layer_, u, S, Di, recs);
   // Selective projections and Jamba's inner norms: p (S, R+2N) → dt_r (S, R), B (S, N), C (S, N).
   const int64_t P = R + 2 * N;

@@ -76,17 +76,29 @@ void CpuMamba2::forward(const float* x, int64_t S, float* y, TokenTrace* const* 
   Mamba2Scratch& sc = run_.scratch<Mamba2Scratch>();
   const int64_t proj = Di_ + conv_ + nh_;
   float* zxd = grow(sc.proj, S * proj);  // (S, proj): z | x|B|C | dt
-  linear(w_.in_proj, x, S, zxd, w_.in_bias);
-  if (!mup_.empty())  // Falcon-H1's µP factors of the segments z | x | B | C | dt
-    for (int64_t s = 0; s < S; ++s)
-      for (int64_t k = 0; k < proj; ++k) zxd[s * proj + k] *= mup_[k];
-  run_.observe("ssm_in", layer_, zxd, S, proj, recs);
   float* xbc = grow(sc.xbc, S * conv_);  // (S, conv_dim) after the conv and SiLU
   const simd::Kernels& kern = simd::kernels();
   const float* cb = w_.conv_b.empty() ? nullptr : w_.conv_b.data();
-  ThreadPool::global().parallel_for(conv_, std::max<int64_t>(64, 16384 / S), [&](int64_t c0, int64_t c1) {
-    causal_conv_silu(kern, zxd + Di_, proj, S, win_.data(), conv_wT_.data(), cb, conv_, W_, c0, c1, xbc);
-  });
+  // Falcon-H1's µP factors of the segments z | x | B | C | dt on columns [k0, k1) of every row.
+  const auto mup = [&](int64_t k0, int64_t k1) {
+    if (!mup_.empty())
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t k = k0; k < k1; ++k) zxd[s * proj + k] *= mup_[k];
+  };
+  const auto conv = [&](int64_t c0, int64_t c1) {
+    if (c0 < c1) causal_conv_silu(kern, zxd + Di_, proj, S, win_.data(), conv_wT_.data(), cb, conv_, W_, c0, c1, xbc);
+  };
+  if (S == 1) {  // a decode step convolves each chunk of x|B|C channels in in_proj's job, after its rows
+    matvec_then(w_.in_proj, x, zxd, w_.in_bias.empty() ? nullptr : w_.in_bias.data(), [&](int64_t r0, int64_t r1) {
+      mup(r0, r1);
+      conv(std::max<int64_t>(r0 - Di_, 0), std::min(r1 - Di_, conv_));
+    });
+  } else {
+    linear(w_.in_proj, x, S, zxd, w_.in_bias);
+    mup(0, proj);
+    ThreadPool::global().parallel_for(conv_, std::max<int64_t>(64, 16384 / S), conv);
+  }
+  run_.observe("ssm_in", layer_, zxd, S, proj, recs);
   run_.observe("ssm_conv", layer_, xbc, S, conv_, recs);
   // Δ (S, nh) = clamp(softplus(dt + dt_bias), time_step_limit).
   float* delta = grow(sc.delta, S * nh_);

@@ -87,6 +87,17 @@ void matvec(const MatvecJob* jobs, int njobs) {
   });
 }
 
+void matvec_then(const Mat& W, const float* x, float* y, const float* bias, void (*then)(void*, int64_t, int64_t),
+                 void* ctx) {
+  const simd::Kernels& k = simd::kernels();
+  ThreadPool::global().parallel_for(W.rows, matvec_grain(W.cols, W.dtype), [&](int64_t r0, int64_t r1) {
+    (W.fp32_activations ? k.matvec : k.matvec_x8)(W.dtype, W.row_ptr(r0), r1 - r0, W.cols, x, y + r0);
+    if (bias)
+      for (int64_t r = r0; r < r1; ++r) y[r] += bias[r];
+    then(ctx, r0, r1);
+  });
+}
+
 #ifdef HL_HAVE_BLAS
 namespace {
 

@@ -4,6 +4,7 @@
 // the vector matvec, widened in registers; prefill widens weight panels to fp32 and multiplies with BLAS.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "engine/model/weights.h"
 
@@ -40,6 +41,20 @@ struct MatvecJob {
   float* y;
 };
 void matvec(const MatvecJob* jobs, int njobs);
+
+// Decode: y (W.rows,) = W · x (+ bias (W.rows,) when non-null) in one threaded pass that calls
+// then(r0, r1) on each chunk of rows as soon as the chunk is written, on the same thread. Per-row
+// work that needs only those rows (the Mamba mixers' causal conv of the channels in_proj has just
+// written) rides the product's job instead of a job of its own.
+void matvec_then(const Mat& W, const float* x, float* y, const float* bias, void (*then)(void*, int64_t, int64_t),
+                 void* ctx);
+template <class F>
+void matvec_then(const Mat& W, const float* x, float* y, const float* bias, F&& then) {
+  using Fn = std::remove_reference_t<F>;
+  matvec_then(
+      W, x, y, bias, [](void* c, int64_t r0, int64_t r1) { (*static_cast<Fn*>(c))(r0, r1); },
+      const_cast<void*>(static_cast<const void*>(&then)));
+}
 
 // C (M, N) = alpha · op(A) (M, K) · op(B) (K, N) + beta · C, row-major fp32 with leading dimensions
 // lda, ldb, ldc; op(A) = Aᵀ when ta (A stored (K, M)), likewise tb. On the calling thread alone:
