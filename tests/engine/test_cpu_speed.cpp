@@ -90,6 +90,23 @@ TEST(ThreadPool, ParallelFor_EveryIndexOnce_AnyGrain) {
     }
 }
 
+// Whichever thread claims what, a chunk begins at a multiple of the grain and is at least one grain
+// long (the last one may be longer): element-wise kernels whose vector groups start at a chunk's
+// first element then give the same values in every run.
+TEST(ThreadPool, ChunksBeginAtMultiplesOfTheGrain_AtLeastOneGrainLong) {
+  ThreadPool& pool = ThreadPool::global();
+  for (int64_t n : {int64_t{100}, int64_t{8191}, int64_t{1} << 20, int64_t{3} << 22})
+    for (int64_t grain : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{8192}}) {
+      std::atomic<int64_t> covered{0}, bad{0};
+      pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
+        if (b % grain != 0 || e - b < std::min(grain, n)) bad.fetch_add(1);
+        covered.fetch_add(e - b);
+      });
+      EXPECT_EQ(bad.load(), 0) << "n " << n << " grain " << grain;
+      EXPECT_EQ(covered.load(), n);
+    }
+}
+
 TEST(ThreadPool, NestedParallelFor_RunsInline) {
   std::atomic<int64_t> sum{0};
   ThreadPool::global().parallel_for(8, 1, [&](int64_t b, int64_t e) {
