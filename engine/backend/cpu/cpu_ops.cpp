@@ -65,7 +65,7 @@ void linear_rows_ref(const Mat& W, int64_t row0, int64_t nrows, const float* X, 
 
 int64_t matvec_grain(int64_t cols, DType t) {
   const int64_t row_bytes = std::max<int64_t>(1, dtype_row_bytes(t, cols));
-  return std::max<int64_t>(4, (32 << 10) / row_bytes);
+  return std::max<int64_t>(4, (8 << 10) / row_bytes);
 }
 
 void matvec(const MatvecJob* jobs, int njobs) {
