@@ -86,9 +86,9 @@ struct Q4K512 {
       const __m128i pairs = xb[k].pairs;
       for (int i = 0; i < R; ++i) {
         const uint8_t* w = W + (i * nb + k) * kBytes;
-        // Each row is a stream read 2 KiB ahead (as Q::ahead); past its end the stream goes on in
-        // row i + R, the one this row's slot reads next, not in row i + 1, which another slot reads.
-        Q::ahead(w + ((k * kBytes + 2048 >= nb * kBytes) ? (R - 1) * nb * kBytes : 0), kBytes);
+        // Each row is a stream read Q::kAhead bytes ahead; past its end the stream goes on in row
+        // i + R, the one this row's slot reads next, not in row i + 1, which another slot reads.
+        Q::ahead(w + ((k * kBytes + Q::kAhead >= nb * kBytes) ? (R - 1) * nb * kBytes : 0), kBytes);
         const __m256i sm = Q::scales_mins_k4(w);
         const __m128i prod = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), pairs);
         const zv scales = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sm));
