@@ -21,6 +21,7 @@
 #include "engine/core/bandwidth.h"
 #include "engine/core/thread_pool.h"
 #include "engine/core/error.h"
+#include "engine/core/sys_memory.h"
 #include "engine/model/loader.h"
 #include "engine/model/quantize.h"
 #ifdef HL_HAVE_CUDA
@@ -61,27 +62,51 @@ double decode_rate(Backend& b, bool instruments, const std::vector<int32_t>& ids
   return static_cast<double>(ids.size()) / t;
 }
 
-// Tokens/s with the instruments on and off from two runs stepped in lockstep, token by token (the
-// order alternating), so whatever else the machine does at a moment hits both alike.
+// A backend decoding with the instruments on and its twin with them off, their step times, and
+// the seconds of the last decode_lockstep.
+struct OnOff {
+  Backend* on;
+  Backend* off;
+  std::vector<double>* s_on;
+  std::vector<double>* s_off;
+  double t_on = 0, t_off = 0;
+};
+
+// Every pair's two runs from a fresh start, stepped together token by token: at each token the
+// pairs take turns (the first rotating with the token and with `turn`) and within a pair on and off
+// alternate which goes first, so whatever else the machine does at a moment hits all of them alike.
+// Each run keeps its records, as a session does.
+void decode_lockstep(std::vector<OnOff>& runs, const std::vector<int32_t>& ids, size_t turn) {
+  RunOptions o;
+  RunOptions o_off;
+  o_off.instruments = false;
+  std::vector<std::vector<TokenTrace>> r_on(runs.size()), r_off(runs.size());
+  for (size_t k = 0; k < runs.size(); ++k) {
+    runs[k].on->start(o);
+    runs[k].off->start(o_off);
+    r_on[k].reserve(ids.size());
+    r_off[k].reserve(ids.size());
+    runs[k].t_on = runs[k].t_off = 0;
+  }
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (size_t j = 0; j < runs.size(); ++j) {
+      const size_t k = (j + i + turn) % runs.size();
+      OnOff& p = runs[k];
+      if (i % 2 == 0) p.s_on->push_back(seconds_of(*p.on, ids[i], &r_on[k]));
+      p.s_off->push_back(seconds_of(*p.off, ids[i], &r_off[k]));
+      if (i % 2 == 1) p.s_on->push_back(seconds_of(*p.on, ids[i], &r_on[k]));
+      p.t_on += p.s_on->back();
+      p.t_off += p.s_off->back();
+    }
+}
+
+// Tokens/s with the instruments on and off from two runs stepped in lockstep (decode_lockstep).
 std::pair<double, double> decode_rates_lockstep(Backend& on, Backend& off, const std::vector<int32_t>& ids,
                                                 std::vector<double>* s_on, std::vector<double>* s_off) {
-  RunOptions o;
-  on.start(o);
-  o.instruments = false;
-  off.start(o);
-  std::vector<TokenTrace> r_on, r_off;
-  r_on.reserve(ids.size());
-  r_off.reserve(ids.size());
-  double t_on = 0, t_off = 0;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i % 2 == 0) s_on->push_back(seconds_of(on, ids[i], &r_on));
-    s_off->push_back(seconds_of(off, ids[i], &r_off));
-    if (i % 2 == 1) s_on->push_back(seconds_of(on, ids[i], &r_on));
-    t_on += s_on->back();
-    t_off += s_off->back();
-  }
+  std::vector<OnOff> runs = {OnOff{&on, &off, s_on, s_off}};
+  decode_lockstep(runs, ids, 0);
   const double n = static_cast<double>(ids.size());
-  return {n / t_on, n / t_off};
+  return {n / runs[0].t_on, n / runs[0].t_off};
 }
 
 // Tokens/s of one prefill of `ids` after a fresh start (instruments on, as a user runs it).
@@ -94,10 +119,25 @@ double prefill_rate(Backend& b, const std::vector<int32_t>& ids) {
   return static_cast<double>(ids.size()) / dt;
 }
 
-// --weights LIST: the checkpoint loaded once per format (model/quantize.h), each decoded on the CPU
-// with the instruments on and off in lockstep, the formats taking turns within every round (the
-// first format of a round rotates), one bandwidth pass per round; medians of the rounds. Speed-ups
-// are against the first format of the list.
+// The records every run of a --weights round keeps (formats × on and off × steps), at least their
+// logits: refused with one line before any decoding when they would not fit the available memory.
+void check_record_memory(const JambaConfig& c, size_t formats, int64_t n) {
+  const double need = static_cast<double>(formats) * 2.0 * static_cast<double>(n) *
+                      static_cast<double>(c.vocab_size) * sizeof(float);
+  const AvailableMemory m = available_memory();
+  if (need <= static_cast<double>(m.bytes)) return;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f GB", need / 1e9);
+  throw Error("--weights: the records of " + std::to_string(n) + " decode steps for " + std::to_string(formats) +
+              " formats, instruments on and off, need at least " + buf + " of logits, more than the " +
+              describe(m) + "; use fewer --tokens or formats");
+}
+
+// --weights LIST: the checkpoint loaded once per format (model/quantize.h), all decoded on the CPU
+// with the instruments on and off in one lockstep, token by token (decode_lockstep: a step of
+// every format and setting before the next token, so a change in the shared machine's speed lands
+// on all formats alike, not on whichever decoded then), one bandwidth pass per round; medians of
+// the rounds. Speed-ups are against the first format of the list.
 int benchWeights(const ParsedArgs& a, const std::vector<std::string>& names, int64_t n, int64_t rounds) {
   struct Entry {
     std::string name;
@@ -112,6 +152,7 @@ int benchWeights(const ParsedArgs& a, const std::vector<std::string>& names, int
     Entry e;
     e.name = o.weights || o.fp32_activations ? f : "as-stored";
     e.model = load_model(a.get("checkpoint"), o);
+    if (es.empty()) check_record_memory(e.model->config, names.size(), n);
     e.on = make_backend("cpu", e.model);
     e.off = make_backend("cpu", e.model);
     es.push_back(std::move(e));
@@ -125,12 +166,13 @@ int benchWeights(const ParsedArgs& a, const std::vector<std::string>& names, int
   std::vector<double> bws, warm;
   for (Entry& e : es) decode_rate(*e.on, true, std::vector<int32_t>(ids.begin(), ids.begin() + std::min<int64_t>(n, 4)), &warm);
   probe.pass();
+  std::vector<OnOff> runs;
+  for (Entry& e : es) runs.push_back(OnOff{e.on.get(), e.off.get(), &e.s_on, &e.s_off});
   for (int64_t r = 0; r < rounds; ++r) {
+    decode_lockstep(runs, ids, static_cast<size_t>(r));
     for (size_t k = 0; k < es.size(); ++k) {
-      Entry& e = es[(k + static_cast<size_t>(r)) % es.size()];
-      const auto [on, off] = decode_rates_lockstep(*e.on, *e.off, ids, &e.s_on, &e.s_off);
-      e.r_on.push_back(on);
-      e.r_off.push_back(off);
+      es[k].r_on.push_back(static_cast<double>(n) / runs[k].t_on);
+      es[k].r_off.push_back(static_cast<double>(n) / runs[k].t_off);
     }
     bws.push_back(probe.pass());
   }

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "engine/backend/backend.h"
+#include "engine/core/sys_memory.h"
 #include "engine/model/generator.h"
 #include "sessions/session_file.h"
 #include "tests/app/cli_test_util.h"
@@ -242,3 +243,28 @@ TEST(CliReliability, RecordAndBenchAuto_DeviceLostMidRun_FallBackToTheCpu) {
   expectOneLine(run(lose, "bench --checkpoint " + (s / "tiny") + " --tokens 4 --rounds 1 --prefill 4 --backend vulkan"),
                 "device lost");
 }
+
+// bench --weights keeps every run's records for a round (formats × instruments on and off × steps):
+// a round whose logits alone would not fit the available memory is refused with one line before any
+// decoding, not killed by the kernel halfway. The format count is chosen from this machine's memory.
+TEST(CliReliability, BenchWeights_RecordsBeyondTheAvailableMemory_RefusedWithOneLine) {
+  const uint64_t avail = available_memory().bytes;
+  if (avail > (uint64_t{1} << 44)) GTEST_SKIP() << "no memory limit could be read";
+  Scratch s;
+  fs::create_directories(s / "tiny");
+  test::write_tiny_checkpoint(s / "tiny", test::tiny_config());  // vocabulary 64
+  const double per_format = 2.0 * 100000 * 64 * sizeof(float);
+  const size_t formats = static_cast<size_t>(1.5 * static_cast<double>(avail) / per_format) + 2;
+  std::string list = "as-stored";
+  for (size_t i = 1; i < formats; ++i) list += ",as-stored";
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result r = run("", "bench --checkpoint " + (s / "tiny") + " --tokens 100000 --rounds 1 --weights " + list);
+  expectOneLine(r, "use fewer --tokens or formats");
+  EXPECT_NE(r.err.find(std::to_string(formats) + " formats"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GB available"), std::string::npos) << r.err;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0) << "refused late";
+  // Two formats of 4 steps fit anywhere: the same command runs.
+  const Result ok = run("", "bench --checkpoint " + (s / "tiny") + " --tokens 4 --rounds 1 --weights as-stored,q8_0");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+}
+
