@@ -45,7 +45,7 @@ BandwidthProbe::BandwidthProbe() : buf_(probe_bytes(), "the bandwidth probe") {
 double BandwidthProbe::pass() {
   const int64_t n = this->n();
   constexpr int64_t kBlock = 1 << 16;  // elements per block; one partial sum per block
-  constexpr int64_t kAhead = 2048 / sizeof(uint64_t);  // as cpu_simd_impl.h's kAhead
+  constexpr int64_t kAhead = 4096 / sizeof(uint64_t);  // as cpu_simd_impl.h's kAhead
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   std::vector<uint64_t> partial(static_cast<size_t>(blocks), 0);
   const uint64_t* buf = reinterpret_cast<const uint64_t*>(buf_.data());
