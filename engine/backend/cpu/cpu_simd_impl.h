@@ -286,51 +286,66 @@ struct Kern {
 
   static f silu(f v) { return V::div(v, V::add(V::set1(1.0f), exp(V::sub(V::zero(), v)))); }
 
-  static void silu_mul(float* g, const float* u, int64_t n) {
+  // x[i] = op(x[i]) (and of y[i], read only) for i < n, L lanes at a time; the last n % L elements
+  // go through the same vector code in a zero-padded buffer, so an element's value never depends on
+  // where a call's range began or ended: the pool may split a range anywhere (a Mamba layer's
+  // convolution runs on whatever rows of in_proj a thread just wrote).
+  template <class Op>
+  static void lanes(float* x, const float* y, int64_t n) {
     int64_t i = 0;
-    for (; i + L <= n; i += L) V::store(g + i, V::mul(silu(V::load(g + i)), V::load(u + i)));
-    for (; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    for (; i + L <= n; i += L) V::store(x + i, Op::op(V::load(x + i), y ? V::load(y + i) : V::zero()));
+    if (i == n) return;
+    alignas(64) float tx[L] = {}, ty[L] = {};
+    for (int64_t j = i; j < n; ++j) {
+      tx[j - i] = x[j];
+      ty[j - i] = y ? y[j] : 0.0f;
+    }
+    V::store(tx, Op::op(V::load(tx), V::load(ty)));
+    for (int64_t j = i; j < n; ++j) x[j] = tx[j - i];
   }
 
-  static void silu_inplace(float* x, int64_t n) {
-    int64_t i = 0;
-    for (; i + L <= n; i += L) V::store(x + i, silu(V::load(x + i)));
-    for (; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
-  }
+  // The element-wise operations of lanes (structs, not lambdas: a lambda's body would not get this
+  // file's target options).
+  struct SiluMul {
+    static f op(f a, f b) { return V::mul(silu(a), b); }
+  };
+  struct Silu {
+    static f op(f a, f) { return silu(a); }
+  };
+  struct Exp {
+    static f op(f a, f) { return exp(a); }
+  };
+  struct Softplus {
+    static f op(f a, f) { return softplus_v(a); }
+  };
 
-  static void exp_inplace(float* x, int64_t n) {
-    int64_t i = 0;
-    for (; i + L <= n; i += L) V::store(x + i, exp(V::load(x + i)));
-    for (; i < n; ++i) x[i] = std::exp(x[i]);
-  }
+  static void silu_mul(float* g, const float* u, int64_t n) { lanes<SiluMul>(g, u, n); }
+  static void silu_inplace(float* x, int64_t n) { lanes<Silu>(x, nullptr, n); }
+  static void exp_inplace(float* x, int64_t n) { lanes<Exp>(x, nullptr, n); }
 
   // softplus(v) = v > 20 ? v : log1p(exp(v)), as max(v, 0) + log1p(t) with t = exp(−|v|) in (0, 1]:
   // y = 1 + t rounded, log1p(t) = log(y) + (t − (y − 1))/y, log(y) = e·ln2 + 2·atanh((m − 1)/(m + 1))
   // with y = 2^e·m, m in [√½, √2), the atanh series to f^11 (|f| ≤ 0.172).
-  static void softplus(float* x, int64_t n) {
+  static void softplus(float* x, int64_t n) { lanes<Softplus>(x, nullptr, n); }
+  static f softplus_v(f v) {
     const f one = V::set1(1.0f), two = V::set1(2.0f);
-    int64_t i = 0;
-    for (; i + L <= n; i += L) {
-      const f v = V::load(x + i);
-      const f t = exp(V::sub(V::zero(), V::abs(v)));
-      const f y = V::add(one, t);
-      const f c = V::sub(t, V::sub(y, one));
-      const f big = V::gt(y, V::set1(1.41421356237f));  // then e = 1, m = y/2
-      const f m = V::blend(big, y, V::mul(y, V::set1(0.5f)));
-      const f fr = V::div(V::sub(m, one), V::add(m, one));
-      const f f2 = V::mul(fr, fr);
-      f p = V::set1(1.0f / 11.0f);
-      p = V::fmadd(p, f2, V::set1(1.0f / 9.0f));
-      p = V::fmadd(p, f2, V::set1(1.0f / 7.0f));
-      p = V::fmadd(p, f2, V::set1(1.0f / 5.0f));
-      p = V::fmadd(p, f2, V::set1(1.0f / 3.0f));
-      p = V::fmadd(p, f2, one);
-      f lg = V::mul(V::mul(two, fr), p);                                       // log(m)
-      lg = V::add(lg, V::blend(big, V::zero(), V::set1(0.693147180559945f)));  // + e·ln2
-      const f r = V::add(V::max0(v), V::add(lg, V::div(c, y)));
-      V::store(x + i, V::blend(V::gt(v, V::set1(20.0f)), r, v));
-    }
-    for (; i < n; ++i) x[i] = x[i] <= 20.0f ? std::log1p(std::exp(x[i])) : x[i];
+    const f t = exp(V::sub(V::zero(), V::abs(v)));
+    const f y = V::add(one, t);
+    const f c = V::sub(t, V::sub(y, one));
+    const f big = V::gt(y, V::set1(1.41421356237f));  // then e = 1, m = y/2
+    const f m = V::blend(big, y, V::mul(y, V::set1(0.5f)));
+    const f fr = V::div(V::sub(m, one), V::add(m, one));
+    const f f2 = V::mul(fr, fr);
+    f p = V::set1(1.0f / 11.0f);
+    p = V::fmadd(p, f2, V::set1(1.0f / 9.0f));
+    p = V::fmadd(p, f2, V::set1(1.0f / 7.0f));
+    p = V::fmadd(p, f2, V::set1(1.0f / 5.0f));
+    p = V::fmadd(p, f2, V::set1(1.0f / 3.0f));
+    p = V::fmadd(p, f2, one);
+    f lg = V::mul(V::mul(two, fr), p);                                       // log(m)
+    lg = V::add(lg, V::blend(big, V::zero(), V::set1(0.693147180559945f)));  // + e·ln2
+    const f r = V::add(V::max0(v), V::add(lg, V::div(c, y)));
+    return V::blend(V::gt(v, V::set1(20.0f)), r, v);
   }
 
   // The scan with L channels in the lanes: the state and A are tiled (cpu_simd.h), so row n of a
