@@ -166,8 +166,7 @@ void ThreadPool::run(int64_t n, int64_t grain, Thunk thunk, void* ctx) {
   }
   // Pieces of a multiple of `grain` (at most 65535 of them; the last one also takes the rest), cut
   // into one share per thread. Every boundary of a call is a multiple of the grain whichever thread
-  // claims what: an element-wise kernel whose vector groups start at the call's first element (and
-  // whose scalar tail may round differently) gives the same values in every run.
+  // claims what, so the bounds a kernel sees do not depend on timing.
   piece_ = grain * ((n / grain + 0xfffe) / 0xffff);
   const uint32_t npieces = static_cast<uint32_t>(n / piece_);
   thunk_ = thunk;

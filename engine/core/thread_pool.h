@@ -70,7 +70,7 @@ class ThreadPool {
   void* ctx_ = nullptr;
   int64_t n_ = 0, piece_ = 0;
   uint32_t npieces_ = 0;  // the last piece ends at n_
-  int64_t spin_ns_ = 0;  // how long an idle worker spins before sleeping
+  int64_t spin_ns_ = 0;   // how long an idle worker spins before sleeping
   std::vector<std::thread> workers_;
   std::mutex error_mu_;
   std::exception_ptr error_;  // the first exception of the current job

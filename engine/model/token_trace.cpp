@@ -67,7 +67,8 @@ std::string nonfinite_where(int32_t layer, int64_t L) {
 }
 
 void flag_nonfinite_logits(TokenTrace& r, int64_t L) {
-  if (r.nonfinite_layer < 0 && first_nonfinite(r.logits.data(), r.logits.size()) >= 0) r.nonfinite_layer = nonfinite_lm_head(L);
+  if (r.nonfinite_layer < 0 && first_nonfinite(r.logits.data(), r.logits.size()) >= 0)
+    r.nonfinite_layer = nonfinite_lm_head(L);
 }
 
 void finish_record(TokenTrace& r, int64_t L, const RunOptions& opts) {

@@ -267,4 +267,3 @@ TEST(CliReliability, BenchWeights_RecordsBeyondTheAvailableMemory_RefusedWithOne
   const Result ok = run("", "bench --checkpoint " + (s / "tiny") + " --tokens 4 --rounds 1 --weights as-stored,q8_0");
   EXPECT_EQ(ok.status, 0) << ok.err;
 }
-

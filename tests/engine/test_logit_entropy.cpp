@@ -5,8 +5,8 @@
 
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "engine/backend/backend.h"

@@ -70,10 +70,8 @@ void swiglu_decode(FfnScratch& sc, int64_t H, const MlpWeights* const* mlps, con
     for (int j = 0; j < k; ++j) {
       const int64_t lo = std::max(b, off[j]), hi = std::min(e, off[j + 1]);
       if (lo >= hi) continue;
-      const Mat& wg = mlps[j]->gate;
-      const Mat& wu = mlps[j]->up;
-      (wg.fp32_activations ? kern.matvec : kern.matvec_x8)(wg.dtype, wg.row_ptr(lo - off[j]), hi - lo, wg.cols, x, g + lo);
-      (wu.fp32_activations ? kern.matvec : kern.matvec_x8)(wu.dtype, wu.row_ptr(lo - off[j]), hi - lo, wu.cols, x, u + lo);
+      matvec_rows(mlps[j]->gate, lo - off[j], hi - lo, x, g + lo);
+      matvec_rows(mlps[j]->up, lo - off[j], hi - lo, x, u + lo);
       add_bias(g + lo, mlps[j]->gate_bias, lo - off[j], hi - lo);  // mlp_bias (Falcon-H1); experts have none
       add_bias(u + lo, mlps[j]->up_bias, lo - off[j], hi - lo);
       scale_rows(g + lo, hi - lo, gm);

@@ -116,8 +116,7 @@ void CpuMamba1::forward(const float* x, int64_t S, float* y, TokenTrace* const* 
     ThreadPool::global().parallel_for(blocks, std::max<int64_t>(1, 16 / n), [&](int64_t b0, int64_t b1) {
       const int64_t d0 = b0 * kBlock, d1 = std::min(Di, b1 * kBlock);
       if (S == 1) {
-        const Mat& dp = w_.dt_proj;  // as stored, or in blocks from a GGUF file
-        (dp.fp32_activations ? kern.matvec : kern.matvec_x8)(dp.dtype, dp.row_ptr(d0), d1 - d0, R, dtr, dt + d0);
+        matvec_rows(w_.dt_proj, d0, d1 - d0, dtr, dt + d0);  // as stored, or in blocks from a GGUF file
         for (int64_t d = d0; d < d1; ++d) dt[d] += w_.dt_bias[d];
       }
       for (int64_t s = s0; s < s0 + n; ++s) kern.softplus(dt + s * Di + d0, d1 - d0);  // Δ = softplus(·)

@@ -68,30 +68,31 @@ int64_t matvec_grain(int64_t cols, DType t) {
   return std::max<int64_t>(4, (8 << 10) / row_bytes);
 }
 
+void matvec_rows(const Mat& W, int64_t r0, int64_t rows, const float* x, float* y) {
+  const simd::Kernels& k = simd::kernels();
+  (W.fp32_activations ? k.matvec : k.matvec_x8)(W.dtype, W.row_ptr(r0), rows, W.cols, x, y);
+}
+
 void matvec(const MatvecJob* jobs, int njobs) {
   int64_t total = 0, cols = 1;  // rows of all jobs, laid end to end
   for (int j = 0; j < njobs; ++j) {
     total += jobs[j].rows;
     cols = std::max(cols, jobs[j].W->cols);
   }
-  const simd::Kernels& k = simd::kernels();
   ThreadPool::global().parallel_for(total, matvec_grain(cols, jobs[0].W->dtype), [&](int64_t b, int64_t e) {
     int64_t off = 0;  // first row of job j in the combined range
     for (int j = 0; j < njobs && off < e; off += jobs[j].rows, ++j) {
       const MatvecJob& jb = jobs[j];
       const int64_t lo = std::max(b, off), hi = std::min(e, off + jb.rows);
-      if (lo >= hi) continue;
-      (jb.W->fp32_activations ? k.matvec : k.matvec_x8)(jb.W->dtype, jb.W->row_ptr(jb.row0 + lo - off), hi - lo,
-                                                        jb.W->cols, jb.x, jb.y + (lo - off));
+      if (lo < hi) matvec_rows(*jb.W, jb.row0 + lo - off, hi - lo, jb.x, jb.y + (lo - off));
     }
   });
 }
 
 void matvec_then(const Mat& W, const float* x, float* y, const float* bias, void (*then)(void*, int64_t, int64_t),
                  void* ctx) {
-  const simd::Kernels& k = simd::kernels();
   ThreadPool::global().parallel_for(W.rows, matvec_grain(W.cols, W.dtype), [&](int64_t r0, int64_t r1) {
-    (W.fp32_activations ? k.matvec : k.matvec_x8)(W.dtype, W.row_ptr(r0), r1 - r0, W.cols, x, y + r0);
+    matvec_rows(W, r0, r1 - r0, x, y + r0);
     if (bias)
       for (int64_t r = r0; r < r1; ++r) y[r] += bias[r];
     then(ctx, r0, r1);

@@ -42,6 +42,11 @@ struct MatvecJob {
 };
 void matvec(const MatvecJob* jobs, int njobs);
 
+// y (rows,) = W[r0 : r0+rows, :] · x on the calling thread, by the product W is read with: x in
+// fp32 (Mat::fp32_activations) or rounded to 8 bits (matvec_x8). The one place that choice is made
+// for a decode row range; the threaded products above and the fused decode jobs call it per chunk.
+void matvec_rows(const Mat& W, int64_t r0, int64_t rows, const float* x, float* y);
+
 // Decode: y (W.rows,) = W · x (+ bias (W.rows,) when non-null) in one threaded pass that calls
 // then(r0, r1) on each chunk of rows as soon as the chunk is written, on the same thread. Per-row
 // work that needs only those rows (the Mamba mixers' causal conv of the channels in_proj has just
