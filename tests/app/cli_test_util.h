@@ -28,14 +28,9 @@ inline int count_lines(const std::string& s) {
   return n + (!s.empty() && s.back() != '\n');
 }
 
-// One folder under /tmp for this test process, made on first use (mkdtemp).
+// One folder for this test process, removed when it ends unless a test failed (process_scratch).
 inline const std::string& cli_scratch() {
-  static const std::string dir = [] {
-    std::string t = "/tmp/hl_cli_XXXXXX";
-    if (!::mkdtemp(t.data())) std::abort();
-    return t;
-  }();
-  return dir;
+  return process_scratch("hl_cli");
 }
 
 // Runs argv (argv[0] a path) with `env` added ("NAME=value"), stdin from /dev/null; stdout and

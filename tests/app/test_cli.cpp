@@ -20,6 +20,7 @@
 #include "engine/io/safetensors.h"
 #include "engine/model/generator.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/engine/test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -37,13 +38,9 @@ std::string readFile(const fs::path& p) {
   return s.str();
 }
 
+// This test process's folder, removed when it ends unless a test failed (process_scratch).
 fs::path scratchDir() {
-  static const fs::path dir = [] {
-    std::string tmpl = (fs::temp_directory_path() / "hl_cli_tests_XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) std::abort();
-    return fs::path(tmpl);
-  }();
-  return dir;
+  return fs::path(hl::test::process_scratch("hl_cli_tests"));
 }
 
 // Runs hybridlens with `args`; `env` entries "NAME=value" replace the environment when
@@ -564,8 +561,8 @@ TEST(CliCommands, Memory_JambaV01At256k_Is4GiBAnd32GiB) {
 TEST(CliCommands, TraceWithAdapter_ChangesLogitsAndNamesTheAdapter) {
   const std::string base = std::string(HL_GOLDEN_DIR) + "/gqa_basic";
   const std::string adapter = std::string(HL_GOLDEN_DIR) + "/adapters/dora";
-  const std::string plain = ::testing::TempDir() + "hl_cli_plain.safetensors";
-  const std::string merged = ::testing::TempDir() + "hl_cli_merged.safetensors";
+  const std::string plain = (scratchDir() / "plain.safetensors").string();
+  const std::string merged = (scratchDir() / "merged.safetensors").string();
   RunResult a = runHybridlens({"trace", "--checkpoint", base, "--ids", "1,2,3", "--out", plain});
   ASSERT_EQ(a.status, 0) << a.err;
   RunResult b = runHybridlens({"trace", "--checkpoint", base, "--ids", "1,2,3", "--adapter", adapter, "--out", merged});
@@ -583,7 +580,7 @@ TEST(CliCommands, TraceWithAdapter_ChangesLogitsAndNamesTheAdapter) {
 }
 
 TEST(CliCommands, Dora_GoldenAdapter_PrintsSlope) {
-  const std::string csv = ::testing::TempDir() + "hl_cli_dora.csv";
+  const std::string csv = (scratchDir() / "dora.csv").string();
   RunResult r = runHybridlens({"dora", "--base", std::string(HL_GOLDEN_DIR) + "/gqa_basic", "--adapter",
                                std::string(HL_GOLDEN_DIR) + "/adapters/dora", "--out", csv});
   ASSERT_EQ(r.status, 0) << r.err;

@@ -35,10 +35,11 @@
 
 namespace hl::test {
 
-// A fresh folder under $TMPDIR (or /tmp); the caller removes it (or use TempDir).
-inline std::string make_temp_dir() {
+// A fresh folder under $TMPDIR (or /tmp) named PREFIX_XXXXXX; the caller removes it (or use
+// TempDir, or process_scratch).
+inline std::string make_temp_dir(const std::string& prefix = "hl_test") {
   const char* base = std::getenv("TMPDIR");
-  std::string t = std::string(base && *base ? base : "/tmp") + "/hl_test_XXXXXX";
+  std::string t = std::string(base && *base ? base : "/tmp") + "/" + prefix + "_XXXXXX";
   std::vector<char> buf(t.begin(), t.end());
   buf.push_back('\0');
   if (!::mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
@@ -60,6 +61,28 @@ struct TempDir {
   ~TempDir() { remove_tree(path); }
   std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
+
+// One folder for the whole test process (ctest runs each test in a process of its own), made on
+// first use and removed with everything in it when the process ends, unless a test failed: then it
+// stays and its path is printed, so the files a failure left can be read. Only the process that
+// made it removes it (a forked child that exits normally runs the same static destructors).
+inline const std::string& process_scratch(const std::string& prefix) {
+  struct Scratch {
+    std::string path;
+    pid_t owner;
+    explicit Scratch(const std::string& p) : path(make_temp_dir(p)), owner(::getpid()) {}
+    ~Scratch() {
+      if (::getpid() != owner) return;
+      if (::testing::UnitTest::GetInstance()->Failed()) {
+        std::fprintf(stderr, "test files kept in %s\n", path.c_str());
+        return;
+      }
+      remove_tree(path);
+    }
+  };
+  static const Scratch scratch(prefix);
+  return scratch.path;
+}
 
 // The whole file; empty when it cannot be read.
 inline std::string read_text(const std::string& path) {

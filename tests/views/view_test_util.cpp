@@ -3,7 +3,6 @@
 #include "tests/views/view_test_util.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <QApplication>
 #include <cstdlib>
@@ -12,6 +11,7 @@
 #include "engine/backend/backend.h"
 #include "engine/model/generator.h"
 #include "engine/model/loader.h"
+#include "tests/engine/test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -19,9 +19,7 @@ namespace hl::test {
 
 std::string tempDir(const std::string& tag) {
   static int counter = 0;
-  const fs::path p = fs::temp_directory_path() /
-                     ("hl_view_test_" + std::to_string(::getpid()) + "_" + tag + "_" + std::to_string(counter++));
-  fs::remove_all(p);
+  const fs::path p = fs::path(process_scratch("hl_view_test")) / (tag + "_" + std::to_string(counter++));
   fs::create_directories(p);
   return p.string();
 }

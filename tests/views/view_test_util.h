@@ -23,7 +23,8 @@ struct DemoData {
 const DemoData& demo();
 // Feeds `ids` one at a time through a fresh CPU backend.
 std::vector<hl::TokenTrace> runEngine(const hl::Model& m, const std::vector<int32_t>& ids, const hl::RunOptions& o);
-// A fresh empty folder under the temp dir.
+// A fresh empty folder in the test process's scratch folder (process_scratch: removed when the
+// process ends, kept when a test failed).
 std::string tempDir(const std::string& tag);
 // A ViewState over demo(): run A, optional B, the step and layer.
 hl::views::ViewState demoState(int step, int layer = -1, bool withB = false, bool diff = false);
