@@ -303,6 +303,30 @@ TEST(Int8Matvec, DecodeLinear_FollowsTheMatsChoice) {
   }
 }
 
+// A row's y is the same bits whichever rows share its call: the kernels take rows in passes of
+// 8, 4, 2 or 1 (AVX-512 Q4_K: 8, 4, 1) and the pool cuts a product anywhere, so one call over all
+// rows must equal calls over odd pieces, on every ISA.
+TEST(Int8Matvec, RowsInOddPieces_SameBitsAsOneCall) {
+  const int64_t rows = 61, cols = 512;
+  const std::vector<float> x = activations(cols, 4);
+  for (DType t : kX8) {
+    const std::vector<uint8_t> w = block_rows(t, rows, cols, 12, true);
+    const int64_t rb = dtype_row_bytes(t, cols);
+    for (const Kernels* k : every_isa()) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " " + k->name);
+      std::vector<float> whole(static_cast<size_t>(rows)), pieces(whole.size(), -7.0f);
+      k->matvec_x8(t, w.data(), rows, cols, x.data(), whole.data());
+      int64_t r = 0;
+      for (int64_t n : {1, 3, 8, 5, 13, 9, 4, 2, 7}) {  // 52 rows, then the last 9 in one call
+        k->matvec_x8(t, w.data() + r * rb, n, cols, x.data(), pieces.data() + r);
+        r += n;
+      }
+      k->matvec_x8(t, w.data() + r * rb, rows - r, cols, x.data(), pieces.data() + r);
+      EXPECT_EQ(pieces, whole);
+    }
+  }
+}
+
 TEST(Int8Matvec, WeightsSpec_Fp32ActivationsSuffix) {
   bool head = false, fp32 = false;
   EXPECT_EQ(parse_weight_format("q4_k+head+fp32-activations", "--weights", &head, &fp32), DType::Q4_K);

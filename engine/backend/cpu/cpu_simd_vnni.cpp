@@ -82,7 +82,7 @@ struct Q4K512 {
     }
     for (int64_t k = 0; k < nb; ++k) {
       const zv* xs = xb[k].xs;
-      const float dx = xb[k].dx;
+      const __m128 dx = _mm_set1_ps(xb[k].dx);
       const __m128i pairs = xb[k].pairs;
       for (int i = 0; i < R; ++i) {
         const uint8_t* w = W + (i * nb + k) * kBytes;
@@ -100,12 +100,17 @@ struct Q4K512 {
           sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(hi, xs[2 * c2 + 1]),
                                      _mm512_shuffle_epi8(scales, picks[2 * c2 + 1]));
         }
-        accm[i] = _mm_fmadd_ps(_mm_set1_ps(dx * Q::f16(w + 2)), _mm_cvtepi32_ps(prod), accm[i]);
-        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(dx * Q::f16(w)), _mm512_cvtepi32_ps(sumi), acc[i]);
+        // d and dmin (the block's first 4 bytes) widened together and scaled by dx: lane 0 dx·d,
+        // lane 1 dx·dmin, the same products as two scalar conversions and multiplies.
+        int32_t d_dmin;
+        std::memcpy(&d_dmin, w, 4);
+        const __m128 s = _mm_mul_ps(dx, _mm_cvtph_ps(_mm_cvtsi32_si128(d_dmin)));
+        accm[i] = _mm_fmadd_ps(_mm_shuffle_ps(s, s, 0x55), _mm_cvtepi32_ps(prod), accm[i]);
+        acc[i] = _mm512_fmadd_ps(_mm512_broadcastss_ps(s), _mm512_cvtepi32_ps(sumi), acc[i]);
       }
     }
-    if constexpr (R == 4) {
-      finish4(acc, accm, y);
+    if constexpr (R % 4 == 0) {
+      for (int g = 0; g < R; g += 4) finish4(acc + g, accm + g, y + g);
     } else {  // each row through the same additions as in a group of four (finish4), so a row's y does
               // not depend on how the pool split the rows
       for (int i = 0; i < R; ++i) {
@@ -136,6 +141,9 @@ struct Q4K512 {
     const XBlock* xb = gather(b, nb);
     const zv picks[4] = {pick(0, 2), pick(1, 3), pick(4, 6), pick(5, 7)};
     int64_t r = 0;
+    // Eight rows a pass where there are eight: twice the work per x block loaded and per loop
+    // step (decode rows are 2-8 blocks); then four, then one.
+    for (; r + 8 <= rows; r += 8) rows_of<8>(W + r * nb * kBytes, nb, xb, picks, y + r);
     for (; r + 4 <= rows; r += 4) rows_of<4>(W + r * nb * kBytes, nb, xb, picks, y + r);
     for (; r < rows; ++r) rows_of<1>(W + r * nb * kBytes, nb, xb, picks, y + r);
   }
