@@ -230,6 +230,14 @@ struct QKern {
     return _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
   }
 
+  // A K-quant block's d and dmin (its first 4 bytes) widened together and times dx: lane 0 dx·d,
+  // lane 1 dx·dmin, the same products as two scalar conversions and multiplies.
+  static __m128 d_dmin(const uint8_t* w, __m128 dx) {
+    int32_t h;
+    std::memcpy(&h, w, 4);
+    return _mm_mul_ps(dx, _mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+  }
+
   template <bool kQ5>
   static void matvec_qk(const uint8_t* W, int64_t rows, int64_t cols, const float* x, float* y) {
     constexpr int64_t kBytes = kQ5 ? 176 : 144, kQs = kQ5 ? 48 : 16;
@@ -276,17 +284,18 @@ struct QKern {
       for (int64_t k = 0; k < nb; ++k, w0 += kBytes, w1 += kBytes) {
         ahead(w0, kBytes);
         ahead(w1, kBytes);
-        const float dx = b.d[static_cast<size_t>(k)];
+        const __m128 dx = _mm_set1_ps(b.d[static_cast<size_t>(k)]);
         const __m128i pairs = bsum_pairs(b, k);
         const int8_t* qk = b.q.data() + 256 * k;
         iv s0, s1;
         __m128i p0, p1;
         block(w0, qk, pairs, &s0, &p0);
         block(w1, qk, pairs, &s1, &p1);
-        accm0 = _mm_fmadd_ps(_mm_set1_ps(dx * f16(w0 + 2)), _mm_cvtepi32_ps(p0), accm0);
-        accm1 = _mm_fmadd_ps(_mm_set1_ps(dx * f16(w1 + 2)), _mm_cvtepi32_ps(p1), accm1);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(w0)), _mm256_cvtepi32_ps(s0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(w1)), _mm256_cvtepi32_ps(s1), acc1);
+        const __m128 c0 = d_dmin(w0, dx), c1 = d_dmin(w1, dx);
+        accm0 = _mm_fmadd_ps(_mm_shuffle_ps(c0, c0, 0x55), _mm_cvtepi32_ps(p0), accm0);
+        accm1 = _mm_fmadd_ps(_mm_shuffle_ps(c1, c1, 0x55), _mm_cvtepi32_ps(p1), accm1);
+        acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(c0), _mm256_cvtepi32_ps(s0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_broadcastss_ps(c1), _mm256_cvtepi32_ps(s1), acc1);
       }
       y[r] = finish(acc0, accm0);
       y[r + 1] = finish(acc1, accm1);
@@ -297,13 +306,13 @@ struct QKern {
       __m128 accm = _mm_setzero_ps();
       for (int64_t k = 0; k < nb; ++k, w += kBytes) {
         ahead(w, kBytes);
-        const float dx = b.d[static_cast<size_t>(k)];
         const __m128i pairs = bsum_pairs(b, k);
         iv s;
         __m128i p;
         block(w, b.q.data() + 256 * k, pairs, &s, &p);
-        accm = _mm_fmadd_ps(_mm_set1_ps(dx * f16(w + 2)), _mm_cvtepi32_ps(p), accm);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16(w)), _mm256_cvtepi32_ps(s), acc);
+        const __m128 c = d_dmin(w, _mm_set1_ps(b.d[static_cast<size_t>(k)]));
+        accm = _mm_fmadd_ps(_mm_shuffle_ps(c, c, 0x55), _mm_cvtepi32_ps(p), accm);
+        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(c), _mm256_cvtepi32_ps(s), acc);
       }
       y[r] = finish(acc, accm);
     }

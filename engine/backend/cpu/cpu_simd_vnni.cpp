@@ -100,11 +100,7 @@ struct Q4K512 {
           sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(hi, xs[2 * c2 + 1]),
                                      _mm512_shuffle_epi8(scales, picks[2 * c2 + 1]));
         }
-        // d and dmin (the block's first 4 bytes) widened together and scaled by dx: lane 0 dx·d,
-        // lane 1 dx·dmin, the same products as two scalar conversions and multiplies.
-        int32_t d_dmin;
-        std::memcpy(&d_dmin, w, 4);
-        const __m128 s = _mm_mul_ps(dx, _mm_cvtph_ps(_mm_cvtsi32_si128(d_dmin)));
+        const __m128 s = Q::d_dmin(w, dx);  // dx·d, dx·dmin
         accm[i] = _mm_fmadd_ps(_mm_shuffle_ps(s, s, 0x55), _mm_cvtepi32_ps(prod), accm[i]);
         acc[i] = _mm512_fmadd_ps(_mm512_broadcastss_ps(s), _mm512_cvtepi32_ps(sumi), acc[i]);
       }
