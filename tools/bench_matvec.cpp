@@ -3,9 +3,8 @@
 // in memory (8192 × 4096: the bytes), on 128 matrices of 2048 × 512 in memory read in turn (the
 // decode's shapes: a row of 512 is two K-quant blocks, so what a call or a pass of rows costs beyond
 // the blocks shows) and on one that stays in cache (256 × 2048: the arithmetic).
-// Prints G weights/s and GB/s, best of `reps` timings. Then the decode's own setting: the same
-// 2048 × 512 matrices (256 of them) with every product split over the thread pool as the CPU
-// backend splits it, BF16 (x in fp32) against Q8_0 and Q4_K (x in int8) on the best ISA, the formats
+// Prints G weights/s and GB/s, best of `reps` timings. Then the decode's own setting: 256 matrices
+// of 2048 × 512 with every product split over the thread pool as the CPU backend splits it, BF16 (x in fp32) against Q8_0 and Q4_K (x in int8) on the best ISA, the formats
 // taken in turn within each repetition so that a change in the machine's speed lands on all of
 // them; printed with each format's time against BF16's. Usage: hl-bench-matvec [reps, default 5].
 #include <algorithm>
@@ -42,19 +41,18 @@ static void pooled(int reps, std::mt19937& rng) {
   for (int r = 0; r < reps; ++r)
     for (int i = 0; i < 3; ++i) {
       const int64_t rb = dtype_row_bytes(types[i], cols);
-      const auto product = i == 0 ? k.matvec : k.matvec_x8;
       const auto t0 = std::chrono::steady_clock::now();
       for (int64_t m = 0; m < mats; ++m) {
         const uint8_t* W = q[i].data() + m * rows * rb;
         pool.parallel_for(rows, cpu::matvec_grain(cols, types[i]), [&](int64_t a, int64_t b) {
-          product(types[i], W + a * rb, b - a, cols, x.data(), y.data() + a);
+          k.matvec_x8(types[i], W + a * rb, b - a, cols, x.data(), y.data() + a);  // BF16: fp32 x
         });
       }
       best[i] = std::min(best[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   for (int i = 0; i < 3; ++i)
     std::printf("pooled %-8s %-5s x %-4s  %6.2f G weights/s  %6.2f GB/s  %d threads  time x%.2f vs BF16\n", k.name,
-                dtype_name(types[i]), i == 0 ? "fp32" : "int8", static_cast<double>(rows * cols * mats) / best[i] / 1e9,
+                dtype_name(types[i]), cpu::simd::has_x8_path(types[i]) ? "int8" : "fp32", static_cast<double>(rows * cols * mats) / best[i] / 1e9,
                 static_cast<double>(q[i].size()) / best[i] / 1e9, pool.size(), best[0] / best[i]);
 }
 

@@ -30,7 +30,7 @@ inline int count_lines(const std::string& s) {
 
 // One folder for this test process, removed when it ends unless a test failed (process_scratch).
 inline const std::string& cli_scratch() {
-  return process_scratch("hl_cli");
+  return process_scratch();
 }
 
 // Runs argv (argv[0] a path) with `env` added ("NAME=value"), stdin from /dev/null; stdout and

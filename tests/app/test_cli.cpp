@@ -40,7 +40,7 @@ std::string readFile(const fs::path& p) {
 
 // This test process's folder, removed when it ends unless a test failed (process_scratch).
 fs::path scratchDir() {
-  return fs::path(hl::test::process_scratch("hl_cli_tests"));
+  return fs::path(hl::test::process_scratch());
 }
 
 // Runs hybridlens with `args`; `env` entries "NAME=value" replace the environment when

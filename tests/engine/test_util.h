@@ -2,6 +2,7 @@
 // complete tiny checkpoints (every tensor of jamba-spec.md §2.1, deterministic values), and a check
 // that a statement throws LoadError with a given message part. Not a model generator: see tools/.
 #pragma once
+#include <errno.h>  // program_invocation_short_name
 #include <ftw.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -62,11 +63,12 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
 
-// One folder for the whole test process (ctest runs each test in a process of its own), made on
-// first use and removed with everything in it when the process ends, unless a test failed: then it
-// stays and its path is printed, so the files a failure left can be read. Only the process that
-// made it removes it (a forked child that exits normally runs the same static destructors).
-inline const std::string& process_scratch(const std::string& prefix) {
+// One folder for the whole test process (ctest runs each test in a process of its own), named after
+// the test binary and made on first use; removed with everything in it when the process ends, unless
+// a test failed: then it stays and its path is printed, so the files a failure left can be read.
+// Only the process that made it removes it (a forked child that exits normally runs the same static
+// destructors).
+inline const std::string& process_scratch() {
   struct Scratch {
     std::string path;
     pid_t owner;
@@ -80,7 +82,7 @@ inline const std::string& process_scratch(const std::string& prefix) {
       remove_tree(path);
     }
   };
-  static const Scratch scratch(prefix);
+  static const Scratch scratch(program_invocation_short_name);  // glibc: the binary's file name
   return scratch.path;
 }
 

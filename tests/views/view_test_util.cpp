@@ -19,7 +19,7 @@ namespace hl::test {
 
 std::string tempDir(const std::string& tag) {
   static int counter = 0;
-  const fs::path p = fs::path(process_scratch("hl_view_test")) / (tag + "_" + std::to_string(counter++));
+  const fs::path p = fs::path(process_scratch()) / (tag + "_" + std::to_string(counter++));
   fs::create_directories(p);
   return p.string();
 }
