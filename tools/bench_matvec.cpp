@@ -16,7 +16,9 @@
 
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/cpu_simd.h"
+#include "engine/core/q4k_rows16.h"
 #include "engine/core/thread_pool.h"
+#include "engine/model/mat.h"
 
 using namespace hl;
 using cpu::simd::Kernels;
@@ -30,30 +32,39 @@ static void pooled(int reps, std::mt19937& rng) {
   for (float& v : x) v = g(rng) * 20;
   const Kernels& k = cpu::simd::kernels();
   ThreadPool& pool = ThreadPool::global();
-  const DType types[] = {DType::BF16, DType::Q8_0, DType::Q4_K};
-  std::vector<uint8_t> q[3];
-  double best[3] = {1e30, 1e30, 1e30};
-  for (int i = 0; i < 3; ++i) {
+  // The last: Q4_K in 16-row groups (Mat::rows16), where this CPU's kernels read them.
+  const DType types[] = {DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q4_K};
+  const int n = k.matvec_q4k16 ? 4 : 3;
+  std::vector<uint8_t> q[4];
+  double best[4] = {1e30, 1e30, 1e30, 1e30};
+  for (int i = 0; i < n; ++i) {
     const size_t mb = static_cast<size_t>(rows * dtype_row_bytes(types[i], cols));
     q[i].resize(mb * static_cast<size_t>(mats));
     for (int64_t m = 0; m < mats; ++m) from_float(types[i], w.data(), q[i].data() + m * mb, w.size());
+    if (i == 3)
+      for (int64_t g = 0; g < rows * mats / 16; ++g) {
+        const std::vector<uint8_t> plain(q[i].begin() + g * 16 * (mb / rows), q[i].begin() + (g + 1) * 16 * (mb / rows));
+        q4k16_pack(plain.data(), cols / 256, q[i].data() + g * 16 * (mb / rows));
+      }
   }
   for (int r = 0; r < reps; ++r)
-    for (int i = 0; i < 3; ++i) {
-      const int64_t rb = dtype_row_bytes(types[i], cols);
+    for (int i = 0; i < n; ++i) {
+      Mat M;  // each product as the backend runs it: matvec_rows over the pool's pieces
+      M.dtype = types[i], M.rows = rows, M.cols = cols, M.rows16 = i == 3;
       const auto t0 = std::chrono::steady_clock::now();
       for (int64_t m = 0; m < mats; ++m) {
-        const uint8_t* W = q[i].data() + m * rows * rb;
-        pool.parallel_for(rows, cpu::matvec_grain(cols, types[i]), [&](int64_t a, int64_t b) {
-          k.matvec_x8(types[i], W + a * rb, b - a, cols, x.data(), y.data() + a);  // BF16: fp32 x
+        M.data = q[i].data() + m * rows * M.row_bytes();
+        pool.parallel_for(rows, cpu::matvec_grain(M), [&](int64_t a, int64_t b) {
+          cpu::matvec_rows(M, a, b - a, x.data(), y.data() + a);  // BF16: fp32 x
         });
       }
       best[i] = std::min(best[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-  for (int i = 0; i < 3; ++i)
-    std::printf("pooled %-8s %-5s x %-4s  %6.2f G weights/s  %6.2f GB/s  %d threads  time x%.2f vs BF16\n", k.name,
-                dtype_name(types[i]), cpu::simd::has_x8_path(types[i]) ? "int8" : "fp32", static_cast<double>(rows * cols * mats) / best[i] / 1e9,
-                static_cast<double>(q[i].size()) / best[i] / 1e9, pool.size(), best[0] / best[i]);
+  for (int i = 0; i < n; ++i)
+    std::printf("pooled %-8s %-5s%s x %-4s  %6.2f G weights/s  %6.2f GB/s  %d threads  time x%.2f vs BF16\n", k.name,
+                dtype_name(types[i]), i == 3 ? "/16" : "   ", cpu::simd::has_x8_path(types[i]) ? "int8" : "fp32",
+                static_cast<double>(rows * cols * mats) / best[i] / 1e9, static_cast<double>(q[i].size()) / best[i] / 1e9,
+                pool.size(), best[0] / best[i]);
 }
 
 int main(int argc, char** argv) {
@@ -87,6 +98,22 @@ int main(int argc, char** argv) {
           const double n = static_cast<double>(s.rows * s.cols * s.calls);
           std::printf("%-6s %-8s %-5s x %-4s  %6.2f G weights/s  %6.2f GB/s\n", s.what, k->name, dtype_name(t),
                       x8 ? "int8" : "fp32", n / best / 1e9, static_cast<double>(mb) * static_cast<double>(s.calls) / best / 1e9);
+        }
+        if (t == DType::Q4_K && k->matvec_q4k16) {  // the same rows in 16-row groups (Mat::rows16)
+          std::vector<uint8_t> p(q.size());
+          for (size_t g = 0; g < q.size() / (16 * 144) / static_cast<size_t>(s.cols / 256); ++g) {
+            const size_t gb = static_cast<size_t>(16 * 144 * (s.cols / 256));
+            q4k16_pack(q.data() + g * gb, s.cols / 256, p.data() + g * gb);
+          }
+          double best = 1e30;
+          for (int r = 0; r < reps; ++r) {
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int64_t c = 0; c < s.calls; ++c) k->matvec_q4k16(p.data() + (c % s.mats) * mb, s.rows / 16, s.cols, x.data(), y.data());
+            best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+          }
+          const double n = static_cast<double>(s.rows * s.cols * s.calls);
+          std::printf("%-6s %-8s %-5s x int8  %6.2f G weights/s  %6.2f GB/s  (16-row groups)\n", s.what, k->name, "Q4_K",
+                      n / best / 1e9, static_cast<double>(mb) * static_cast<double>(s.calls) / best / 1e9);
         }
       }
     }

@@ -293,7 +293,8 @@ Adapter load_adapter(const std::string& dir, const Model& base) {
 }
 
 void mat_row_to_double(const Mat& m, int64_t j, double* out) {
-  const uint8_t* p = m.row_ptr(j);
+  thread_local std::vector<uint8_t> plain;
+  const uint8_t* p = plain_rows(m, j, 1, plain);
   switch (m.dtype) {
     case DType::F32: {
       for (int64_t c = 0; c < m.cols; ++c) {

@@ -129,8 +129,9 @@ void bind_fused_mlp(WeightBinder& b, const std::string& p, int64_t I, int64_t H,
 std::vector<float> mean_row(const Mat& m) {
   std::vector<double> acc(static_cast<size_t>(m.cols), 0.0);
   std::vector<float> row(static_cast<size_t>(m.cols));
+  std::vector<uint8_t> tmp;
   for (int64_t r = 0; r < m.rows; ++r) {
-    to_float(m.dtype, m.row_ptr(r), row.data(), row.size());
+    to_float(m.dtype, plain_rows(m, r, 1, tmp), row.data(), row.size());
     for (size_t j = 0; j < row.size(); ++j) acc[j] += row[j];
   }
   std::vector<float> out(acc.size());
@@ -265,6 +266,7 @@ std::shared_ptr<Model> bind(const Checkpoint& ck, const LoadOptions& opts, const
       return std::find(gone.begin(), gone.end(), p.get()) != gone.end();
     });
   }
+  interleave_q4k_rows(m);  // a GGUF file's Q4_K matrices, as quantise on load lays out its own
   if (opts.fp32_activations) keep_fp32_activations(m);
   if (opts.progress.callback && !opts.progress.callback(L, L, "bound")) throw Cancelled();
   return model;

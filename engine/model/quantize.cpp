@@ -13,6 +13,7 @@
 #include "engine/core/anon_buffer.h"
 #include "engine/core/error.h"
 #include "engine/core/ggml_quant.h"
+#include "engine/core/q4k_rows16.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/matrix_roles.h"
 
@@ -41,7 +42,41 @@ std::string keep_reason(const char* role, const Mat& m, DType format, bool head,
   return "";
 }
 
+// A Q4_K matrix whose rows are at `bytes` (its own, writable) rearranged in place into the CPU's
+// 16-row groups (core/q4k_rows16.h), where its rows come in whole groups.
+void to_rows16(Mat& x, uint8_t* bytes) {
+  if (x.dtype != DType::Q4_K || x.rows16 || x.rows % kQ4kGroupRows != 0) return;
+  const int64_t group = kQ4kGroupRows * x.row_bytes();
+  ThreadPool::global().parallel_for(x.rows / kQ4kGroupRows, 1, [&](int64_t g0, int64_t g1) {
+    thread_local std::vector<uint8_t> rows;
+    rows.resize(static_cast<size_t>(group));
+    for (int64_t g = g0; g < g1; ++g) {
+      std::memcpy(rows.data(), bytes + g * group, rows.size());
+      q4k16_pack(rows.data(), x.cols / 256, bytes + g * group);
+    }
+  });
+  x.rows16 = true;
+}
+
 }  // namespace
+
+void interleave_q4k_rows(Model& m) {
+  if (!q4k16_preferred()) return;
+  const bool tied = m.w.lm_head.data == m.w.embed.data;
+  std::vector<const void*> done;  // a matrix's bytes are rearranged once, whichever views share them
+  each_matrix_role(m, [&](const char* role, Mat& x) {
+    const std::string r = role;
+    if (r == "mamba.x_proj" || r == "mamba.dt_proj" || r == "router") return;  // read by rows (probes), and small
+    if (std::find(done.begin(), done.end(), x.data) != done.end()) {  // e.g. a head tied to the embedding
+      x.rows16 = true;
+      return;
+    }
+    // The bytes are the model's own copy (a GGUF file's weights are copied into memory on load).
+    to_rows16(x, static_cast<uint8_t*>(const_cast<void*>(x.data)));
+    if (x.rows16) done.push_back(x.data);
+  });
+  if (tied) m.w.lm_head.rows16 = m.w.embed.rows16;
+}
 
 int64_t WeightQuantization::quantized_count() const {
   int64_t n = 0;
@@ -198,6 +233,7 @@ void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& 
                         ")");
       mq.rel_rms = n > 0 ? std::sqrt(e / n) : 0.0;
       x.dtype = format;
+      if (q4k16_preferred()) to_rows16(x, buf);
     }
     x.data = buf;
     if (hooks.release) hooks.release(source, static_cast<size_t>(mq.bytes_before));

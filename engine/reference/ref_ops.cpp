@@ -10,13 +10,15 @@
 namespace hl::ref {
 
 void embedding(const Mat& E, int32_t id, float* out) {
-  to_float(E.dtype, E.row_ptr(id), out, static_cast<size_t>(E.cols));  // (H,)
+  std::vector<uint8_t> tmp;
+  to_float(E.dtype, plain_rows(E, id, 1, tmp), out, static_cast<size_t>(E.cols));  // (H,)
 }
 
 void linear(const Mat& W, const float* x, float* y, const float* bias) {
   std::vector<float> row(static_cast<size_t>(W.cols));  // (cols,) one weight row widened
+  std::vector<uint8_t> tmp;
   for (int64_t r = 0; r < W.rows; ++r) {
-    to_float(W.dtype, W.row_ptr(r), row.data(), row.size());
+    to_float(W.dtype, plain_rows(W, r, 1, tmp), row.data(), row.size());
     double acc = bias ? bias[r] : 0.0;
     for (int64_t c = 0; c < W.cols; ++c) acc += static_cast<double>(row[c]) * x[c];
     y[r] = static_cast<float>(acc);

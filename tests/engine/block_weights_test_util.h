@@ -34,7 +34,8 @@ inline std::shared_ptr<const Model> with_embedding_blocks(const Model& m, DType 
 inline std::shared_ptr<const Model> with_block_embedding(const Model& m, DType fmt) {
   const Mat& e = m.w.embed;
   std::vector<float> wide(static_cast<size_t>(e.rows * e.cols));
-  to_float(e.dtype, e.data, wide.data(), wide.size());
+  std::vector<uint8_t> plain;
+  to_float(e.dtype, plain_rows(e, 0, e.rows, plain), wide.data(), wide.size());
   std::vector<uint8_t> blocks(static_cast<size_t>(e.rows * dtype_row_bytes(fmt, e.cols)));
   ggml_quantize_row(dtype_ggml_type(fmt), wide.data(), blocks.data(), e.rows * e.cols);
   return with_embedding_blocks(m, fmt, std::move(blocks));

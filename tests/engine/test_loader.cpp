@@ -22,7 +22,8 @@ std::shared_ptr<Model> load_tiny(const std::string& dir, const JambaConfig& c,
 
 std::vector<float> mat_values(const Mat& m) {
   std::vector<float> v(static_cast<size_t>(m.rows * m.cols));
-  to_float(m.dtype, m.data, v.data(), v.size());
+  std::vector<uint8_t> plain;  // a Q4_K matrix in 16-row groups: its rows in ggml's layout
+  to_float(m.dtype, plain_rows(m, 0, m.rows, plain), v.data(), v.size());
   return v;
 }
 

@@ -65,7 +65,7 @@ void swiglu_decode(FfnScratch& sc, int64_t H, const MlpWeights* const* mlps, con
   float* u = grow(sc.u, off[k]);  // (Σ I_j,)
   const simd::Kernels& kern = simd::kernels();
   const Mat& g0 = mlps[0]->gate;
-  const int64_t grain = std::max<int64_t>(1, matvec_grain(g0.cols, g0.dtype) / 2);  // two rows per hidden unit
+  const int64_t grain = std::max<int64_t>(1, matvec_grain(g0) / 2);  // two rows per hidden unit
   ThreadPool::global().parallel_for(off[k], grain, [&](int64_t b, int64_t e) {
     for (int j = 0; j < k; ++j) {
       const int64_t lo = std::max(b, off[j]), hi = std::min(e, off[j + 1]);

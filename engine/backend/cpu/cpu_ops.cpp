@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/cpu_simd.h"
+#include "engine/core/q4k_rows16.h"
 #include "engine/core/thread_pool.h"
 
 #ifdef HL_HAVE_BLAS
@@ -24,7 +25,8 @@ float dot(const float* a, const float* b, int64_t n) {
 }
 
 void widen_row(const Mat& W, int64_t r, float* dst) {
-  simd::kernels().widen(W.dtype, W.row_ptr(r), dst, W.cols);
+  thread_local std::vector<uint8_t> plain;
+  simd::kernels().widen(W.dtype, plain_rows(W, r, 1, plain), dst, W.cols);
 }
 
 namespace {
@@ -43,13 +45,14 @@ void linear_ref(const Mat& W, int64_t row0, int64_t nrows, const float* X, int64
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in));
   ThreadPool::global().parallel_for(nrows, grain, [&](int64_t r0, int64_t r1) {
     thread_local std::vector<float> wrow;  // (in,)
+    thread_local std::vector<uint8_t> plain;
     if (W.dtype != DType::F32 && wrow.size() < static_cast<size_t>(in)) wrow.resize(static_cast<size_t>(in));
     for (int64_t r = r0; r < r1; ++r) {
       const float* w;
       if (W.dtype == DType::F32) {
         w = reinterpret_cast<const float*>(W.row_ptr(row0 + r));
       } else {
-        to_float(W.dtype, W.row_ptr(row0 + r), wrow.data(), static_cast<size_t>(in));
+        to_float(W.dtype, plain_rows(W, row0 + r, 1, plain), wrow.data(), static_cast<size_t>(in));
         w = wrow.data();
       }
       for (int64_t s = 0; s < S; ++s) out.row(s)[r] = ref.dot(w, X + s * in, in);
@@ -68,18 +71,66 @@ int64_t matvec_grain(int64_t cols, DType t) {
   return std::max<int64_t>(4, (8 << 10) / row_bytes);
 }
 
+namespace {
+int64_t in_group_pairs(int64_t grain) {
+  return (grain + 2 * kQ4kGroupRows - 1) / (2 * kQ4kGroupRows) * (2 * kQ4kGroupRows);
+}
+}  // namespace
+
+int64_t matvec_grain(const Mat& W) {
+  const int64_t g = matvec_grain(W.cols, W.dtype);
+  return W.rows16 ? in_group_pairs(g) : g;
+}
+
+namespace {
+
+// matvec_rows of a matrix in 16-row groups: whole groups through the kernel that reads them; a part
+// of a group (a range that does not start or end on one) as the whole group, keeping the rows asked
+// for, so that a row's value does not depend on how the rows were split. Without that kernel, or
+// with x in fp32, the rows are taken out of their groups for the plain kernels.
+void matvec_rows16(const Mat& W, int64_t r0, int64_t rows, const float* x, float* y) {
+  const simd::Kernels& k = simd::kernels();
+  if (!k.matvec_q4k16 || W.fp32_activations) {
+    thread_local std::vector<uint8_t> plain;
+    const uint8_t* p = plain_rows(W, r0, rows, plain);
+    (W.fp32_activations ? k.matvec : k.matvec_x8)(W.dtype, p, rows, W.cols, x, y);
+    return;
+  }
+  constexpr int64_t G = kQ4kGroupRows;
+  for (int64_t r = r0, end = r0 + rows; r < end;) {
+    const int64_t first = r - r % G;  // the group of row r
+    if (r == first && end - r >= G) {
+      const int64_t groups = (end - r) / G;
+      k.matvec_q4k16(W.row_ptr(r), groups, W.cols, x, y + (r - r0));
+      r += groups * G;
+    } else {
+      float part[G];
+      k.matvec_q4k16(W.row_ptr(first), 1, W.cols, x, part);
+      const int64_t n = std::min(end, first + G) - r;
+      std::copy(part + (r - first), part + (r - first) + n, y + (r - r0));
+      r += n;
+    }
+  }
+}
+
+}  // namespace
+
 void matvec_rows(const Mat& W, int64_t r0, int64_t rows, const float* x, float* y) {
+  if (W.rows16) return matvec_rows16(W, r0, rows, x, y);
   const simd::Kernels& k = simd::kernels();
   (W.fp32_activations ? k.matvec : k.matvec_x8)(W.dtype, W.row_ptr(r0), rows, W.cols, x, y);
 }
 
 void matvec(const MatvecJob* jobs, int njobs) {
   int64_t total = 0, cols = 1;  // rows of all jobs, laid end to end
+  bool rows16 = false;
   for (int j = 0; j < njobs; ++j) {
     total += jobs[j].rows;
     cols = std::max(cols, jobs[j].W->cols);
+    rows16 = rows16 || jobs[j].W->rows16;
   }
-  ThreadPool::global().parallel_for(total, matvec_grain(cols, jobs[0].W->dtype), [&](int64_t b, int64_t e) {
+  const int64_t grain = matvec_grain(cols, jobs[0].W->dtype);
+  ThreadPool::global().parallel_for(total, rows16 ? in_group_pairs(grain) : grain, [&](int64_t b, int64_t e) {
     int64_t off = 0;  // first row of job j in the combined range
     for (int j = 0; j < njobs && off < e; off += jobs[j].rows, ++j) {
       const MatvecJob& jb = jobs[j];
@@ -91,7 +142,7 @@ void matvec(const MatvecJob* jobs, int njobs) {
 
 void matvec_then(const Mat& W, const float* x, float* y, const float* bias, void (*then)(void*, int64_t, int64_t),
                  void* ctx) {
-  ThreadPool::global().parallel_for(W.rows, matvec_grain(W.cols, W.dtype), [&](int64_t r0, int64_t r1) {
+  ThreadPool::global().parallel_for(W.rows, matvec_grain(W), [&](int64_t r0, int64_t r1) {
     matvec_rows(W, r0, r1 - r0, x, y + r0);
     if (bias)
       for (int64_t r = r0; r < r1; ++r) y[r] += bias[r];
@@ -122,6 +173,7 @@ void linear_blas(const Mat& W, int64_t row0, int64_t nrows, const float* X, int6
   const simd::Kernels& k = simd::kernels();
   ThreadPool::global().parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
     thread_local std::vector<float> buf, tmp;  // (pr, in) the widened panel; (S, pr) staged output
+    thread_local std::vector<uint8_t> plain;   // a panel's rows out of their 16-row groups (Mat::rows16)
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t r0 = p * pr, n = std::min(pr, nrows - r0);
       const float* panel;
@@ -129,7 +181,7 @@ void linear_blas(const Mat& W, int64_t row0, int64_t nrows, const float* X, int6
         panel = reinterpret_cast<const float*>(W.row_ptr(row0 + r0));
       } else {
         if (buf.size() < static_cast<size_t>(n * in)) buf.resize(static_cast<size_t>(pr * in));
-        k.widen(W.dtype, W.row_ptr(row0 + r0), buf.data(), n * in);
+        k.widen(W.dtype, plain_rows(W, row0 + r0, n, plain), buf.data(), n * in);
         panel = buf.data();
       }
       float* C = out.Y + r0;

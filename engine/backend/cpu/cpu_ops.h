@@ -73,6 +73,9 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 // share still goes in a few calls; the small pieces are the tail, where a thread waits for the other
 // to finish its last one: ~0.1 ms of a Q4_K decode step of the ~317M model at 32 KiB, ~0.03 at 8.
 int64_t matvec_grain(int64_t cols, DType t);
+// The same for W, in whole pairs of 16-row groups where W is held in them (Mat::rows16): a piece then
+// starts and ends on a group and a half piece too (the gate and up rows of swiglu_decode).
+int64_t matvec_grain(const Mat& W);
 
 // y = weight * (x / sqrt(mean(x²) + eps)) over the last dim n, for S rows (in place allowed).
 void rmsnorm(const float* x, const float* weight, int64_t S, int64_t n, double eps, float* y);

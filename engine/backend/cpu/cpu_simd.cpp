@@ -2,6 +2,7 @@
 // dispatch of cpu_simd.h: __builtin_cpu_supports picks AVX-512 (F, BW, VL, DQ), else AVX2+FMA+F16C,
 // else these loops; $HL_ISA=portable|avx2|avx512 caps the choice (tests, benchmarks).
 #include "engine/backend/cpu/cpu_simd.h"
+#include "engine/core/q4k_rows16.h"
 
 #include <algorithm>
 #include <cmath>
@@ -352,3 +353,12 @@ const Kernels& kernels() {
 }
 
 }  // namespace hl::cpu::simd
+
+namespace hl {
+// Declared in core/q4k_rows16.h: the layout follows the kernels in use.
+bool q4k16_preferred() {
+  const char* env = std::getenv("HL_Q4K_ROWS16");
+  if (env && env[0] == '0' && env[1] == '\0') return false;
+  return cpu::simd::kernels().matvec_q4k16 != nullptr;
+}
+}  // namespace hl

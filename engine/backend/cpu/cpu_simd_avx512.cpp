@@ -100,7 +100,10 @@ namespace detail {
 const Kernels* avx512_kernels() {
   static const Kernels k = [] {
     Kernels t = vector_kernels<K, Q>(Isa::Avx512, "avx512");
-    if (has_vnni()) t.matvec_x8 = matvec_x8_vnni;
+    if (has_vnni()) {
+      t.matvec_x8 = matvec_x8_vnni;
+      t.matvec_q4k16 = vnni_q4k16;
+    }
     return t;
   }();
   return &k;

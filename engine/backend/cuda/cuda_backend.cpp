@@ -117,11 +117,13 @@ DW CudaWeights::upload(const Mat& m) {
     return d;
   }
   std::vector<float> wide;
+  std::vector<uint8_t> plain;  // a rows16 matrix in ggml's layout, as the kernels read it
+  const uint8_t* bytes_in = plain_rows(m, 0, m.rows, plain);
   if (code < 0) {
     wide.resize(static_cast<size_t>(m.rows * m.cols));
-    to_float(m.dtype, m.data, wide.data(), wide.size());
+    to_float(m.dtype, bytes_in, wide.data(), wide.size());
   }
-  const void* src = wide.empty() ? m.data : wide.data();
+  const void* src = wide.empty() ? static_cast<const void*>(bytes_in) : wide.data();
   const size_t bytes = wide.empty() ? static_cast<size_t>(m.bytes()) : wide.size() * 4;
   DevMem mem(bytes, "the weights (" + m.name + ")");
   check(cudaMemcpy(mem.as<void>(), src, bytes, cudaMemcpyHostToDevice), "uploading " + m.name);

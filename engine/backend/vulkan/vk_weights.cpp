@@ -335,22 +335,31 @@ DeviceWeights::DeviceWeights(const std::shared_ptr<Context>& ctx, const Model& m
     chunks.emplace_back(ctx, chunk_bytes[c], MemKind::Device, "weights (buffer " + std::to_string(c) + ")");
   vec = Buffer(ctx, vec_bytes, MemKind::Device, "norms, biases and Mamba vectors");
   Uploader up(ctx);
-  std::vector<uint8_t> tmp;
+  std::vector<uint8_t> tmp, plain_all;  // plain_all: a rows16 matrix in ggml's layout, to be widened
   constexpr int64_t kPiece = int64_t{1} << 20;  // elements converted at a time
   for (const Block& b : blocks) {
     const uint32_t dt = b.dst->dtype;
     VkDeviceSize at = b.at;
     for (const Mat* x : b.mats) {
       const int64_t n = x->rows * x->cols;
-      if (host_dtype(dt) == x->dtype) {
+      if (host_dtype(dt) == x->dtype && x->rows16) {  // ggml's layout on the device: rows out of their groups
+        std::vector<uint8_t> plain;
+        const int64_t rb = x->row_bytes(), step = std::max<int64_t>(1, kPiece / x->cols);
+        for (int64_t r0 = 0; r0 < x->rows; r0 += step) {
+          const int64_t k = std::min(step, x->rows - r0);
+          up.write(chunks[b.dst->chunk], at + static_cast<VkDeviceSize>(r0 * rb), plain_rows(*x, r0, k, plain),
+                   static_cast<size_t>(k * rb));
+        }
+      } else if (host_dtype(dt) == x->dtype) {
         up.write(chunks[b.dst->chunk], at, x->data, static_cast<size_t>(device_bytes(dt, n)));
       } else {  // widened to F32, or F32 narrowed to F16 on request
         const VkDeviceSize esize = dt == kF32 ? 4 : 2;
+        const uint8_t* src = plain_rows(*x, 0, x->rows, plain_all);
         std::vector<float> wide;
         for (int64_t e0 = 0; e0 < n; e0 += kPiece) {
           const int64_t k = std::min(kPiece, n - e0);
           wide.resize(static_cast<size_t>(k));
-          to_float(x->dtype, static_cast<const uint8_t*>(x->data) + dtype_row_bytes(x->dtype, e0), wide.data(),
+          to_float(x->dtype, src + dtype_row_bytes(x->dtype, e0), wide.data(),
                    wide.size());
           tmp.resize(static_cast<size_t>(k * esize));
           from_float(host_dtype(dt), wide.data(), tmp.data(), wide.size());
