@@ -47,7 +47,7 @@ TEST(LogitEntropy, ClosedForms) {
 }
 
 // The thread pool's version adds the same block sums in the same order: the same bits as the
-// serial one for vocabulary-sized logits (with and without a tail of n % 4), NaN for a bad logit
+// serial one for vocabulary-sized logits (with and without a tail of n % 16), NaN for a bad logit
 // anywhere; first_nonfinite finds that logit's index.
 TEST(LogitEntropy, PooledEqualsSerialBitForBit_FirstNonfiniteFindsTheLogit) {
   std::mt19937 rng(7);
