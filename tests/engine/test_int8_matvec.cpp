@@ -14,12 +14,14 @@
 #include "engine/backend/cpu/cpu_simd.h"
 #include "engine/core/error.h"
 #include "engine/model/quantize.h"
+#include "tests/engine/int8_test_util.h"
 
 namespace hl {
 namespace {
 
 using cpu::simd::Isa;
 using cpu::simd::Kernels;
+using test::decode_activations;
 
 constexpr DType kX8[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
@@ -28,23 +30,6 @@ std::vector<const Kernels*> every_isa() {
   for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512})
     if (const Kernels* k = cpu::simd::kernels_for(isa)) out.push_back(k);
   return out;
-}
-
-// Activations as a decode step sees them: mostly small, a few outliers, a zero block, and values
-// that land exactly on a rounding tie (x·127/amax = k + 0.5).
-std::vector<float> activations(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (float& v : x) v = g(rng);
-  for (int64_t i = 0; i < n; i += 97) x[static_cast<size_t>(i)] *= 20.0f;  // outliers
-  if (n >= 96)
-    for (int64_t i = 32; i < 64; ++i) x[static_cast<size_t>(i)] = 0.0f;  // one zero block of 32
-  if (n >= 128) {  // block 3 of 32: amax 127, so x·127/amax = x exactly; 2.5 and -3.5 are ties
-    for (int64_t i = 96; i < 128; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i % 7) - 3.0f;
-    x[96] = 127.0f, x[97] = 2.5f, x[98] = -3.5f, x[99] = 0.5f;
-  }
-  return x;
 }
 
 // ggml's quantize_row_q8_0 as x86 runs it (arch/x86/quants.c): id = 127/amax, round to nearest even.
@@ -86,7 +71,7 @@ void ref_q8_k(const float* x, int64_t n, std::vector<float>& d, std::vector<int8
 
 TEST(Int8Matvec, QuantiseX_Q8_0_EveryIsa_EqualsGgmlRounding) {
   for (int64_t n : {32, 160, 4096 + 32}) {
-    const std::vector<float> x = activations(n, 7 + static_cast<uint32_t>(n));
+    const std::vector<float> x = decode_activations(n, 7 + static_cast<uint32_t>(n));
     std::vector<float> rd;
     std::vector<int8_t> rq;
     ref_q8_0(x.data(), n, rd, rq);
@@ -110,7 +95,7 @@ TEST(Int8Matvec, QuantiseX_Q8_0_EveryIsa_EqualsGgmlRounding) {
 
 TEST(Int8Matvec, QuantiseX_Q8_K_EveryIsa_EqualsGgmlRef) {
   const int64_t n = 4 * 256;
-  std::vector<float> x = activations(n, 3);
+  std::vector<float> x = decode_activations(n, 3);
   for (int j = 256; j < 512; ++j) x[static_cast<size_t>(j)] = 0.0f;  // block 1: zero
   x[600] = -1000.0f, x[700] = 1000.0f;  // block 2: the first of ±max decides the sign
   for (int j = 768; j < 1024; ++j) x[static_cast<size_t>(j)] = std::fabs(x[static_cast<size_t>(j)]) * 1e-30f;  // tiny
@@ -176,7 +161,7 @@ TEST(Int8Matvec, EveryIsa_MatchesPortable_AwkwardShapes) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) +
                      (random_codes ? " random codes" : ""));
         const std::vector<uint8_t> w = block_rows(t, s.rows, s.cols, 5 + static_cast<uint32_t>(s.cols), random_codes);
-        const std::vector<float> x = activations(s.cols, 9 + static_cast<uint32_t>(s.rows));
+        const std::vector<float> x = decode_activations(s.cols, 9 + static_cast<uint32_t>(s.rows));
         std::vector<float> deq(static_cast<size_t>(s.rows * s.cols));
         to_float(t, w.data(), deq.data(), deq.size());
         // x̂, the rounded x the kernels multiply by (the portable quantiser, checked above).
@@ -228,7 +213,7 @@ TEST(Int8Matvec, ErrorAgainstFp32Activations_WithinTheRoundingBound) {
     for (const Kernels* k : every_isa()) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " " + k->name);
       const std::vector<uint8_t> w = block_rows(t, rows, cols, 21, false);
-      const std::vector<float> x = activations(cols, 22);
+      const std::vector<float> x = decode_activations(cols, 22);
       std::vector<float> deq(static_cast<size_t>(rows * cols));
       to_float(t, w.data(), deq.data(), deq.size());
       const int64_t xblock = dtype_block(t);  // x in Q8_0 blocks of 32 or Q8_K blocks of 256
@@ -268,7 +253,7 @@ TEST(Int8Matvec, ErrorAgainstFp32Activations_WithinTheRoundingBound) {
 // Formats without an int8 path multiply with x in fp32: matvec_x8 is matvec there, bit for bit.
 TEST(Int8Matvec, OtherFormats_TakeTheFp32Path) {
   const int64_t rows = 9, cols = 512;
-  const std::vector<float> x = activations(cols, 4);
+  const std::vector<float> x = decode_activations(cols, 4);
   for (DType t : {DType::Q5_1})
     for (const Kernels* k : every_isa()) {
       EXPECT_FALSE(cpu::simd::has_x8_path(t));
@@ -284,7 +269,7 @@ TEST(Int8Matvec, OtherFormats_TakeTheFp32Path) {
 // Each row's sum does not depend on how the pool splits the rows, so these are exact.
 TEST(Int8Matvec, DecodeLinear_FollowsTheMatsChoice) {
   const int64_t rows = 700, cols = 512;
-  const std::vector<float> x = activations(cols, 6);
+  const std::vector<float> x = decode_activations(cols, 6);
   const Kernels& k = cpu::simd::kernels();
   for (DType t : kX8) {
     SCOPED_TRACE(dtype_name(t));
@@ -308,7 +293,7 @@ TEST(Int8Matvec, DecodeLinear_FollowsTheMatsChoice) {
 // rows must equal calls over odd pieces, on every ISA.
 TEST(Int8Matvec, RowsInOddPieces_SameBitsAsOneCall) {
   const int64_t rows = 61, cols = 512;
-  const std::vector<float> x = activations(cols, 4);
+  const std::vector<float> x = decode_activations(cols, 4);
   for (DType t : kX8) {
     const std::vector<uint8_t> w = block_rows(t, rows, cols, 12, true);
     const int64_t rb = dtype_row_bytes(t, cols);
@@ -351,7 +336,7 @@ TEST(Int8Matvec, RoundedXReusedOnlyForTheSameValues) {
   const int64_t rows = 8, cols = 512;
   for (const Kernels* k : every_isa()) {
     SCOPED_TRACE(k->name);
-    std::vector<float> x = activations(cols, 3);
+    std::vector<float> x = decode_activations(cols, 3);
     auto product = [&](DType t, const std::vector<float>& v) {
       const std::vector<uint8_t> w = block_rows(t, rows, cols, 11, true);
       std::vector<float> y(static_cast<size_t>(rows));
@@ -360,7 +345,7 @@ TEST(Int8Matvec, RoundedXReusedOnlyForTheSameValues) {
     };
     auto fresh = [&](DType t) {
       const std::vector<float> copy = x;  // another buffer with the same values
-      std::vector<float> other = activations(cols, 99);
+      std::vector<float> other = decode_activations(cols, 99);
       (void)product(DType::Q8_0, other);  // and a different x in between
       (void)product(DType::Q4_K, other);
       return product(t, copy);

@@ -22,9 +22,12 @@
 #include "engine/model/mat.h"
 #include "engine/model/quantize.h"
 #include "tests/engine/block_model_util.h"
+#include "tests/engine/int8_test_util.h"
 
 namespace hl {
 namespace {
+
+using test::decode_activations;
 
 constexpr int64_t kRowBytes = 144;  // per block
 
@@ -50,15 +53,6 @@ std::vector<uint8_t> packed(const std::vector<uint8_t>& plain, int64_t rows, int
   const int64_t rb = dtype_row_bytes(DType::Q4_K, cols);
   for (int64_t g = 0; g < rows / 16; ++g) q4k16_pack(plain.data() + g * 16 * rb, cols / 256, out.data() + g * 16 * rb);
   return out;
-}
-
-std::vector<float> activations(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (float& v : x) v = g(rng);
-  for (int64_t i = 0; i < n; i += 97) x[static_cast<size_t>(i)] *= 20.0f;
-  return x;
 }
 
 Mat mat_of(const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols, bool rows16) {
@@ -97,7 +91,7 @@ TEST(Q4kRows16, GroupKernel_MatchesPortableInt8) {
     SCOPED_TRACE(cols);
     const std::vector<uint8_t> plain = q4k_rows(rows, cols, 5, true);
     const std::vector<uint8_t> p = packed(plain, rows, cols);
-    const std::vector<float> x = activations(cols, 9);
+    const std::vector<float> x = decode_activations(cols, 9);
     std::vector<float> want(static_cast<size_t>(rows)), got(want.size()), w(static_cast<size_t>(cols));
     cpu::simd::portable().matvec_x8(DType::Q4_K, plain.data(), rows, cols, x.data(), want.data());
     k.matvec_q4k16(p.data(), rows / 16, cols, x.data(), got.data());
@@ -117,7 +111,7 @@ TEST(Q4kRows16, CpuReaders_MatchThePlainLayout) {
   const int64_t rows = 80, cols = 512;
   const std::vector<uint8_t> plain = q4k_rows(rows, cols, 7, false);
   const std::vector<uint8_t> p = packed(plain, rows, cols);
-  const std::vector<float> x = activations(cols, 11);
+  const std::vector<float> x = decode_activations(cols, 11);
   Mat a = mat_of(plain, rows, cols, false), b = mat_of(p, rows, cols, true);
   std::vector<float> whole(static_cast<size_t>(rows)), pieces(whole.size(), -7.0f), flat(whole.size());
   cpu::matvec_rows(b, 0, rows, x.data(), whole.data());
@@ -140,7 +134,7 @@ TEST(Q4kRows16, CpuReaders_MatchThePlainLayout) {
   const int64_t S = 6;  // a prefill: panels widened from the rows
   std::vector<float> X(static_cast<size_t>(S * cols)), Ya(static_cast<size_t>(S * rows)), Yb(Ya.size());
   for (int64_t s = 0; s < S; ++s) {
-    const std::vector<float> xs = activations(cols, 20 + static_cast<uint32_t>(s));
+    const std::vector<float> xs = decode_activations(cols, 20 + static_cast<uint32_t>(s));
     std::copy(xs.begin(), xs.end(), X.begin() + s * cols);
   }
   cpu::linear(a, X.data(), S, Ya.data());
