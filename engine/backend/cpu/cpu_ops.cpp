@@ -1,6 +1,8 @@
 // CPU kernels (see cpu_ops.h). Decode: the weights stay in their stored layout, PyTorch's (out, in)
 // row-major — for a matrix–vector product that is already the streaming layout (each thread reads
-// contiguous rows start to end, one pass, no repacking, no second copy in memory). Prefill: panels
+// contiguous rows start to end, one pass, no second copy in memory); the one exception is Q4_K on
+// AVX-512 VNNI, rearranged once at load into groups of 16 rows in place (Mat::rows16,
+// core/q4k_rows16.h), which every reader here takes apart where it needs rows. Prefill: panels
 // of ~1 MiB of rows are widened to fp32 in a per-thread buffer and multiplied by cblas_sgemm, each
 // thread its own panels (OpenBLAS is set to one thread so the two pools do not fight).
 #include "engine/backend/cpu/cpu_ops.h"
