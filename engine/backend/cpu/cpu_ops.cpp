@@ -74,14 +74,15 @@ int64_t matvec_grain(int64_t cols, DType t) {
 }
 
 namespace {
-int64_t in_group_pairs(int64_t grain) {
-  return (grain + 2 * kQ4kGroupRows - 1) / (2 * kQ4kGroupRows) * (2 * kQ4kGroupRows);
+// matvec_grain, in whole pairs of 16-row groups when the rows are held in them.
+int64_t grain_of(int64_t cols, DType t, bool rows16) {
+  const int64_t g = matvec_grain(cols, t), pair = 2 * kQ4kGroupRows;
+  return rows16 ? (g + pair - 1) / pair * pair : g;
 }
 }  // namespace
 
 int64_t matvec_grain(const Mat& W) {
-  const int64_t g = matvec_grain(W.cols, W.dtype);
-  return W.rows16 ? in_group_pairs(g) : g;
+  return grain_of(W.cols, W.dtype, W.rows16);
 }
 
 namespace {
@@ -131,8 +132,7 @@ void matvec(const MatvecJob* jobs, int njobs) {
     cols = std::max(cols, jobs[j].W->cols);
     rows16 = rows16 || jobs[j].W->rows16;
   }
-  const int64_t grain = matvec_grain(cols, jobs[0].W->dtype);
-  ThreadPool::global().parallel_for(total, rows16 ? in_group_pairs(grain) : grain, [&](int64_t b, int64_t e) {
+  ThreadPool::global().parallel_for(total, grain_of(cols, jobs[0].W->dtype, rows16), [&](int64_t b, int64_t e) {
     int64_t off = 0;  // first row of job j in the combined range
     for (int j = 0; j < njobs && off < e; off += jobs[j].rows, ++j) {
       const MatvecJob& jb = jobs[j];
