@@ -4,24 +4,34 @@
 // decode's shapes: a row of 512 is two K-quant blocks, so what a call or a pass of rows costs beyond
 // the blocks shows) and on one that stays in cache (256 × 2048: the arithmetic).
 // Prints G weights/s and GB/s, best of `reps` timings. Then the decode's own setting: 256 matrices
-// of 2048 × 512 with every product split over the thread pool as the CPU backend splits it, BF16 (x in fp32) against Q8_0 and Q4_K (x in int8) on the best ISA, the formats
+// of 2048 × 512 with every product split over the thread pool as the CPU backend splits it, BF16 (x in fp32) against Q8_0 and Q4_K (x in int8; in 16-row groups too, where the kernels read them) on the best ISA, the formats
 // taken in turn within each repetition so that a change in the machine's speed lands on all of
-// them; printed with each format's time against BF16's. Usage: hl-bench-matvec [reps, default 5].
+// them; printed with each format's time against BF16's.
+// Usage: hl-bench-matvec [reps, default 5] [pooled: the decode's setting alone].
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/cpu_simd.h"
-#include "engine/core/q4k_rows16.h"
+#include "engine/core/rows16.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/mat.h"
 
 using namespace hl;
 using cpu::simd::Kernels;
+
+// Every 16 rows of q (format t, rows of `cols`) rearranged into a group (core/rows16.h).
+static std::vector<uint8_t> grouped(DType t, const std::vector<uint8_t>& q, int64_t cols) {
+  std::vector<uint8_t> p(q.size());
+  const size_t gb = static_cast<size_t>(16 * dtype_row_bytes(t, cols));
+  for (size_t g = 0; g < q.size() / gb; ++g) rows16_pack(t, q.data() + g * gb, cols / dtype_block(t), p.data() + g * gb);
+  return p;
+}
 
 // The decode's setting (see the top): BF16, Q8_0 and Q4_K products over the pool, in turn.
 static void pooled(int reps, std::mt19937& rng) {
@@ -32,25 +42,21 @@ static void pooled(int reps, std::mt19937& rng) {
   for (float& v : x) v = g(rng) * 20;
   const Kernels& k = cpu::simd::kernels();
   ThreadPool& pool = ThreadPool::global();
-  // The last: Q4_K in 16-row groups (Mat::rows16), where this CPU's kernels read them.
-  const DType types[] = {DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q4_K};
-  const int n = k.matvec_q4k16 ? 4 : 3;
-  std::vector<uint8_t> q[4];
-  double best[4] = {1e30, 1e30, 1e30, 1e30};
+  // The last two: Q8_0 and Q4_K in 16-row groups (Mat::rows16), where this CPU's kernels read them.
+  const DType types[] = {DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q8_0, DType::Q4_K};
+  const int n = k.matvec_rows16 ? 5 : 3;
+  std::vector<uint8_t> q[5];
+  double best[5] = {1e30, 1e30, 1e30, 1e30, 1e30};
   for (int i = 0; i < n; ++i) {
     const size_t mb = static_cast<size_t>(rows * dtype_row_bytes(types[i], cols));
     q[i].resize(mb * static_cast<size_t>(mats));
     for (int64_t m = 0; m < mats; ++m) from_float(types[i], w.data(), q[i].data() + m * mb, w.size());
-    if (i == 3)
-      for (int64_t g = 0; g < rows * mats / 16; ++g) {
-        const std::vector<uint8_t> plain(q[i].begin() + g * 16 * (mb / rows), q[i].begin() + (g + 1) * 16 * (mb / rows));
-        q4k16_pack(plain.data(), cols / 256, q[i].data() + g * 16 * (mb / rows));
-      }
+    if (i >= 3) q[i] = grouped(types[i], q[i], cols);
   }
   for (int r = 0; r < reps; ++r)
     for (int i = 0; i < n; ++i) {
       Mat M;  // each product as the backend runs it: matvec_rows over the pool's pieces
-      M.dtype = types[i], M.rows = rows, M.cols = cols, M.rows16 = i == 3;
+      M.dtype = types[i], M.rows = rows, M.cols = cols, M.rows16 = i >= 3;
       const auto t0 = std::chrono::steady_clock::now();
       for (int64_t m = 0; m < mats; ++m) {
         M.data = q[i].data() + m * rows * M.row_bytes();
@@ -62,7 +68,7 @@ static void pooled(int reps, std::mt19937& rng) {
     }
   for (int i = 0; i < n; ++i)
     std::printf("pooled %-8s %-5s%s x %-4s  %6.2f G weights/s  %6.2f GB/s  %d threads  time x%.2f vs BF16\n", k.name,
-                dtype_name(types[i]), i == 3 ? "/16" : "   ", cpu::simd::has_x8_path(types[i]) ? "int8" : "fp32",
+                dtype_name(types[i]), i >= 3 ? "/16" : "   ", cpu::simd::has_x8_path(types[i]) ? "int8" : "fp32",
                 static_cast<double>(rows * cols * mats) / best[i] / 1e9, static_cast<double>(q[i].size()) / best[i] / 1e9,
                 pool.size(), best[0] / best[i]);
 }
@@ -70,6 +76,7 @@ static void pooled(int reps, std::mt19937& rng) {
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
   std::mt19937 rng(1);
+  if (argc > 2 && std::string(argv[2]) == "pooled") return pooled(reps, rng), 0;
   std::normal_distribution<float> g(0.0f, 0.05f);
   struct Size {
     const char* what;
@@ -99,20 +106,17 @@ int main(int argc, char** argv) {
           std::printf("%-6s %-8s %-5s x %-4s  %6.2f G weights/s  %6.2f GB/s\n", s.what, k->name, dtype_name(t),
                       x8 ? "int8" : "fp32", n / best / 1e9, static_cast<double>(mb) * static_cast<double>(s.calls) / best / 1e9);
         }
-        if (t == DType::Q4_K && k->matvec_q4k16) {  // the same rows in 16-row groups (Mat::rows16)
-          std::vector<uint8_t> p(q.size());
-          for (size_t g = 0; g < q.size() / (16 * 144) / static_cast<size_t>(s.cols / 256); ++g) {
-            const size_t gb = static_cast<size_t>(16 * 144 * (s.cols / 256));
-            q4k16_pack(q.data() + g * gb, s.cols / 256, p.data() + g * gb);
-          }
+        if (rows16_format(t) && k->matvec_rows16) {  // the same rows in 16-row groups (Mat::rows16)
+          const std::vector<uint8_t> p = grouped(t, q, s.cols);
           double best = 1e30;
           for (int r = 0; r < reps; ++r) {
             const auto t0 = std::chrono::steady_clock::now();
-            for (int64_t c = 0; c < s.calls; ++c) k->matvec_q4k16(p.data() + (c % s.mats) * mb, s.rows / 16, s.cols, x.data(), y.data());
+            for (int64_t c = 0; c < s.calls; ++c)
+              k->matvec_rows16(t, p.data() + (c % s.mats) * mb, s.rows / 16, s.cols, x.data(), y.data());
             best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
           }
           const double n = static_cast<double>(s.rows * s.cols * s.calls);
-          std::printf("%-6s %-8s %-5s x int8  %6.2f G weights/s  %6.2f GB/s  (16-row groups)\n", s.what, k->name, "Q4_K",
+          std::printf("%-6s %-8s %-5s x int8  %6.2f G weights/s  %6.2f GB/s  (16-row groups)\n", s.what, k->name, dtype_name(t),
                       n / best / 1e9, static_cast<double>(mb) * static_cast<double>(s.calls) / best / 1e9);
         }
       }

@@ -266,7 +266,7 @@ std::shared_ptr<Model> bind(const Checkpoint& ck, const LoadOptions& opts, const
       return std::find(gone.begin(), gone.end(), p.get()) != gone.end();
     });
   }
-  interleave_q4k_rows(m);  // a GGUF file's Q4_K matrices, as quantise on load lays out its own
+  interleave_rows16(m);  // a GGUF file's Q4_K and Q8_0 matrices, as quantise on load lays out its own
   if (opts.fp32_activations) keep_fp32_activations(m);
   if (opts.progress.callback && !opts.progress.callback(L, L, "bound")) throw Cancelled();
   return model;

@@ -21,8 +21,8 @@ struct Mat {
   // vector to 8 bits per block and dots in integers; true keeps it in fp32, so that the product is the
   // dequantised matrix times x (`--weights FORMAT+fp32-activations`; resources/docs/quantization.md).
   bool fp32_activations = false;
-  // A Q4_K matrix laid out for the CPU's product in groups of 16 rows (core/q4k_rows16.h; quantise
-  // on load sets it where q4k16_preferred()). Sizes and row_ptr(r) of a group's first row r are as
+  // A Q4_K or Q8_0 matrix laid out for the CPU's product in groups of 16 rows (core/rows16.h;
+  // quantise on load sets it where rows16_preferred()). Sizes and row_ptr(r) of a group's first row r are as
   // in ggml's layout, but one row's bytes are not at row_ptr(r): read rows through plain_rows.
   bool rows16 = false;
   bool empty() const { return data == nullptr; }

@@ -13,7 +13,7 @@
 #include "engine/core/anon_buffer.h"
 #include "engine/core/error.h"
 #include "engine/core/ggml_quant.h"
-#include "engine/core/q4k_rows16.h"
+#include "engine/core/rows16.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/matrix_roles.h"
 
@@ -42,17 +42,17 @@ std::string keep_reason(const char* role, const Mat& m, DType format, bool head,
   return "";
 }
 
-// A Q4_K matrix whose rows are at `bytes` (its own, writable) rearranged in place into the CPU's
-// 16-row groups (core/q4k_rows16.h), where its rows come in whole groups.
+// A matrix whose rows are at `bytes` (its own, writable) rearranged in place into the CPU's 16-row
+// groups (core/rows16.h), where rows16_preferred(its format) and its rows come in whole groups.
 void to_rows16(Mat& x, uint8_t* bytes) {
-  if (x.dtype != DType::Q4_K || x.rows16 || x.rows % kQ4kGroupRows != 0) return;
-  const int64_t group = kQ4kGroupRows * x.row_bytes();
-  ThreadPool::global().parallel_for(x.rows / kQ4kGroupRows, 1, [&](int64_t g0, int64_t g1) {
+  if (!rows16_preferred(x.dtype) || x.rows16 || x.rows % kGroupRows != 0) return;
+  const int64_t group = kGroupRows * x.row_bytes();
+  ThreadPool::global().parallel_for(x.rows / kGroupRows, 1, [&](int64_t g0, int64_t g1) {
     thread_local std::vector<uint8_t> rows;
     rows.resize(static_cast<size_t>(group));
     for (int64_t g = g0; g < g1; ++g) {
       std::memcpy(rows.data(), bytes + g * group, rows.size());
-      q4k16_pack(rows.data(), x.cols / 256, bytes + g * group);
+      rows16_pack(x.dtype, rows.data(), x.cols / dtype_block(x.dtype), bytes + g * group);
     }
   });
   x.rows16 = true;
@@ -60,8 +60,7 @@ void to_rows16(Mat& x, uint8_t* bytes) {
 
 }  // namespace
 
-void interleave_q4k_rows(Model& m) {
-  if (!q4k16_preferred()) return;
+void interleave_rows16(Model& m) {
   const bool tied = m.w.lm_head.data == m.w.embed.data;
   std::vector<const void*> done;  // a matrix's bytes are rearranged once, whichever views share them
   each_matrix_role(m, [&](const char* role, Mat& x) {
@@ -233,7 +232,7 @@ void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& 
                         ")");
       mq.rel_rms = n > 0 ? std::sqrt(e / n) : 0.0;
       x.dtype = format;
-      if (q4k16_preferred()) to_rows16(x, buf);
+      to_rows16(x, buf);
     }
     x.data = buf;
     if (hooks.release) hooks.release(source, static_cast<size_t>(mq.bytes_before));

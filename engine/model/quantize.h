@@ -78,13 +78,13 @@ struct QuantizeHooks {
 // them there; kept matrices are copied into owned memory too when `own_kept`, so the model no longer
 // reads the checkpoint's mapping. Throws LoadError naming the tensor and element of a NaN/Inf weight
 // (a block's scale would be meaningless). Records the result in m.quantization.
-// Q4_K matrices written here are laid out in the CPU's 16-row groups where q4k16_preferred() says so
-// (Mat::rows16, core/q4k_rows16.h).
+// Q4_K and Q8_0 matrices written here are laid out in the CPU's 16-row groups where rows16_preferred()
+// says so (Mat::rows16, core/rows16.h).
 void quantize_model(Model& m, DType format, bool own_kept, const QuantizeHooks& hooks = {}, bool head = false);
 
-// The Q4_K matrices a model holds in its own memory in ggml's layout (a GGUF file's) rearranged in
-// place into the CPU's 16-row groups where q4k16_preferred() says so; not Mamba-1's x_proj and dt_proj
+// The Q4_K and Q8_0 matrices a model holds in its own memory in ggml's layout (a GGUF file's)
+// rearranged in place into the CPU's 16-row groups where rows16_preferred() says so; not Mamba-1's x_proj and dt_proj
 // and the routers, which the probes read a row at a time. Each matrix's bytes once, whatever views share them.
-void interleave_q4k_rows(Model& m);
+void interleave_rows16(Model& m);
 
 }  // namespace hl

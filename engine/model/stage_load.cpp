@@ -117,7 +117,7 @@ std::shared_ptr<Model> load_stage(const std::string& dir, const LoadOptions& o, 
     hooks.progress = o.progress.callback;
     quantize_model(*m, *o.weights, false, hooks, o.quantize_head);  // the kept ones are copied below
   }
-  interleave_q4k_rows(*m);  // a GGUF file's Q4_K matrices (in the import's own buffer)
+  interleave_rows16(*m);  // a GGUF file's Q4_K and Q8_0 matrices (in the import's own buffer)
   if (!want_head) w.lm_head = Mat{};
   // Copy what the stage keeps out of the mappings a piece at a time, dropping each piece's mapped
   // pages after its copy: the peak stays the stage's bytes plus one piece (not plus the largest matrix).

@@ -1,4 +1,4 @@
-// Inputs for the decode products' tests (test_int8_matvec.cpp, test_q4k_rows16.cpp).
+// Inputs for the decode products' tests (test_int8_matvec.cpp, test_rows16.cpp).
 #pragma once
 #include <cstdint>
 #include <random>

@@ -122,7 +122,7 @@ std::shared_ptr<const Model> widened_copy(const Model& m) {
   for (Mat* x : c->matrices()) {
     if (!dtype_is_block(x->dtype)) continue;
     auto buf = std::make_shared<std::vector<float>>(static_cast<size_t>(x->rows * x->cols));
-    std::vector<uint8_t> plain;  // Q4_K in 16-row groups (Mat::rows16): the rows in ggml's layout
+    std::vector<uint8_t> plain;  // a matrix in 16-row groups (Mat::rows16): the rows in ggml's layout
     to_float(x->dtype, plain_rows(*x, 0, x->rows, plain), buf->data(), buf->size());
     x->dtype = DType::F32;
     x->rows16 = false;

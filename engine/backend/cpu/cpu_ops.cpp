@@ -1,8 +1,8 @@
 // CPU kernels (see cpu_ops.h). Decode: the weights stay in their stored layout, PyTorch's (out, in)
 // row-major — for a matrix–vector product that is already the streaming layout (each thread reads
-// contiguous rows start to end, one pass, no second copy in memory); the one exception is Q4_K on
-// AVX-512 VNNI, rearranged once at load into groups of 16 rows in place (Mat::rows16,
-// core/q4k_rows16.h), which every reader here takes apart where it needs rows. Prefill: panels
+// contiguous rows start to end, one pass, no second copy in memory); the one exception is Q4_K and Q8_0
+// on AVX-512 VNNI, rearranged once at load into groups of 16 rows in place (Mat::rows16,
+// core/rows16.h), which every reader here takes apart where it needs rows. Prefill: panels
 // of ~1 MiB of rows are widened to fp32 in a per-thread buffer and multiplied by cblas_sgemm, each
 // thread its own panels (OpenBLAS is set to one thread so the two pools do not fight).
 #include "engine/backend/cpu/cpu_ops.h"
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/cpu_simd.h"
-#include "engine/core/q4k_rows16.h"
+#include "engine/core/rows16.h"
 #include "engine/core/thread_pool.h"
 
 #ifdef HL_HAVE_BLAS
@@ -76,7 +76,7 @@ int64_t matvec_grain(int64_t cols, DType t) {
 namespace {
 // matvec_grain, in whole pairs of 16-row groups when the rows are held in them.
 int64_t grain_of(int64_t cols, DType t, bool rows16) {
-  const int64_t g = matvec_grain(cols, t), pair = 2 * kQ4kGroupRows;
+  const int64_t g = matvec_grain(cols, t), pair = 2 * kGroupRows;
   return rows16 ? (g + pair - 1) / pair * pair : g;
 }
 }  // namespace
@@ -93,22 +93,22 @@ namespace {
 // with x in fp32, the rows are taken out of their groups for the plain kernels.
 void matvec_rows16(const Mat& W, int64_t r0, int64_t rows, const float* x, float* y) {
   const simd::Kernels& k = simd::kernels();
-  if (!k.matvec_q4k16 || W.fp32_activations) {
+  if (!k.matvec_rows16 || W.fp32_activations) {
     thread_local std::vector<uint8_t> plain;
     const uint8_t* p = plain_rows(W, r0, rows, plain);
     (W.fp32_activations ? k.matvec : k.matvec_x8)(W.dtype, p, rows, W.cols, x, y);
     return;
   }
-  constexpr int64_t G = kQ4kGroupRows;
+  constexpr int64_t G = kGroupRows;
   for (int64_t r = r0, end = r0 + rows; r < end;) {
     const int64_t first = r - r % G;  // the group of row r
     if (r == first && end - r >= G) {
       const int64_t groups = (end - r) / G;
-      k.matvec_q4k16(W.row_ptr(r), groups, W.cols, x, y + (r - r0));
+      k.matvec_rows16(W.dtype, W.row_ptr(r), groups, W.cols, x, y + (r - r0));
       r += groups * G;
     } else {
       float part[G];
-      k.matvec_q4k16(W.row_ptr(first), 1, W.cols, x, part);
+      k.matvec_rows16(W.dtype, W.row_ptr(first), 1, W.cols, x, part);
       const int64_t n = std::min(end, first + G) - r;
       std::copy(part + (r - first), part + (r - first) + n, y + (r - r0));
       r += n;

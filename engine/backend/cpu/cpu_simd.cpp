@@ -2,7 +2,7 @@
 // dispatch of cpu_simd.h: __builtin_cpu_supports picks AVX-512 (F, BW, VL, DQ), else AVX2+FMA+F16C,
 // else these loops; $HL_ISA=portable|avx2|avx512 caps the choice (tests, benchmarks).
 #include "engine/backend/cpu/cpu_simd.h"
-#include "engine/core/q4k_rows16.h"
+#include "engine/core/rows16.h"
 
 #include <algorithm>
 #include <cmath>
@@ -355,10 +355,11 @@ const Kernels& kernels() {
 }  // namespace hl::cpu::simd
 
 namespace hl {
-// Declared in core/q4k_rows16.h: the layout follows the kernels in use.
-bool q4k16_preferred() {
-  const char* env = std::getenv("HL_Q4K_ROWS16");
+// Declared in core/rows16.h: the layout follows the kernels in use.
+bool rows16_preferred(DType t) {
+  if (!rows16_format(t)) return false;
+  const char* env = std::getenv("HL_ROWS16");
   if (env && env[0] == '0' && env[1] == '\0') return false;
-  return cpu::simd::kernels().matvec_q4k16 != nullptr;
+  return cpu::simd::kernels().matvec_rows16 != nullptr;
 }
 }  // namespace hl

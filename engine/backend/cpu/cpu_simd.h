@@ -76,11 +76,11 @@ struct Kernels {
   // largest |x|, iscale = −127/v, q = round-to-nearest-even(iscale·x) in [−127, 127], d = 1/iscale,
   // bsums[16k + j] = Σ of q over values 16j .. 16j + 15 of block k.
   void (*quantize_x_q8_k)(const float* x, int64_t n, float* d, int8_t* q, int16_t* bsums);
-  // y (16·groups,) = W · x̂ for a Q4_K matrix held in groups of 16 rows (core/q4k_rows16.h; W the
-  // first group's bytes, cols a multiple of 256), x̂ rounded to Q8_K blocks as matvec_x8 rounds it and
-  // the same integer sums per block; only the order of the float additions differs. Null where the
-  // ISA has none (then such a matrix's rows are taken out of their groups for matvec_x8).
-  void (*matvec_q4k16)(const void* W, int64_t groups, int64_t cols, const float* x, float* y) = nullptr;
+  // y (16·groups,) = W · x̂ for a Q4_K or Q8_0 matrix held in groups of 16 rows (core/rows16.h; W the
+  // first group's bytes), x̂ rounded as matvec_x8 rounds it and the same integer sums per block; only
+  // the order of the float additions differs. Null where the ISA has none (then such a matrix's rows
+  // are taken out of their groups for matvec_x8).
+  void (*matvec_rows16)(DType t, const void* W, int64_t groups, int64_t cols, const float* x, float* y) = nullptr;
 };
 
 // The block formats matvec_x8 computes in integers (Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K).
@@ -103,7 +103,7 @@ const Kernels* avx512_kernels();  // null when not compiled for x86-64
 // VNNI). vnni_x8 returns false, doing nothing, for a dtype without an int8 path.
 bool has_vnni();
 bool vnni_x8(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y);
-void vnni_q4k16(const void* W, int64_t groups, int64_t cols, const float* x, float* y);
+void vnni_rows16(DType t, const void* W, int64_t groups, int64_t cols, const float* x, float* y);
 }  // namespace detail
 
 }  // namespace hl::cpu::simd

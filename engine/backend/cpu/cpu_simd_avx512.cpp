@@ -102,7 +102,7 @@ const Kernels* avx512_kernels() {
     Kernels t = vector_kernels<K, Q>(Isa::Avx512, "avx512");
     if (has_vnni()) {
       t.matvec_x8 = matvec_x8_vnni;
-      t.matvec_q4k16 = vnni_q4k16;
+      t.matvec_rows16 = vnni_rows16;
     }
     return t;
   }();

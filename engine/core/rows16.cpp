@@ -1,5 +1,5 @@
-// The 16-row Q4_K layout of q4k_rows16.h: packing at load and a row back in ggml's layout.
-#include "engine/core/q4k_rows16.h"
+// The 16-row layouts of rows16.h: packing at load and a row back in ggml's layout.
+#include "engine/core/rows16.h"
 
 #include <cstring>
 
@@ -8,6 +8,9 @@ namespace hl {
 namespace {
 
 constexpr int64_t kBlock = 144;  // a Q4_K block: d, dmin (fp16), 12 scale bytes, 128 code bytes
+constexpr int64_t kGroupBlock = 16 * kBlock;
+constexpr int64_t kBlock8 = 34;   // a Q8_0 block: d (fp16), 32 codes
+constexpr int64_t kGroupBlock8 = 16 * kBlock8;
 
 // A block's eight 6-bit scales and mins from its 12 packed bytes (ggml's get_scale_min_k4).
 void unpack_scales(const uint8_t* q, uint8_t* sc, uint8_t* mn) {
@@ -32,11 +35,9 @@ void pack_scales(const uint8_t* sc, const uint8_t* mn, uint8_t* q) {
 constexpr int sc_entry(int r, int g) { return 16 * g + r; }
 constexpr int mn_entry(int r, int m) { return 32 * (m / 2) + 2 * r + m % 2; }
 
-}  // namespace
-
 void q4k16_pack(const uint8_t* rows, int64_t nb, uint8_t* group) {
   for (int64_t k = 0; k < nb; ++k) {
-    uint8_t* out = group + k * kQ4kGroupBlockBytes;
+    uint8_t* out = group + k * kGroupBlock;
     uint8_t sc[128], mn[128];
     for (int r = 0; r < 16; ++r) {
       const uint8_t* b = rows + (r * nb + k) * kBlock;
@@ -59,7 +60,7 @@ void q4k16_pack(const uint8_t* rows, int64_t nb, uint8_t* group) {
 
 void q4k16_row(const uint8_t* group, int64_t nb, int i, uint8_t* row) {
   for (int64_t k = 0; k < nb; ++k) {
-    const uint8_t* in = group + k * kQ4kGroupBlockBytes;
+    const uint8_t* in = group + k * kGroupBlock;
     uint8_t* b = row + k * kBlock;
     std::memcpy(b, in + 2 * i, 2);
     std::memcpy(b + 2, in + 32 + 2 * i, 2);
@@ -74,6 +75,42 @@ void q4k16_row(const uint8_t* group, int64_t nb, int i, uint8_t* row) {
     pack_scales(s, m, b + 4);
     for (int v = 0; v < 32; ++v) std::memcpy(b + 16 + 4 * v, in + 256 + 64 * v + 4 * i, 4);
   }
+}
+
+void q8_0_pack(const uint8_t* rows, int64_t nb, uint8_t* group) {
+  for (int64_t k = 0; k < nb; ++k) {
+    uint8_t* out = group + k * kGroupBlock8;
+    for (int r = 0; r < 16; ++r) {
+      const uint8_t* b = rows + (r * nb + k) * kBlock8;
+      std::memcpy(out + 2 * r, b, 2);
+      for (int c = 0; c < 8; ++c)
+        for (int j = 0; j < 4; ++j) out[32 + 64 * c + 4 * r + j] = static_cast<uint8_t>(b[2 + 4 * c + j] ^ 0x80);
+    }
+  }
+}
+
+void q8_0_row(const uint8_t* group, int64_t nb, int i, uint8_t* row) {
+  for (int64_t k = 0; k < nb; ++k) {
+    const uint8_t* in = group + k * kGroupBlock8;
+    uint8_t* b = row + k * kBlock8;
+    std::memcpy(b, in + 2 * i, 2);
+    for (int c = 0; c < 8; ++c)
+      for (int j = 0; j < 4; ++j) b[2 + 4 * c + j] = static_cast<uint8_t>(in[32 + 64 * c + 4 * i + j] ^ 0x80);
+  }
+}
+
+}  // namespace
+
+bool rows16_format(DType t) {
+  return t == DType::Q4_K || t == DType::Q8_0;
+}
+
+void rows16_pack(DType t, const uint8_t* rows, int64_t nb, uint8_t* group) {
+  (t == DType::Q4_K ? q4k16_pack : q8_0_pack)(rows, nb, group);
+}
+
+void rows16_row(DType t, const uint8_t* group, int64_t nb, int i, uint8_t* row) {
+  (t == DType::Q4_K ? q4k16_row : q8_0_row)(group, nb, i, row);
 }
 
 }  // namespace hl

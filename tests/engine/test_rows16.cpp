@@ -1,4 +1,4 @@
-// Q4_K matrices in groups of 16 rows (core/q4k_rows16.h, Mat::rows16): the layout gives back every
+// Q4_K and Q8_0 matrices in groups of 16 rows (core/rows16.h, Mat::rows16): the layout gives back every
 // byte of every row, the product that reads it (AVX-512 VNNI) equals the portable int8 product of the
 // plain rows within fp32 rounding, and every CPU reader of a rows16 matrix (decode products over any
 // split of the rows, x in fp32, the prefill's panels, one row widened) gives what it gives for the
@@ -17,7 +17,7 @@
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/cpu_simd.h"
 #include "engine/core/dtype.h"
-#include "engine/core/q4k_rows16.h"
+#include "engine/core/rows16.h"
 #include "engine/model/loader.h"
 #include "engine/model/mat.h"
 #include "engine/model/quantize.h"
@@ -29,53 +29,59 @@ namespace {
 
 using test::decode_activations;
 
-constexpr int64_t kRowBytes = 144;  // per block
+// The formats with a 16-row layout, each test run for each.
+class Rows16 : public ::testing::TestWithParam<DType> {};
+INSTANTIATE_TEST_SUITE_P(Formats, Rows16, ::testing::Values(DType::Q4_K, DType::Q8_0),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
 
-// rows × cols of Q4_K: ggml's quantiser on Gaussian weights, then (random) every byte after d and
-// dmin random: scales, mins and codes of every value.
-std::vector<uint8_t> q4k_rows(int64_t rows, int64_t cols, uint32_t seed, bool random) {
+// rows × cols of format t: ggml's quantiser on Gaussian weights, then (random) every byte after the
+// block's fp16 scales random: Q4_K's scales, mins and codes, Q8_0's codes (−128 included).
+std::vector<uint8_t> quant_rows(DType t, int64_t rows, int64_t cols, uint32_t seed, bool random) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> g(0.0f, 0.05f);
   std::vector<float> w(static_cast<size_t>(rows * cols));
   for (float& v : w) v = g(rng);
-  std::vector<uint8_t> q(static_cast<size_t>(rows * dtype_row_bytes(DType::Q4_K, cols)));
-  from_float(DType::Q4_K, w.data(), q.data(), w.size());
+  std::vector<uint8_t> q(static_cast<size_t>(rows * dtype_row_bytes(t, cols)));
+  from_float(t, w.data(), q.data(), w.size());
   if (random) {
     std::uniform_int_distribution<int> byte(0, 255);
-    for (size_t at = 0; at < q.size(); at += kRowBytes)
-      for (size_t i = 4; i < kRowBytes; ++i) q[at + i] = static_cast<uint8_t>(byte(rng));
+    const size_t bb = static_cast<size_t>(dtype_block_bytes(t)), first = t == DType::Q4_K ? 4 : 2;
+    for (size_t at = 0; at < q.size(); at += bb)
+      for (size_t i = first; i < bb; ++i) q[at + i] = static_cast<uint8_t>(byte(rng));
   }
   return q;
 }
 
-std::vector<uint8_t> packed(const std::vector<uint8_t>& plain, int64_t rows, int64_t cols) {
+std::vector<uint8_t> packed(DType t, const std::vector<uint8_t>& plain, int64_t rows, int64_t cols) {
   std::vector<uint8_t> out(plain.size());
-  const int64_t rb = dtype_row_bytes(DType::Q4_K, cols);
-  for (int64_t g = 0; g < rows / 16; ++g) q4k16_pack(plain.data() + g * 16 * rb, cols / 256, out.data() + g * 16 * rb);
+  const int64_t rb = dtype_row_bytes(t, cols);
+  for (int64_t g = 0; g < rows / 16; ++g)
+    rows16_pack(t, plain.data() + g * 16 * rb, cols / dtype_block(t), out.data() + g * 16 * rb);
   return out;
 }
 
-Mat mat_of(const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols, bool rows16) {
+Mat mat_of(DType t, const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols, bool rows16) {
   Mat m;
-  m.dtype = DType::Q4_K, m.data = bytes.data(), m.rows = rows, m.cols = cols, m.name = "m", m.rows16 = rows16;
+  m.dtype = t, m.data = bytes.data(), m.rows = rows, m.cols = cols, m.name = "m", m.rows16 = rows16;
   return m;
 }
 
-TEST(Q4kRows16, EveryRowsBytesComeBack) {
-  const int64_t rows = 32, cols = 768;
+TEST_P(Rows16, EveryRowsBytesComeBack) {
+  const DType t = GetParam();
+  const int64_t rows = 32, cols = 768, rb = dtype_row_bytes(t, cols);
   for (bool random : {false, true}) {
-    const std::vector<uint8_t> plain = q4k_rows(rows, cols, 3, random);
-    const std::vector<uint8_t> p = packed(plain, rows, cols);
+    const std::vector<uint8_t> plain = quant_rows(t, rows, cols, 3, random);
+    const std::vector<uint8_t> p = packed(t, plain, rows, cols);
     EXPECT_NE(p, plain);
-    const Mat m = mat_of(p, rows, cols, true);
+    const Mat m = mat_of(t, p, rows, cols, true);
     std::vector<uint8_t> scratch;
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t* row = plain_rows(m, r, 1, scratch);
-      EXPECT_TRUE(std::equal(row, row + 3 * kRowBytes, plain.begin() + r * 3 * kRowBytes)) << "row " << r;
+      EXPECT_TRUE(std::equal(row, row + rb, plain.begin() + r * rb)) << "row " << r;
     }
     const uint8_t* all = plain_rows(m, 5, 20, scratch);  // rows 5..24: across the two groups
-    EXPECT_TRUE(std::equal(all, all + 20 * 3 * kRowBytes, plain.begin() + 5 * 3 * kRowBytes));
-    const Mat flat = mat_of(plain, rows, cols, false);
+    EXPECT_TRUE(std::equal(all, all + 20 * rb, plain.begin() + 5 * rb));
+    const Mat flat = mat_of(t, plain, rows, cols, false);
     EXPECT_EQ(plain_rows(flat, 7, 2, scratch), flat.row_ptr(7));  // ggml's layout: the rows themselves
   }
 }
@@ -83,20 +89,21 @@ TEST(Q4kRows16, EveryRowsBytesComeBack) {
 // The kernel that reads the groups against the portable int8 product of the plain rows: the same
 // integer sums per block, added in another order in fp32, so within 1e-5 of Σ|ŵ·x̂| (as the ISAs
 // against each other in test_int8_matvec.cpp); a wrong scale, min or code is off by far more.
-TEST(Q4kRows16, GroupKernel_MatchesPortableInt8) {
+TEST_P(Rows16, GroupKernel_MatchesPortableInt8) {
+  const DType t = GetParam();
   const cpu::simd::Kernels& k = cpu::simd::kernels();
-  if (!k.matvec_q4k16) GTEST_SKIP() << "no kernel reads 16-row groups on this CPU (" << k.name << ")";
+  if (!k.matvec_rows16) GTEST_SKIP() << "no kernel reads 16-row groups on this CPU (" << k.name << ")";
   for (int64_t cols : {256, 512, 2048}) {
     const int64_t rows = 48;
     SCOPED_TRACE(cols);
-    const std::vector<uint8_t> plain = q4k_rows(rows, cols, 5, true);
-    const std::vector<uint8_t> p = packed(plain, rows, cols);
+    const std::vector<uint8_t> plain = quant_rows(t, rows, cols, 5, true);
+    const std::vector<uint8_t> p = packed(t, plain, rows, cols);
     const std::vector<float> x = decode_activations(cols, 9);
     std::vector<float> want(static_cast<size_t>(rows)), got(want.size()), w(static_cast<size_t>(cols));
-    cpu::simd::portable().matvec_x8(DType::Q4_K, plain.data(), rows, cols, x.data(), want.data());
-    k.matvec_q4k16(p.data(), rows / 16, cols, x.data(), got.data());
+    cpu::simd::portable().matvec_x8(t, plain.data(), rows, cols, x.data(), want.data());
+    k.matvec_rows16(t, p.data(), rows / 16, cols, x.data(), got.data());
     for (int64_t r = 0; r < rows; ++r) {
-      to_float(DType::Q4_K, plain.data() + r * dtype_row_bytes(DType::Q4_K, cols), w.data(), w.size());
+      to_float(t, plain.data() + r * dtype_row_bytes(t, cols), w.data(), w.size());
       double mag = 0;
       for (int64_t c = 0; c < cols; ++c) mag += std::fabs(static_cast<double>(w[c]) * x[c]);
       EXPECT_NEAR(got[r], want[r], 1e-5 * mag) << "row " << r;
@@ -107,12 +114,13 @@ TEST(Q4kRows16, GroupKernel_MatchesPortableInt8) {
 // Through the CPU backend's products: any split of the rows gives the same bits as one call (a part
 // of a group is computed as its whole group); x in fp32, the prefill's panels and one widened row
 // equal the plain matrix's bit for bit (the rows are taken out of their groups for those).
-TEST(Q4kRows16, CpuReaders_MatchThePlainLayout) {
+TEST_P(Rows16, CpuReaders_MatchThePlainLayout) {
+  const DType t = GetParam();
   const int64_t rows = 80, cols = 512;
-  const std::vector<uint8_t> plain = q4k_rows(rows, cols, 7, false);
-  const std::vector<uint8_t> p = packed(plain, rows, cols);
+  const std::vector<uint8_t> plain = quant_rows(t, rows, cols, 7, false);
+  const std::vector<uint8_t> p = packed(t, plain, rows, cols);
   const std::vector<float> x = decode_activations(cols, 11);
-  Mat a = mat_of(plain, rows, cols, false), b = mat_of(p, rows, cols, true);
+  Mat a = mat_of(t, plain, rows, cols, false), b = mat_of(t, p, rows, cols, true);
   std::vector<float> whole(static_cast<size_t>(rows)), pieces(whole.size(), -7.0f), flat(whole.size());
   cpu::matvec_rows(b, 0, rows, x.data(), whole.data());
   int64_t r = 0;
@@ -157,14 +165,14 @@ std::vector<float> last_logits(const std::shared_ptr<const Model>& m) {
   return out.back().logits;
 }
 
-// Quantise on load lays Q4_K out in groups where the CPU reads them; a model holding Q4_K in ggml's
-// layout in its own memory (as a GGUF file's weights arrive) is rearranged in place by
-// interleave_q4k_rows into the same bytes, the head tied to the embedding once, and then runs bit
-// for bit as the quantised model does.
-TEST(Q4kRows16, ModelsOwnQ4kMatrices_RearrangedInPlaceOnce) {
+// Quantise on load lays the format out in groups where the CPU reads them; a model holding it in
+// ggml's layout in its own memory (as a GGUF file's weights arrive) is rearranged in place by
+// interleave_rows16 into the same bytes, the head tied to the embedding once, and then runs bit for
+// bit as the quantised model does.
+TEST_P(Rows16, ModelsOwnMatrices_RearrangedInPlaceOnce) {
   test::BlockModel g(3);
   LoadOptions o;
-  o.weights = DType::Q4_K;
+  o.weights = GetParam();
   o.quantize_head = true;
   std::shared_ptr<const Model> q = load_model(g.dir.path, o);
   auto plain = std::make_shared<Model>(*q);
@@ -183,10 +191,10 @@ TEST(Q4kRows16, ModelsOwnQ4kMatrices_RearrangedInPlaceOnce) {
     x->data = c->data();
     x->rows16 = false;
   }
-  EXPECT_EQ(grouped > 0, q4k16_preferred());
+  EXPECT_EQ(grouped > 0, rows16_preferred(GetParam()));
   if (q->w.lm_head.data == q->w.embed.data) plain->w.lm_head = plain->w.embed;
   const std::vector<float> before = last_logits(plain);
-  interleave_q4k_rows(*plain);
+  interleave_rows16(*plain);
   const std::vector<Mat*> a = const_cast<Model&>(*q).matrices(), b = plain->matrices();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
