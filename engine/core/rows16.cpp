@@ -77,14 +77,22 @@ void q4k16_row(const uint8_t* group, int64_t nb, int i, uint8_t* row) {
   }
 }
 
+// Four Q8_0 codes from `from` to `to`, each plus 128 as an unsigned byte (the same as minus 128 mod
+// 256, so this is its own inverse).
+void flip4(const uint8_t* from, uint8_t* to) {
+  uint32_t v;
+  std::memcpy(&v, from, 4);
+  v ^= 0x80808080u;
+  std::memcpy(to, &v, 4);
+}
+
 void q8_0_pack(const uint8_t* rows, int64_t nb, uint8_t* group) {
   for (int64_t k = 0; k < nb; ++k) {
     uint8_t* out = group + k * kGroupBlock8;
     for (int r = 0; r < 16; ++r) {
       const uint8_t* b = rows + (r * nb + k) * kBlock8;
       std::memcpy(out + 2 * r, b, 2);
-      for (int c = 0; c < 8; ++c)
-        for (int j = 0; j < 4; ++j) out[32 + 64 * c + 4 * r + j] = static_cast<uint8_t>(b[2 + 4 * c + j] ^ 0x80);
+      for (int c = 0; c < 8; ++c) flip4(b + 2 + 4 * c, out + 32 + 64 * c + 4 * r);
     }
   }
 }
@@ -94,8 +102,7 @@ void q8_0_row(const uint8_t* group, int64_t nb, int i, uint8_t* row) {
     const uint8_t* in = group + k * kGroupBlock8;
     uint8_t* b = row + k * kBlock8;
     std::memcpy(b, in + 2 * i, 2);
-    for (int c = 0; c < 8; ++c)
-      for (int j = 0; j < 4; ++j) b[2 + 4 * c + j] = static_cast<uint8_t>(in[32 + 64 * c + 4 * i + j] ^ 0x80);
+    for (int c = 0; c < 8; ++c) flip4(in + 32 + 64 * c + 4 * i, b + 2 + 4 * c);
   }
 }
 
