@@ -21,6 +21,7 @@ namespace {
 
 using cpu::simd::Isa;
 using cpu::simd::Kernels;
+using test::block_rows;
 using test::decode_activations;
 
 constexpr DType kX8[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
@@ -117,29 +118,6 @@ TEST(Int8Matvec, QuantiseX_Q8_K_EveryIsa_EqualsGgmlRef) {
     EXPECT_EQ(q, rq);
     EXPECT_EQ(b, rb);
   }
-}
-
-// Block rows of `rows` × `cols` in format t: ggml's reference quantiser on Gaussian weights, then
-// (random_codes) every code byte random, the block scales kept finite. Q8_0 then holds −128 too.
-std::vector<uint8_t> block_rows(DType t, int64_t rows, int64_t cols, uint32_t seed, bool random_codes) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g(0.0f, 0.05f);
-  std::vector<float> w(static_cast<size_t>(rows * cols));
-  for (float& v : w) v = g(rng);
-  std::vector<uint8_t> q(static_cast<size_t>(rows * dtype_row_bytes(t, cols)));
-  from_float(t, w.data(), q.data(), w.size());
-  if (!random_codes) return q;
-  const int64_t bb = dtype_block_bytes(t);
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (size_t at = 0; at < q.size(); at += static_cast<size_t>(bb)) {
-    uint8_t* b = q.data() + at;
-    // The fp16 scales: d of the blocks of 32 and d, dmin of Q4_K / Q5_K at the start, d of Q6_K at
-    // the end.
-    const int keep0 = t == DType::Q6_K ? 0 : (t == DType::Q4_K || t == DType::Q5_K ? 4 : 2);
-    const int keep1 = t == DType::Q6_K ? 2 : 0;
-    for (int64_t i = keep0; i < bb - keep1; ++i) b[i] = static_cast<uint8_t>(byte(rng));
-  }
-  return q;
 }
 
 struct Shape {

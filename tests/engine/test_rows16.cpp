@@ -27,30 +27,13 @@
 namespace hl {
 namespace {
 
+using test::block_rows;
 using test::decode_activations;
 
 // The formats with a 16-row layout, each test run for each.
 class Rows16 : public ::testing::TestWithParam<DType> {};
 INSTANTIATE_TEST_SUITE_P(Formats, Rows16, ::testing::Values(DType::Q4_K, DType::Q8_0),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
-
-// rows × cols of format t: ggml's quantiser on Gaussian weights, then (random) every byte after the
-// block's fp16 scales random: Q4_K's scales, mins and codes, Q8_0's codes (−128 included).
-std::vector<uint8_t> quant_rows(DType t, int64_t rows, int64_t cols, uint32_t seed, bool random) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g(0.0f, 0.05f);
-  std::vector<float> w(static_cast<size_t>(rows * cols));
-  for (float& v : w) v = g(rng);
-  std::vector<uint8_t> q(static_cast<size_t>(rows * dtype_row_bytes(t, cols)));
-  from_float(t, w.data(), q.data(), w.size());
-  if (random) {
-    std::uniform_int_distribution<int> byte(0, 255);
-    const size_t bb = static_cast<size_t>(dtype_block_bytes(t)), first = t == DType::Q4_K ? 4 : 2;
-    for (size_t at = 0; at < q.size(); at += bb)
-      for (size_t i = first; i < bb; ++i) q[at + i] = static_cast<uint8_t>(byte(rng));
-  }
-  return q;
-}
 
 std::vector<uint8_t> packed(DType t, const std::vector<uint8_t>& plain, int64_t rows, int64_t cols) {
   std::vector<uint8_t> out(plain.size());
@@ -70,7 +53,7 @@ TEST_P(Rows16, EveryRowsBytesComeBack) {
   const DType t = GetParam();
   const int64_t rows = 32, cols = 768, rb = dtype_row_bytes(t, cols);
   for (bool random : {false, true}) {
-    const std::vector<uint8_t> plain = quant_rows(t, rows, cols, 3, random);
+    const std::vector<uint8_t> plain = block_rows(t, rows, cols, 3, random);
     const std::vector<uint8_t> p = packed(t, plain, rows, cols);
     EXPECT_NE(p, plain);
     const Mat m = mat_of(t, p, rows, cols, true);
@@ -96,7 +79,7 @@ TEST_P(Rows16, GroupKernel_MatchesPortableInt8) {
   for (int64_t cols : {256, 512, 2048}) {
     const int64_t rows = 48;
     SCOPED_TRACE(cols);
-    const std::vector<uint8_t> plain = quant_rows(t, rows, cols, 5, true);
+    const std::vector<uint8_t> plain = block_rows(t, rows, cols, 5, true);
     const std::vector<uint8_t> p = packed(t, plain, rows, cols);
     const std::vector<float> x = decode_activations(cols, 9);
     std::vector<float> want(static_cast<size_t>(rows)), got(want.size()), w(static_cast<size_t>(cols));
@@ -117,7 +100,7 @@ TEST_P(Rows16, GroupKernel_MatchesPortableInt8) {
 TEST_P(Rows16, CpuReaders_MatchThePlainLayout) {
   const DType t = GetParam();
   const int64_t rows = 80, cols = 512;
-  const std::vector<uint8_t> plain = quant_rows(t, rows, cols, 7, false);
+  const std::vector<uint8_t> plain = block_rows(t, rows, cols, 7, false);
   const std::vector<uint8_t> p = packed(t, plain, rows, cols);
   const std::vector<float> x = decode_activations(cols, 11);
   Mat a = mat_of(t, plain, rows, cols, false), b = mat_of(t, p, rows, cols, true);
