@@ -64,6 +64,17 @@ struct QKern {
     }
   }
 
+  // quantize_q8_0 as XQ::take calls it for every block-32 product, with sums[k] = Σ q of block k
+  // (|Σ| ≤ 32·127): the 16-row Q8_0 kernel (cpu_simd_vnni.cpp) needs them once per x, not per call.
+  static void quantize_q8_0_sums(const float* x, int64_t n, float* d, int8_t* q, int16_t* sums) {
+    quantize_q8_0(x, n, d, q);
+    for (int64_t k = 0; k < n / 32; ++k) {
+      int s = 0;
+      for (int i = 0; i < 32; ++i) s += q[32 * k + i];
+      sums[k] = static_cast<int16_t>(s);
+    }
+  }
+
   // x (n,) → Q8_K-style blocks of 256 (ggml's quantize_row_q8_K_ref): iscale = −127/v with v the
   // first value of largest magnitude, q = round(iscale · x) (so v itself becomes −127), d = 1/iscale,
   // bsums = the sums of q per 16. ggml tried −128 and kept −127 (a comment there), so q is in
@@ -108,7 +119,7 @@ struct QKern {
   struct XQ {
     std::vector<float> d;
     std::vector<int8_t> q;
-    std::vector<int16_t> bsums;
+    std::vector<int16_t> bsums;  // Σ q per 16 values (blocks of 256), per block (blocks of 32)
     std::vector<float> src;  // the x of d, q, bsums (block `src_block`), empty before the first
     int64_t src_block = 0;
     // Makes d, q, bsums those of x (n,) in blocks of `block`, by quant(x, n, d, q, bsums) unless they are.
@@ -179,7 +190,7 @@ struct QKern {
     constexpr int64_t kBytes = block32_bytes(T);
     const int64_t nb = cols / 32;
     XQ& b = xq();
-    b.take(x, cols, 32, [](const float* v, int64_t n, float* d, int8_t* q, int16_t*) { quantize_q8_0(v, n, d, q); });
+    b.take(x, cols, 32, quantize_q8_0_sums);
     const int8_t* q = b.q.data();
     const float* dx = b.d.data();
     const auto block = [&](const uint8_t* w, int64_t k, __m256 acc) {

@@ -153,7 +153,7 @@ struct Q4K512 {
 // mins by vpdpwssd on pairs of groups, and one fma each with d·dx and dmin·dx: 16 finished rows, no
 // horizontal sums, no per-group shuffles. The integers are those of Q4K512 (S_g ≤ 32·15·127, times a
 // scale ≤ 63, eight groups: < 2^25); the float sum adds one term per block and row.
-static __m512i x4(const int8_t* q) {  // four x codes in every 32-bit lane
+__m512i x4(const int8_t* q) {  // four x codes in every 32-bit lane
   int32_t v;
   std::memcpy(&v, q, 4);
   return _mm512_set1_epi32(v);
@@ -232,22 +232,13 @@ struct Q8016 {
   static void matvec(const uint8_t* W, int64_t groups, int64_t cols, const float* x, float* y) {
     const int64_t nb = cols / 32;
     Q::XQ& b = Q::xq();
-    b.take(x, cols, 32, [](const float* v, int64_t n, float* d, int8_t* q, int16_t*) { Q::quantize_q8_0(v, n, d, q); });
-    thread_local std::vector<int32_t> start;  // −128·Σ q per block of x
-    if (start.size() < static_cast<size_t>(nb)) start.resize(static_cast<size_t>(nb));
-    for (int64_t k = 0; k < nb; ++k) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q.data() + 32 * k));
-      const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
-      const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-      const __m128i h2 = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
-      start[static_cast<size_t>(k)] = -128 * _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, _MM_SHUFFLE(2, 3, 0, 1))));
-    }
+    b.take(x, cols, 32, Q::quantize_q8_0_sums);  // as Q::matvec_b32, which shares the cached x
     for (int64_t g = 0; g < groups; ++g, y += kGroupRows) {
       __m512 acc = _mm512_setzero_ps();
       const uint8_t* blk = W + g * nb * kGroupBlock;
       for (int64_t k = 0; k < nb; ++k, blk += kGroupBlock) {
         const int8_t* q = b.q.data() + 32 * k;
-        __m512i s0 = _mm512_set1_epi32(start[static_cast<size_t>(k)]), s1 = _mm512_setzero_si512();
+        __m512i s0 = _mm512_set1_epi32(-128 * b.bsums[static_cast<size_t>(k)]), s1 = _mm512_setzero_si512();
         for (int c = 0; c < 4; ++c) {
           s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(blk + 32 + 64 * c), x4(q + 4 * c));
           s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512(blk + 288 + 64 * c), x4(q + 16 + 4 * c));
