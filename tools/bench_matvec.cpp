@@ -28,8 +28,7 @@ using cpu::simd::Kernels;
 // Every 16 rows of q (format t, rows of `cols`) rearranged into a group (core/rows16.h).
 static std::vector<uint8_t> grouped(DType t, const std::vector<uint8_t>& q, int64_t cols) {
   std::vector<uint8_t> p(q.size());
-  const size_t gb = static_cast<size_t>(16 * dtype_row_bytes(t, cols));
-  for (size_t g = 0; g < q.size() / gb; ++g) rows16_pack(t, q.data() + g * gb, cols / dtype_block(t), p.data() + g * gb);
+  rows16_pack_rows(t, q.data(), static_cast<int64_t>(q.size()) / dtype_row_bytes(t, cols), cols, p.data());
   return p;
 }
 

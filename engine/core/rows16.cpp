@@ -116,6 +116,11 @@ void rows16_pack(DType t, const uint8_t* rows, int64_t nb, uint8_t* group) {
   (t == DType::Q4_K ? q4k16_pack : q8_0_pack)(rows, nb, group);
 }
 
+void rows16_pack_rows(DType t, const uint8_t* rows, int64_t n, int64_t cols, uint8_t* out) {
+  const int64_t gb = kGroupRows * dtype_row_bytes(t, cols);
+  for (int64_t g = 0; g < n / kGroupRows; ++g) rows16_pack(t, rows + g * gb, cols / dtype_block(t), out + g * gb);
+}
+
 void rows16_row(DType t, const uint8_t* group, int64_t nb, int i, uint8_t* row) {
   (t == DType::Q4_K ? q4k16_row : q8_0_row)(group, nb, i, row);
 }

@@ -36,6 +36,9 @@ constexpr int64_t kGroupRows = 16;
 bool rows16_format(DType t);
 // 16 consecutive rows of format t, nb blocks each (ggml's layout) → one group at `group` (no overlap).
 void rows16_pack(DType t, const uint8_t* rows, int64_t nb, uint8_t* group);
+// `n` rows (a multiple of 16) of format t and `cols` columns in ggml's layout → n / 16 groups at `out`
+// (no overlap): rows16_pack for each 16.
+void rows16_pack_rows(DType t, const uint8_t* rows, int64_t n, int64_t cols, uint8_t* out);
 // Row i (0..15) of a group of format t in ggml's layout (nb blocks at `row`).
 void rows16_row(DType t, const uint8_t* group, int64_t nb, int i, uint8_t* row);
 

@@ -37,9 +37,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, Rows16, ::testing::Values(DType::Q4_K, DType::
 
 std::vector<uint8_t> packed(DType t, const std::vector<uint8_t>& plain, int64_t rows, int64_t cols) {
   std::vector<uint8_t> out(plain.size());
-  const int64_t rb = dtype_row_bytes(t, cols);
-  for (int64_t g = 0; g < rows / 16; ++g)
-    rows16_pack(t, plain.data() + g * 16 * rb, cols / dtype_block(t), out.data() + g * 16 * rb);
+  rows16_pack_rows(t, plain.data(), rows, cols, out.data());
   return out;
 }
 
